@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The one-call GPU check, run on the device machine from the repository root:
+#   build (sm_90a) -> GPU test suite against the CPU reference -> compute-sanitizer memcheck
+#   on a small case of every kernel -> ceilings + benchmark set -> summary.
+# Logs go to $OUT (or ./gpu-out). Needs .gpu/ from scripts/prepare_gpu_carry.sh.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+SUMMARY=$OUT/summary.md
+export PATH=$PATH:/usr/local/cuda/bin
+STEPS=${STEPS:-build,tests,sanitizer,bench}
+has() { [[ ",$STEPS," == *",$1,"* ]]; }
+status=0
+
+{
+  echo "# smla GPU check"
+  echo "- date: $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with local changes)')"
+  echo "- device: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null)"
+  echo "- nvcc: $(nvcc --version | tail -2 | head -1)"
+} > "$SUMMARY"
+
+if has build; then
+  t0=$(date +%s)
+  cmake -S . -B build-gpu -G Ninja -DSMLA_CUDA=ON -DSMLA_CUTLASS_INCLUDE=$PWD/.gpu/include \
+        -DSMLA_GTEST_SOURCE_DIR=$PWD/.gpu/googletest > "$OUT/build.log" 2>&1 &&
+  cmake --build build-gpu -j "$(nproc)" >> "$OUT/build.log" 2>&1
+  rc=$?
+  echo "- build: rc=$rc in $(( $(date +%s) - t0 )) s" >> "$SUMMARY"
+  if [ $rc -ne 0 ]; then tail -40 "$OUT/build.log"; cat "$SUMMARY"; exit 1; fi
+fi
+
+if has tests; then
+  t0=$(date +%s)
+  ./build-gpu/tests/smla_gpu_tests --gtest_output=xml:"$OUT/gpu_tests.xml" > "$OUT/gpu_tests.log" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && status=1
+  echo "- GPU tests: rc=$rc in $(( $(date +%s) - t0 )) s; $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$OUT/gpu_tests.log" | tr '\n' ' ')" >> "$SUMMARY"
+  grep -E "^\[  FAILED  \]|Failure|error" "$OUT/gpu_tests.log" | head -40 >> "$SUMMARY"
+  ./build-gpu/tests/smla_cpu_tests --gtest_brief=1 > "$OUT/cpu_tests.log" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && status=1
+  echo "- CPU tests on the device host: rc=$rc; $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$OUT/cpu_tests.log" | tr '\n' ' ')" >> "$SUMMARY"
+fi
+
+if has sanitizer; then
+  small='GpuSparseDecode.V32Fp8DsMlaHeads:GpuSparseDecode.SmallBatchSplitsKv:GpuSparseDecode.V4Model1WithExtraCache:GpuSparseDecode.AllInvalid*:GpuSparsePrefill.Shapes:GpuDenseDecode.DtypesAndHeads:GpuCacheIo.*:GpuMergeStates.*:GpuMetadata.*'
+  compute-sanitizer --tool memcheck --error-exitcode 9 ./build-gpu/tests/smla_gpu_tests --gtest_filter="$small" \
+    > "$OUT/memcheck.log" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && status=1
+  echo "- compute-sanitizer memcheck (small case of every kernel): rc=$rc; $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)" >> "$SUMMARY"
+fi
+
+if has bench; then
+  python3 bench/ceilings.py > "$OUT/ceilings.json" 2> "$OUT/ceilings.err"
+  echo "- ceilings: $(cat "$OUT/ceilings.json")" >> "$SUMMARY"
+  python3 bench/run_set.py ./build-gpu/tools/smla "$OUT/ceilings.json" "$OUT/bench.jsonl" > "$OUT/bench.log" 2>&1
+  echo "" >> "$SUMMARY"
+  cat "$OUT/bench.log" >> "$SUMMARY"
+  ./build-gpu/tools/smla run > "$OUT/run.log" 2>&1
+  echo "- smla run: rc=$?" >> "$SUMMARY"
+fi
+
+cat "$SUMMARY"
+exit $status

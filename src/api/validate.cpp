@@ -1,0 +1,156 @@
+#include "api/validate.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace smla::detail {
+
+std::string dtypes_string(std::initializer_list<DType> dtypes) {
+  std::string s;
+  size_t i = 0, n = dtypes.size();
+  for (DType d : dtypes) {
+    if (i > 0) s += (i + 1 == n) ? " or " : ", ";
+    s += dtype_name(d);
+    ++i;
+  }
+  return s;
+}
+
+std::string expected_shape_string(std::initializer_list<int64_t> shape) {
+  std::ostringstream os;
+  os << "(";
+  size_t i = 0;
+  for (int64_t s : shape) {
+    os << (i++ ? ", " : "");
+    if (s == kAny) os << "*"; else os << s;
+  }
+  if (shape.size() == 1) os << ",";
+  os << ")";
+  return os.str();
+}
+
+std::string strides_string(const TensorView& t) {
+  std::ostringstream os;
+  os << "(";
+  for (int i = 0; i < t.ndim; ++i) os << (i ? ", " : "") << t.stride[i];
+  if (t.ndim == 1) os << ",";
+  os << ")";
+  return os.str();
+}
+
+void require_present(const char* name, const TensorView& t, const char* what) {
+  if (!t.present()) throw Error(name, std::string("given (") + what + ")", "nothing");
+}
+
+void check_tensor(const char* name, const TensorView& t, std::initializer_list<DType> dtypes,
+                  std::initializer_list<int64_t> shape) {
+  std::string expected = dtypes_string(dtypes) + " of shape " + expected_shape_string(shape);
+  if (!t.present()) throw Error(name, expected, "nothing");
+  bool ok = false;
+  for (DType d : dtypes) ok |= (d == t.dtype);
+  ok &= (t.ndim == static_cast<int>(shape.size()));
+  if (ok) {
+    int i = 0;
+    for (int64_t s : shape) {
+      if (s != kAny && t.shape[i] != s) ok = false;
+      if (t.shape[i] < 0) ok = false;
+      ++i;
+    }
+  }
+  if (!ok) throw Error(name, expected, describe(t));
+}
+
+void check_same_device(const char* name, const TensorView& t, const char* ref_name, Device ref) {
+  if (t.present() && !(t.device == ref))
+    throw Error(name, "on " + device_name(ref) + " like " + ref_name, "on " + device_name(t.device));
+}
+
+void check_inner_contiguous(const char* name, const TensorView& t, int dims) {
+  for (int i = 0; i < t.ndim; ++i)
+    if (t.stride[i] < 0)
+      throw Error(name, "non-negative strides", "strides " + strides_string(t));
+  if (!t.inner_contiguous(dims)) {
+    std::string what = dims == 1 ? "its last dimension contiguous (stride 1)"
+                                 : "its last " + std::to_string(dims) + " dimensions packed row-major";
+    throw Error(name, "a tensor with " + what, "strides " + strides_string(t));
+  }
+}
+
+void check_aligned(const char* name, const TensorView& t, int bytes) {
+  if (!t.present()) return;
+  auto addr = reinterpret_cast<uintptr_t>(t.data);
+  int64_t es = static_cast<int64_t>(dtype_size(t.dtype));
+  bool ok = addr % bytes == 0;
+  for (int i = 0; i + 1 < t.ndim; ++i)
+    if (t.shape[i] > 1 && (t.stride[i] * es) % bytes != 0) ok = false;
+  if (!ok)
+    throw Error(name, "aligned to " + std::to_string(bytes) + " bytes (data pointer and outer strides)",
+                "address % " + std::to_string(bytes) + " = " + std::to_string(addr % bytes) +
+                    " and strides " + strides_string(t));
+}
+
+void check_value(const char* name, bool ok, const std::string& expected, const std::string& given) {
+  if (!ok) throw Error(name, expected, given);
+}
+
+void check_paged_cache(const char* name, const PagedCache& c, std::initializer_list<CacheFormat> allowed) {
+  bool fmt_ok = false;
+  std::string fmts;
+  size_t i = 0;
+  for (CacheFormat f : allowed) {
+    fmt_ok |= (f == c.format);
+    fmts += (i ? (i + 1 == allowed.size() ? " or " : ", ") : "");
+    fmts += format_name(f);
+    ++i;
+  }
+  std::string sname = std::string(name) + ".format";
+  if (!fmt_ok) throw Error(sname, fmts, format_name(c.format));
+  const TensorView& d = c.data;
+  std::string dname = std::string(name);
+  if (!d.present()) throw Error(dname, "a paged cache tensor", "nothing");
+  if (d.ndim != 3 && d.ndim != 4)
+    throw Error(dname, "a tensor of shape (num_blocks, page_size, [h_kv,] row)", describe(d));
+  switch (c.format) {
+    case CacheFormat::bf16:
+    case CacheFormat::fp16:
+    case CacheFormat::fp8_e4m3: {
+      DType want = c.format == CacheFormat::bf16 ? DType::bf16
+                 : c.format == CacheFormat::fp16 ? DType::f16 : DType::fp8_e4m3;
+      if (d.dtype != want)
+        throw Error(dname, std::string(dtype_name(want)) + " for format " + format_name(c.format),
+                    describe(d));
+      int64_t row = d.shape[d.ndim - 1];
+      if (row != 576 && row != 512)
+        throw Error(dname, "rows of d_qk = 576 or 512 elements", describe(d));
+      break;
+    }
+    case CacheFormat::fp8_ds_mla:
+    case CacheFormat::fp8_model1: {
+      int bpt = bytes_per_token(c.format, 0);
+      if (d.dtype != DType::u8 || d.shape[d.ndim - 1] != bpt)
+        throw Error(dname, "uint8 rows of " + std::to_string(bpt) + " bytes for format " + format_name(c.format),
+                    describe(d));
+      if (d.ndim == 4 && d.shape[2] != 1)
+        throw Error(dname, std::string("h_kv = 1 for format ") + format_name(c.format), describe(d));
+      break;
+    }
+  }
+  if (d.shape[0] < 0 || d.shape[1] < 1)
+    throw Error(dname, "num_blocks >= 0 and page_size >= 1", describe(d));
+  check_inner_contiguous(name, d, d.ndim - 1);
+  int64_t page_elems = 1;
+  for (int k = 1; k < d.ndim; ++k) page_elems *= d.shape[k];
+  if (d.shape[0] > 1 && d.stride[0] < page_elems)
+    throw Error(dname, "a page stride of at least " + std::to_string(page_elems) + " elements (one page)",
+                std::to_string(d.stride[0]));
+  if (c.format == CacheFormat::fp8_e4m3)
+    check_value((std::string(name) + ".k_scale").c_str(), std::isfinite(c.k_scale) && c.k_scale > 0,
+                "a positive finite float", std::to_string(c.k_scale));
+}
+
+void check_no_alias(const char* out_name, const TensorView& out, const char* in_name, const TensorView& in) {
+  if (out.present() && in.present() && out.data == in.data)
+    throw Error(out_name, std::string("a buffer distinct from ") + in_name, "the same data pointer");
+}
+
+}  // namespace smla::detail

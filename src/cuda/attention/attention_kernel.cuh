@@ -1,0 +1,310 @@
+// Gather attention on tensor cores (mma.sync m16n8k16): one CTA owns up to 64 query rows
+// (heads x tokens that share one key list) and walks its share of the key list in blocks of
+// 64 keys. Each block is gathered row by row, dequantized to 16-bit in shared memory, then
+//   S = Q K^T  (every warp of a 16-row group computes the group's full 16 x 64 scores),
+//   online softmax in registers,
+//   O += P V   (the two warps of a group each own half of the 512 value columns),
+// so a thread keeps 16 x 256 / 32 = 128 accumulators. Rows padded past the real heads hold
+// zeros and are never written, so they cannot leak NaN into real heads.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "cuda/attention/attention_params.h"
+#include "cuda/common/kv_load.cuh"
+#include "cuda/common/mma.cuh"
+#include "smla/formats.h"
+
+namespace smla::cuda {
+
+inline constexpr int kBlockN = 64;       // keys per block
+inline constexpr int kSmemStride = 584;  // 576 + 8 halves: 1168-byte rows, ldmatrix conflict-free
+inline constexpr int kDvHalf = 256;
+
+template <int NG>
+constexpr int attention_threads() { return NG * 2 * 32; }
+
+template <int NG>
+constexpr size_t attention_smem_bytes() {
+  return static_cast<size_t>(NG * 16 + kBlockN) * kSmemStride * 2 + kBlockN * (8 + 4 + 4);
+}
+
+template <int NG, bool kF16>
+__global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams p) {
+  constexpr int kRows = NG * 16;
+  constexpr int kThreads = NG * 64;
+  extern __shared__ __align__(16) uint8_t smem[];
+  uint16_t* sQ = reinterpret_cast<uint16_t*>(smem);
+  uint16_t* sK = sQ + kRows * kSmemStride;
+  int64_t* s_addr = reinterpret_cast<int64_t*>(sK + kBlockN * kSmemStride);  // page byte offset
+  int32_t* s_pos = reinterpret_cast<int32_t*>(s_addr + kBlockN);              // key position, -1 masked
+  int32_t* s_off = s_pos + kBlockN;                                            // token offset in its page
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int group = warp >> 1, half = warp & 1;
+
+  // ---- which request, split and rows this CTA owns
+  int req, split_id, n_splits;
+  if (p.split_offsets) {
+    const int x = blockIdx.x;
+    if (x >= __ldg(p.split_offsets + p.b)) return;
+    int lo = 0, hi = p.b - 1;  // last request with split_offsets[r] <= x
+    while (lo < hi) {
+      int mid = (lo + hi + 1) >> 1;
+      if (__ldg(p.split_offsets + mid) <= x) lo = mid; else hi = mid - 1;
+    }
+    req = lo;
+    split_id = x - __ldg(p.split_offsets + req);
+    n_splits = __ldg(p.split_offsets + req + 1) - __ldg(p.split_offsets + req);
+  } else {
+    req = blockIdx.x;
+    split_id = 0;
+    n_splits = 1;
+  }
+  const int kvh = blockIdx.y / p.tiles_per_kv;
+  const int hpk = p.h_q / p.h_kv;
+  const int head_in_kv0 = (blockIdx.y % p.tiles_per_kv) * p.heads_tile;
+  const int t0 = blockIdx.z * p.tokens_per_cta;
+
+  // Keys of this request: sparse = main list then extra list; dense = positions [0, seqlen).
+  int len_main, len_total;
+  if (p.dense) {
+    int64_t cap = static_cast<int64_t>(p.max_blocks) * p.main.page_size;
+    int64_t s = __ldg(p.seqlens + req * p.seqlens_st);
+    s = s < 0 ? 0 : (s > cap ? cap : s);
+    len_main = len_total = static_cast<int>(s);
+  } else {
+    len_main = sparse_len(p.main, req);
+    len_total = len_main + (p.has_extra ? sparse_len(p.extra, req) : 0);
+  }
+  const int n_blocks = (len_total + kBlockN - 1) / kBlockN;
+  const int chunk = (n_blocks + n_splits - 1) / max(n_splits, 1);
+  const int kb_begin = min(split_id * chunk, n_blocks);
+  const int kb_end = min(kb_begin + chunk, n_blocks);
+
+  // ---- Q tile: row r = (token t0 + r / heads_tile, head head_in_kv0 + r % heads_tile)
+  const int d_chunks = p.d_qk / 8;
+  for (int i = tid; i < kRows * d_chunks; i += kThreads) {
+    const int r = i / d_chunks, c = i % d_chunks;
+    const int tl = r / p.heads_tile, hl = r % p.heads_tile;
+    const int t = t0 + tl, hk = head_in_kv0 + hl;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (tl < p.tokens_per_cta && t < p.s_q && hk < hpk && r < kRows) {
+      const int h = kvh * hpk + hk;
+      const int64_t off = req * p.q_sb + t * p.q_st + h * p.q_sh;
+      if (p.q_kind == 2) {
+        const uint8_t* q8 = static_cast<const uint8_t*>(p.q) + off;
+        v = dequant8_e4m3(__ldg(reinterpret_cast<const uint2*>(q8) + c), p.q_scale, kF16);
+      } else {
+        v = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.q) + off) + c);
+      }
+    }
+    *reinterpret_cast<uint4*>(sQ + r * kSmemStride + 8 * c) = v;
+  }
+
+  // Per-thread rows (fragment rows g and g+8 of this warp's group) and their key limits.
+  const int row0 = group * 16 + (lane >> 2);
+  int limit[2];
+  bool row_real[2];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const int r = row0 + 8 * k;
+    const int tl = r / p.heads_tile, hl = r % p.heads_tile;
+    row_real[k] = tl < p.tokens_per_cta && t0 + tl < p.s_q && head_in_kv0 + hl < hpk;
+    limit[k] = (p.dense && p.causal) ? len_total - p.s_q + (t0 + tl) : 0x7fffffff;
+  }
+
+  float o[32][4];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+
+  const uint32_t sQ_base = smem_addr(sQ), sK_base = smem_addr(sK);
+  const int t_sparse = t0;  // sparse CTAs own exactly one token
+
+  for (int kb = kb_begin; kb < kb_end; ++kb) {
+    __syncthreads();  // the previous block's K is no longer read
+    if (tid < kBlockN) {
+      // Resolve key slots once per block; invalid ones are masked and never dereferenced.
+      const int v = kb * kBlockN + tid;
+      int pos = -1;
+      int64_t page = 0, off = 0;
+      if (v < len_total) {
+        const KeySetParams& ks = (p.dense || v < len_main) ? p.main : p.extra;
+        int64_t blk = -1;
+        if (p.dense) {
+          blk = __ldg(p.block_table + req * p.bt_sb + v / ks.page_size);
+          off = v % ks.page_size;
+          if (blk >= ks.num_blocks) blk = -1;
+        } else {
+          const int j = v < len_main ? v : v - len_main;
+          const int64_t idx = __ldg(ks.indices + req * ks.idx_sb + t_sparse * ks.idx_st + j);
+          if (idx >= 0 && idx < ks.num_blocks * ks.page_size) {
+            blk = idx / ks.page_size;
+            off = idx % ks.page_size;
+          }
+        }
+        if (blk >= 0) {
+          pos = v;
+          page = blk * ks.page_stride;
+        }
+      }
+      s_pos[tid] = pos;
+      s_addr[tid] = page;
+      s_off[tid] = static_cast<int32_t>(off);
+    }
+    __syncthreads();
+    // Gather and dequantize 64 keys x d_qk values.
+    for (int i = tid; i < kBlockN * d_chunks; i += kThreads) {
+      const int j = i / d_chunks, c = i % d_chunks;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (s_pos[j] >= 0) {
+        const KeySetParams& ks = (p.dense || kb * kBlockN + j < len_main) ? p.main : p.extra;
+        const uint8_t* page = ks.base + s_addr[j];
+        const int off = s_off[j];
+        const uint8_t* tok;
+        if (ks.format == static_cast<int>(CacheFormat::fp8_ds_mla))
+          tok = page + static_cast<int64_t>(off) * DsMlaLayout::bytes_per_token;
+        else if (ks.format == static_cast<int>(CacheFormat::fp8_model1))
+          tok = page + Model1Layout::data_offset(off);
+        else
+          tok = page + (static_cast<int64_t>(off) * ks.h_kv + kvh) * ks.row_elems *
+                           (ks.format == static_cast<int>(CacheFormat::fp8_e4m3) ? 1 : 2);
+        v = load_key_chunk(ks, page, tok, off, c, kF16);
+      }
+      *reinterpret_cast<uint4*>(sK + j * kSmemStride + 8 * c) = v;
+    }
+    __syncthreads();
+
+    // ---- S = Q K^T for this warp's 16 rows x 64 keys
+    float s[8][4];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+    const uint32_t a_addr = sQ_base + ((group * 16 + (lane & 15)) * kSmemStride + (lane >> 4) * 8) * 2;
+    const uint32_t b_addr = sK_base + (((lane >> 4) * 8 + (lane & 7)) * kSmemStride + ((lane >> 3) & 1) * 8) * 2;
+    for (int ks = 0; ks < p.d_qk / 16; ++ks) {
+      uint32_t a[4];
+      ldmatrix_x4(a, a_addr + ks * 32);
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        uint32_t b[4];
+        ldmatrix_x4(b, b_addr + (np * 16 * kSmemStride) * 2 + ks * 32);
+        mma_16816<kF16>(s[2 * np], a, b[0], b[1]);
+        mma_16816<kF16>(s[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+
+    // ---- mask, online softmax (log2 domain)
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = nt * 8 + 2 * (lane & 3) + (e & 1);
+        const int k = e >> 1;
+        const int pos = s_pos[key];
+        const bool ok = pos >= 0 && pos <= limit[k];
+        s[nt][e] = ok ? s[nt][e] * p.scale_log2 : -INFINITY;
+        mx[k] = fmaxf(mx[k], s[nt][e]);
+      }
+    }
+    float alpha[2], m_use[2];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      mx[k] = fmaxf(mx[k], __shfl_xor_sync(0xffffffffu, mx[k], 1));
+      mx[k] = fmaxf(mx[k], __shfl_xor_sync(0xffffffffu, mx[k], 2));
+      const float m_new = fmaxf(m_run[k], mx[k]);
+      m_use[k] = m_new == -INFINITY ? 0.f : m_new;
+      alpha[k] = exp2f(m_run[k] - m_use[k]);
+      m_run[k] = m_new;
+    }
+    float rs[2] = {0.f, 0.f};
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int k = e >> 1;
+        s[nt][e] = exp2f(s[nt][e] - m_use[k]);
+        rs[k] += s[nt][e];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < 2; ++k) l_run[k] = l_run[k] * alpha[k] + rs[k];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      o[i][0] *= alpha[0];
+      o[i][1] *= alpha[0];
+      o[i][2] *= alpha[1];
+      o[i][3] *= alpha[1];
+    }
+
+    // ---- O += P V over this warp's 256 value columns
+    const uint32_t v_addr = sK_base + ((((lane >> 3) & 1) * 8 + (lane & 7)) * kSmemStride +
+                                       half * kDvHalf + (lane >> 4) * 8) * 2;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      uint32_t a[4];
+      a[0] = pack2<kF16>(s[2 * kk][0], s[2 * kk][1]);
+      a[1] = pack2<kF16>(s[2 * kk][2], s[2 * kk][3]);
+      a[2] = pack2<kF16>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      a[3] = pack2<kF16>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+      for (int dn = 0; dn < 16; ++dn) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, v_addr + (kk * 16 * kSmemStride + dn * 16) * 2);
+        mma_16816<kF16>(o[2 * dn], a, b[0], b[1]);
+        mma_16816<kF16>(o[2 * dn + 1], a, b[2], b[3]);
+      }
+    }
+  }
+
+  // ---- epilogue
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    l_run[k] += __shfl_xor_sync(0xffffffffu, l_run[k], 1);
+    l_run[k] += __shfl_xor_sync(0xffffffffu, l_run[k], 2);
+  }
+  constexpr float kLn2 = 0.6931471805599453f;
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    if (!row_real[k]) continue;
+    const int r = row0 + 8 * k;
+    const int t = t0 + r / p.heads_tile;
+    const int h = kvh * hpk + head_in_kv0 + r % p.heads_tile;
+    const bool empty = !(l_run[k] > 0.f);
+    const float lse = empty ? -INFINITY : (m_run[k] + log2f(l_run[k])) * kLn2;
+    float factor = empty ? 0.f : 1.f / l_run[k];
+    const bool direct = n_splits == 1;
+    if (direct && p.sink && !empty) {
+      const float sk = __ldg(p.sink + h * p.sink_st);
+      factor *= (sk == INFINITY) ? 0.f : (sk == -INFINITY ? 1.f : 1.f / (1.f + expf(sk - lse)));
+    }
+    if (direct) {
+      uint16_t* orow = static_cast<uint16_t*>(p.out) + req * p.o_sb + t * p.o_st + h * p.o_sh + half * kDvHalf;
+#pragma unroll
+      for (int nt = 0; nt < 32; ++nt) {
+        const uint32_t v = to16x2(o[nt][2 * k] * factor, o[nt][2 * k + 1] * factor, p.out_f16);
+        *reinterpret_cast<uint32_t*>(orow + nt * 8 + 2 * (lane & 3)) = v;
+      }
+      if (half == 0 && (lane & 3) == 0) {
+        p.lse[req * p.l_sb + t * p.l_st + h * p.l_sh] = lse;
+        if (p.max_logits)
+          p.max_logits[req * p.m_sb + t * p.m_st + h * p.m_sh] = empty ? -INFINITY : m_run[k] * kLn2;
+      }
+    } else {
+      const int64_t prow = (static_cast<int64_t>(blockIdx.x) * p.s_q + t) * p.h_q + h;
+      float* orow = p.part_o + prow * kDv + half * kDvHalf;
+#pragma unroll
+      for (int nt = 0; nt < 32; ++nt)
+        *reinterpret_cast<float2*>(orow + nt * 8 + 2 * (lane & 3)) =
+            make_float2(o[nt][2 * k] * factor, o[nt][2 * k + 1] * factor);
+      if (half == 0 && (lane & 3) == 0) p.part_lse[prow] = lse;
+    }
+  }
+}
+
+}  // namespace smla::cuda

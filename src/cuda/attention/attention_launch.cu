@@ -1,0 +1,156 @@
+#include "cuda/attention/attention_launch.h"
+
+#include <cub/block/block_scan.cuh>
+
+#include <algorithm>
+#include <string>
+
+#include "cuda/attention/attention_kernel.cuh"
+#include "cuda/attention/combine_kernel.cuh"
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/device_info.h"
+#include "metadata/index_math.h"
+#include "smla/metadata.h"
+
+namespace smla::cuda {
+
+namespace {
+
+constexpr int kPlanThreads = 256;
+constexpr int64_t kMaxKeys = 0x7fffffff;  // lengths are already clamped by request_keys
+constexpr size_t kAlign = 256;
+size_t align_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+__device__ int request_keys(const AttnParams& p, int req) {
+  if (p.dense) {
+    int64_t cap = static_cast<int64_t>(p.max_blocks) * p.main.page_size;
+    int64_t s = __ldg(p.seqlens + req * p.seqlens_st);
+    return static_cast<int>(s < 0 ? 0 : (s > cap ? cap : s));
+  }
+  return sparse_len(p.main, req) + (p.has_extra ? sparse_len(p.extra, req) : 0);
+}
+
+// The split-KV schedule of metadata.h (decode_split_schedule), computed from the lengths the
+// attention kernel itself will see. One CTA: requests are split into contiguous runs per thread.
+__global__ void __launch_bounds__(kPlanThreads) split_plan_kernel(const AttnParams p, int num_units, int32_t* offsets) {
+  using Scan = cub::BlockScan<int64_t, kPlanThreads>;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  __shared__ int64_t s_total;
+  const int per = (p.b + kPlanThreads - 1) / kPlanThreads;
+  const int r0 = threadIdx.x * per, r1 = min(r0 + per, p.b);
+  int64_t cost = 0;
+  for (int r = r0; r < r1; ++r) cost += meta::split_key_blocks(request_keys(p, r), kMaxKeys, kBlockN) + 1;
+  int64_t total;
+  Scan(scan_tmp).ExclusiveSum(cost, cost, total);
+  if (threadIdx.x == 0) s_total = total;
+  __syncthreads();
+  const int64_t per_unit = meta::split_per_unit(s_total, num_units);
+  int64_t n = 0;
+  for (int r = r0; r < r1; ++r) n += meta::split_count(meta::split_key_blocks(request_keys(p, r), kMaxKeys, kBlockN), per_unit);
+  int64_t before;
+  __syncthreads();
+  Scan(scan_tmp).ExclusiveSum(n, before);
+  for (int r = r0; r < r1; ++r) {
+    offsets[r] = static_cast<int32_t>(before);
+    before += meta::split_count(meta::split_key_blocks(request_keys(p, r), kMaxKeys, kBlockN), per_unit);
+  }
+  if (r0 < r1 && r1 == p.b) offsets[p.b] = static_cast<int32_t>(before);
+}
+
+template <int NG, bool F16>
+void launch_attention_kernel(const AttnParams& p, dim3 grid, cudaStream_t stream) {
+  constexpr size_t smem = attention_smem_bytes<NG>();
+  static bool configured = false;  // the attribute is per function, set once per process
+  if (!configured) {
+    SMLA_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<NG, F16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem)));
+    configured = true;
+  }
+  attention_kernel<NG, F16><<<grid, attention_threads<NG>(), smem, stream>>>(p);
+  SMLA_CUDA_CHECK_LAUNCH();
+}
+
+template <bool F16>
+void dispatch_ng(int ng, const AttnParams& p, dim3 grid, cudaStream_t stream) {
+  switch (ng) {
+    case 1: launch_attention_kernel<1, F16>(p, grid, stream); break;
+    case 2: launch_attention_kernel<2, F16>(p, grid, stream); break;
+    case 3: launch_attention_kernel<3, F16>(p, grid, stream); break;
+    default: launch_attention_kernel<4, F16>(p, grid, stream); break;
+  }
+}
+
+int ctas_per_sm(int ng, bool f16) {
+  size_t smem;
+  switch (ng) {
+    case 1: smem = attention_smem_bytes<1>(); break;
+    case 2: smem = attention_smem_bytes<2>(); break;
+    case 3: smem = attention_smem_bytes<3>(); break;
+    default: smem = attention_smem_bytes<4>(); break;
+  }
+  (void)f16;
+  const DeviceInfo& d = current_device_info();
+  int by_smem = static_cast<int>(d.smem_per_sm / (smem + 1024));
+  int by_regs = 65536 / (ng * 64 * 255);
+  return std::max(1, std::min(by_smem, std::max(1, by_regs)));
+}
+
+}  // namespace
+
+AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, bool tokens_share_keys, bool f16, bool allow_split) {
+  AttentionPlan pl;
+  pl.f16 = f16;
+  const int hpk = h_q / std::max(h_kv, 1);
+  constexpr int kMaxRows = 64;
+  pl.tokens_per_cta = tokens_share_keys ? std::min(s_q, kMaxRows) : 1;
+  pl.token_groups = (s_q + pl.tokens_per_cta - 1) / pl.tokens_per_cta;
+  int heads_cap = std::max(1, kMaxRows / pl.tokens_per_cta);
+  pl.tiles_per_kv = (hpk + heads_cap - 1) / heads_cap;
+  pl.heads_tile = (hpk + pl.tiles_per_kv - 1) / pl.tiles_per_kv;  // balanced tiles
+  const int rows = pl.tokens_per_cta * pl.heads_tile;
+  pl.ng = std::min(4, (rows + 15) / 16);
+  pl.split = allow_split && b > 0;
+  if (pl.split) {
+    const int64_t ctas_per_split = static_cast<int64_t>(h_kv) * pl.tiles_per_kv * pl.token_groups;
+    const int64_t slots = static_cast<int64_t>(current_device_info().sm_count) * ctas_per_sm(pl.ng, f16);
+    pl.num_units = static_cast<int>(std::max<int64_t>(1, slots / std::max<int64_t>(1, ctas_per_split)));
+    pl.max_splits = max_total_splits(b, pl.num_units);
+  }
+  return pl;
+}
+
+size_t attention_workspace_bytes(const AttentionPlan& plan, int b, int s_q, int h_q) {
+  if (!plan.split) return 0;
+  const size_t rows = static_cast<size_t>(plan.max_splits) * s_q * h_q;
+  return align_up((b + 1) * sizeof(int32_t)) + align_up(rows * sizeof(float)) + rows * kDv * sizeof(float);
+}
+
+void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& ws, cudaStream_t stream) {
+  if (p.b == 0) return;
+  p.tokens_per_cta = plan.tokens_per_cta;
+  p.heads_tile = plan.heads_tile;
+  p.tiles_per_kv = plan.tiles_per_kv;
+  dim3 grid(p.b, p.h_kv * plan.tiles_per_kv, plan.token_groups);
+  if (plan.split) {
+    const size_t need = attention_workspace_bytes(plan, p.b, p.s_q, p.h_q);
+    if (ws.bytes < need || (need > 0 && ws.data == nullptr))
+      throw Error("workspace", "at least " + std::to_string(need) + " bytes (see *_workspace_size)",
+                  std::to_string(ws.bytes) + " bytes");
+    auto* base = static_cast<uint8_t*>(ws.data);
+    const size_t rows = static_cast<size_t>(plan.max_splits) * p.s_q * p.h_q;
+    p.split_offsets = reinterpret_cast<int32_t*>(base);
+    p.part_lse = reinterpret_cast<float*>(base + align_up((p.b + 1) * sizeof(int32_t)));
+    p.part_o = reinterpret_cast<float*>(base + align_up((p.b + 1) * sizeof(int32_t)) + align_up(rows * sizeof(float)));
+    split_plan_kernel<<<1, kPlanThreads, 0, stream>>>(p, plan.num_units, const_cast<int32_t*>(p.split_offsets));
+    SMLA_CUDA_CHECK_LAUNCH();
+    grid.x = static_cast<unsigned>(plan.max_splits);
+  }
+  if (plan.f16) dispatch_ng<true>(plan.ng, p, grid, stream);
+  else dispatch_ng<false>(plan.ng, p, grid, stream);
+  if (plan.split) {
+    combine_splits_kernel<<<dim3(p.b, p.s_q), 256, 0, stream>>>(p);
+    SMLA_CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace smla::cuda

@@ -1,0 +1,33 @@
+// Host side of the gather-attention kernel: tiling, split-KV workspace, launches.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/attention/attention_params.h"
+#include "smla/ops.h"
+
+namespace smla::cuda {
+
+struct AttentionPlan {
+  int ng = 4;              // 16-row groups per CTA (1..4)
+  bool f16 = false;        // fp16 tensor-core inputs instead of bf16
+  int tokens_per_cta = 1;
+  int token_groups = 1;
+  int heads_tile = 64;
+  int tiles_per_kv = 1;
+  bool split = false;      // split-KV with the device schedule
+  int num_units = 1;       // schedule target: CTAs that fill the GPU once
+  int64_t max_splits = 0;  // workspace bound: b + num_units
+};
+
+// Shapes only (never device values), so the plan and the workspace size are graph-safe.
+AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, bool tokens_share_keys, bool f16, bool allow_split);
+size_t attention_workspace_bytes(const AttentionPlan& plan, int b, int s_q, int h_q);
+// Fills p.split_offsets / part_o / part_lse from the workspace and launches plan, attention
+// and combine kernels on `stream`.
+void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& ws, cudaStream_t stream);
+
+}  // namespace smla::cuda

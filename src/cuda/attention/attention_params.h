@@ -1,0 +1,71 @@
+// Plain parameters of the gather-attention kernel that serves sparse_decode, sparse_prefill
+// and dense_decode: every stride explicit, every device-read value untrusted.
+#pragma once
+
+#include <cstdint>
+
+namespace smla::cuda {
+
+// One paged cache and how key j of a row is found in it.
+struct KeySetParams {
+  const uint8_t* base = nullptr;
+  int64_t page_stride = 0;  // bytes between pages
+  int64_t num_blocks = 0;
+  int page_size = 1;
+  int format = 0;           // smla::CacheFormat
+  int h_kv = 1;
+  int row_elems = 576;      // element formats: values per head row
+  float k_scale = 1.0f;
+  // Sparse key sets: indices [b, s_q, topk] (last dim packed) and optional lengths [b].
+  const int32_t* indices = nullptr;
+  int64_t idx_sb = 0, idx_st = 0;
+  int topk = 0;
+  const int32_t* topk_length = nullptr;
+  int64_t tl_st = 1;
+};
+
+struct AttnParams {
+  bool dense = false;  // keys from a block table (dense) or from index lists (sparse)
+  // q [b, s_q, h_q, d_qk]
+  const void* q = nullptr;
+  int64_t q_sb = 0, q_st = 0, q_sh = 0;
+  int q_kind = 0;  // 0 bf16, 1 fp16, 2 fp8_e4m3 (dequantized with q_scale)
+  float q_scale = 1.0f;
+  int b = 0, s_q = 1, h_q = 1, h_kv = 1, d_qk = 576;
+  float scale_log2 = 0.0f;  // softmax_scale * log2(e)
+
+  KeySetParams main, extra;
+  bool has_extra = false;
+
+  // dense: block_table [b, max_blocks], seqlens [b]
+  const int32_t* block_table = nullptr;
+  int64_t bt_sb = 0;
+  int max_blocks = 0;
+  const int32_t* seqlens = nullptr;
+  int64_t seqlens_st = 1;
+  bool causal = false;
+
+  const float* sink = nullptr;  // [h_q] or null
+  int64_t sink_st = 1;
+
+  // out [b, s_q, h_q, 512] (bf16, or fp16 when out_f16), lse/max_logits [b, s_q, h_q]
+  void* out = nullptr;
+  int64_t o_sb = 0, o_st = 0, o_sh = 0;
+  bool out_f16 = false;
+  float* lse = nullptr;
+  int64_t l_sb = 0, l_st = 0, l_sh = 0;
+  float* max_logits = nullptr;
+  int64_t m_sb = 0, m_st = 0, m_sh = 0;
+
+  // Split-KV: split_offsets [b+1] from the device schedule, or null for one CTA per request.
+  const int32_t* split_offsets = nullptr;
+  float* part_o = nullptr;    // [splits, s_q, h_q, 512]
+  float* part_lse = nullptr;  // [splits, s_q, h_q]
+
+  // CTA tiling: rows = tokens_per_cta x heads_tile (<= 64); head tiles per kv head.
+  int tokens_per_cta = 1;
+  int heads_tile = 64;
+  int tiles_per_kv = 1;
+};
+
+}  // namespace smla::cuda

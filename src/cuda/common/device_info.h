@@ -1,0 +1,16 @@
+// Properties of the current device, read once per device (never on the hot path).
+#pragma once
+
+#include <cstddef>
+
+namespace smla::cuda {
+
+struct DeviceInfo {
+  int sm_count = 0;
+  size_t smem_per_sm = 0;
+  int major = 0, minor = 0;
+};
+
+const DeviceInfo& current_device_info();
+
+}  // namespace smla::cuda

@@ -1,0 +1,42 @@
+#include <mutex>
+#include <vector>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/device_info.h"
+#include "cuda/cuda_backend.h"
+
+namespace smla::cuda {
+
+const DeviceInfo& current_device_info() {
+  static std::mutex mu;
+  static std::vector<DeviceInfo> cache;
+  int dev = 0;
+  SMLA_CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache.size() <= static_cast<size_t>(dev)) cache.resize(dev + 1);
+  DeviceInfo& d = cache[dev];
+  if (d.sm_count == 0) {
+    int v = 0;
+    SMLA_CUDA_CHECK(cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, dev));
+    SMLA_CUDA_CHECK(cudaDeviceGetAttribute(&d.minor, cudaDevAttrComputeCapabilityMinor, dev));
+    SMLA_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+    d.smem_per_sm = static_cast<size_t>(v);
+    SMLA_CUDA_CHECK(cudaDeviceGetAttribute(&d.sm_count, cudaDevAttrMultiProcessorCount, dev));
+  }
+  return d;
+}
+
+int device_sm_count() { return current_device_info().sm_count; }
+
+// The kernels are built for sm_90a only: another architecture cannot run them.
+bool device_available() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    cudaGetLastError();
+    return false;
+  }
+  const DeviceInfo& d = current_device_info();
+  return d.major == 9 && d.minor == 0;
+}
+
+}  // namespace smla::cuda

@@ -1,0 +1,143 @@
+// Per-element formulas of the index and metadata utilities (SPEC §4.6). The CPU loops and
+// the CUDA kernels both call these, so the two backends agree on every input, including
+// values that make no sense: every value read from a tensor is range-checked here, and an
+// invalid one yields -1 instead of an access. All arithmetic is int64, so no int32 value
+// (INT32_MIN, INT32_MAX) can overflow an intermediate.
+#pragma once
+
+#include <cstdint>
+
+#include "smla/numeric.h"
+
+namespace smla::meta {
+
+inline constexpr int64_t kInt32Max = 2147483647;
+
+SMLA_HD int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+SMLA_HD int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+SMLA_HD int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : (v > hi ? hi : v); }
+SMLA_HD bool in_range(int64_t i, int64_t n) { return i >= 0 && i < n; }
+// a >= 0, b >= 1.
+SMLA_HD int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+// ------------------------------------------------------------------ req_id_per_token
+// The rule for any query_start_loc: token t belongs to the FIRST r in [0, b) with
+// qsl[r] <= t < qsl[r+1]; no such r gives -1. O(b) per token.
+SMLA_HD int32_t req_of_token_scan(const int32_t* qsl, int64_t b, int64_t t) {
+  for (int64_t r = 0; r < b; ++r)
+    if (qsl[r] <= t && t < qsl[r + 1]) return static_cast<int32_t>(r);
+  return -1;
+}
+
+// The same answer in O(log b) when qsl[0..b] is non-decreasing: the intervals are then
+// disjoint, and the only candidate is the last r with qsl[r] <= t.
+SMLA_HD int32_t req_of_token_sorted(const int32_t* qsl, int64_t b, int64_t t) {
+  int64_t lo = 0, hi = b + 1;  // upper bound of t in qsl[0..b]
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (qsl[mid] <= t) lo = mid + 1; else hi = mid;
+  }
+  int64_t r = lo - 1;
+  return (r >= 0 && r < b && t < qsl[r + 1]) ? static_cast<int32_t>(r) : -1;
+}
+
+SMLA_HD bool non_decreasing(const int32_t* a, int64_t n) {
+  for (int64_t i = 1; i < n; ++i)
+    if (a[i] < a[i - 1]) return false;
+  return true;
+}
+
+// ------------------------------------------------------- page_table_from_req_to_token
+// Pages a sequence of `len` tokens occupies; a negative length has none.
+SMLA_HD int64_t pages_of_length(int64_t len, int64_t page_size) {
+  return len <= 0 ? 0 : ceil_div(len, page_size);
+}
+
+// The req_to_token column holding page p's first token, or -1 when p is past the sequence
+// or the column is past the map (max_ctx).
+SMLA_HD int64_t page_first_token(int64_t p, int64_t seq_len, int64_t page_size, int64_t max_ctx) {
+  if (!in_range(p, pages_of_length(seq_len, page_size))) return -1;
+  int64_t tok = p * page_size;
+  return tok < max_ctx ? tok : -1;
+}
+
+// Page of a token slot. A negative slot is "no page", not slot / page_size, which C++
+// truncation would turn into page 0 for -page_size < slot < 0.
+SMLA_HD int32_t page_of_token_slot(int64_t slot, int64_t page_size) {
+  return slot < 0 ? -1 : static_cast<int32_t>(slot / page_size);
+}
+
+// ------------------------------------------- positions_to_slots, compressed_slot_mapping
+// Slot of request-local position p through one block-table row:
+// row[p / page_size] * page_size + p % page_size; -1 when row is null (no such request),
+// p < 0, the block is past the row (max_blocks) or the entry is negative.
+SMLA_HD int64_t paged_slot(const int32_t* row, int64_t max_blocks, int64_t p, int64_t page_size) {
+  if (row == nullptr || p < 0) return -1;
+  int64_t blk = p / page_size;
+  if (blk >= max_blocks) return -1;
+  int64_t entry = row[blk];
+  if (entry < 0) return -1;
+  return entry * page_size + p % page_size;
+}
+
+// An int32 output cannot hold a slot past INT32_MAX: such a slot is reported as -1 rather
+// than wrapped into some other, valid-looking slot.
+SMLA_HD int32_t narrow_slot(int64_t slot) {
+  return (slot >= 0 && slot <= kInt32Max) ? static_cast<int32_t>(slot) : -1;
+}
+
+// Compressed state written by the token at position pos: pos / R when (pos + 1) % R == 0,
+// else -1 (also for pos < 0). Written as pos % R == R - 1 so pos = INT64_MAX cannot overflow.
+SMLA_HD int64_t compressed_state(int64_t pos, int64_t ratio) {
+  if (pos < 0 || pos % ratio != ratio - 1) return -1;
+  return pos / ratio;
+}
+
+// ------------------------------------------------------------ sliding_window_indices
+// Entry j of the window of a token at position pos: positions max(pos - W + 1, 0) .. pos in
+// ascending order, then -1.
+SMLA_HD int32_t window_entry(int64_t pos, int64_t window, int64_t j) {
+  if (pos < 0) return -1;
+  int64_t v = max64(pos - window + 1, 0) + j;
+  return v <= pos ? static_cast<int32_t>(v) : -1;
+}
+
+// ------------------------------------------------------------------------------- DCP
+// Rank holding position p: (p / I) % N; -1 for p < 0.
+SMLA_HD int64_t dcp_owner(int64_t p, int64_t world, int64_t interleave) {
+  return p < 0 ? -1 : (p / interleave) % world;
+}
+// Index of p within its owner's shard: (p / (I*N)) * I + p % I; -1 for p < 0.
+SMLA_HD int64_t dcp_local_pos(int64_t p, int64_t world, int64_t interleave) {
+  return p < 0 ? -1 : (p / (interleave * world)) * interleave + p % interleave;
+}
+// Positions p < L owned by `rank`: base = L / I / N * I whole rounds, plus what rank gets of
+// the last partial round. A negative L counts as 0. Never more than max(L, 0).
+SMLA_HD int64_t dcp_local_len(int64_t len, int64_t world, int64_t interleave, int64_t rank) {
+  if (len <= 0) return 0;
+  int64_t base = len / interleave / world * interleave;
+  return base + clamp64(len - base * world - rank * interleave, 0, interleave);
+}
+
+// --------------------------------------------------------------- decode split schedule
+// Key blocks of one request: ceil(clamp(len, 0, max_keys) / block_n).
+SMLA_HD int64_t split_key_blocks(int64_t len, int64_t max_keys, int64_t block_n) {
+  return ceil_div(clamp64(len, 0, max_keys), block_n);
+}
+// Blocks per split target: max(1, ceil(total / num_units)), total = sum_i (blocks_i + 1).
+SMLA_HD int64_t split_per_unit(int64_t total, int64_t num_units) {
+  return max64(1, ceil_div(total, num_units));
+}
+// Splits of one request: max(1, ceil(blocks / per_unit)). Since each request contributes
+// blocks_i + 1 to total, sum_i n_i <= b + total / per_unit <= b + num_units.
+SMLA_HD int64_t split_count(int64_t blocks, int64_t per_unit) {
+  return max64(1, ceil_div(blocks, per_unit));
+}
+// Blocks per split of one request: ceil(blocks / n). With n = split_count(blocks, per_unit)
+// this is <= per_unit and (n - 1) * chunk < blocks, so no split is empty when blocks > 0.
+SMLA_HD int64_t split_chunk(int64_t blocks, int64_t n) { return ceil_div(blocks, n); }
+// Split j covers key blocks [split_begin, split_end).
+SMLA_HD int64_t split_begin(int64_t j, int64_t chunk, int64_t blocks) { return min64(j * chunk, blocks); }
+SMLA_HD int64_t split_end(int64_t j, int64_t chunk, int64_t blocks) { return min64((j + 1) * chunk, blocks); }
+
+}  // namespace smla::meta

@@ -1,0 +1,51 @@
+// Shared test helpers: fresh random inputs, NaN poisoning, SPEC §6 tolerances, and
+// checks that a rejected call names its argument and writes nothing.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "smla/error.h"
+#include "smla/numeric.h"
+#include "smla/tensor.h"
+
+namespace smla::test {
+
+// A per-test generator seeded freshly each run; the seed is printed so a failure can be replayed
+// (SMLA_TEST_SEED=<n> fixes it).
+std::mt19937_64& rng();
+uint64_t current_seed();
+
+float uniform(float lo, float hi);
+int64_t uniform_int(int64_t lo, int64_t hi);  // inclusive
+
+// bf16 storage with random values in [lo, hi] (never all zeros).
+std::vector<uint16_t> random_bf16(size_t n, float lo = -1.0f, float hi = 1.0f);
+std::vector<float> bf16_to_float(const std::vector<uint16_t>& v);
+std::vector<float> random_f32(size_t n, float lo, float hi);
+
+inline uint16_t bf16_nan() { return 0x7fc0; }
+inline float f32_nan() { return NAN; }
+
+// SPEC §6: relative L2 <= 1e-2, per element |err| <= 2e-2 * max|ref| + 1e-3, no NaN.
+void expect_out_close(const std::vector<float>& got, const std::vector<double>& ref, const std::string& what);
+// SPEC §6: |err| <= 1e-4 |ref| + 1e-5, +-inf exactly where the reference has it.
+void expect_lse_close(const std::vector<float>& got, const std::vector<double>& ref, const std::string& what);
+
+// Runs fn, expects smla::Error whose message contains every fragment.
+void expect_error(const std::function<void()>& fn, const std::vector<std::string>& fragments);
+
+// Byte snapshot of a buffer, to check that a rejected call wrote nothing.
+template <typename T>
+std::vector<uint8_t> snapshot(const std::vector<T>& v) {
+  const auto* p = reinterpret_cast<const uint8_t*>(v.data());
+  return std::vector<uint8_t>(p, p + v.size() * sizeof(T));
+}
+
+}  // namespace smla::test

@@ -1,0 +1,600 @@
+// Index and metadata utilities (SPEC §4.6) against naive loops written here from the
+// header's rules, on random inputs full of values that make no sense (negative, INT32_MIN,
+// INT32_MAX, past every table), plus the split-schedule and DCP invariants.
+#include <algorithm>
+#include <climits>
+#include <functional>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/test_util.h"
+#include "smla/capabilities.h"
+#include "smla/metadata.h"
+
+namespace smla {
+namespace {
+
+namespace t = smla::test;
+
+constexpr int32_t kPoison32 = 0x5a5a5a5a;
+constexpr int64_t kPoison64 = 0x5a5a5a5a5a5a5a5aLL;
+
+// A value in [lo, hi] most of the time, otherwise one that no table can hold.
+int32_t nasty(int64_t lo, int64_t hi) {
+  switch (t::uniform_int(0, 9)) {
+    case 0: return INT32_MIN;
+    case 1: return INT32_MAX;
+    case 2: return -1;
+    case 3: return static_cast<int32_t>(t::uniform_int(INT32_MIN, -1));
+    case 4: return static_cast<int32_t>(t::uniform_int(std::min<int64_t>(hi + 1, INT32_MAX), INT32_MAX));
+    default: return static_cast<int32_t>(t::uniform_int(lo, hi));
+  }
+}
+
+std::vector<int32_t> nasty_vec(size_t n, int64_t lo, int64_t hi) {
+  std::vector<int32_t> v(n);
+  for (auto& x : v) x = nasty(lo, hi);
+  return v;
+}
+
+// A view of v; n = 0 still gets a real pointer (an empty vector's data() may be null,
+// which the API reads as "absent").
+template <typename T>
+TensorView view(std::vector<T>& v, std::initializer_list<int64_t> shape, Device dev = kCPU) {
+  if (v.empty()) v.reserve(1);
+  DType dt = sizeof(T) == 8 ? DType::i64 : DType::i32;
+  return make_view(v.data(), dt, shape, dev);
+}
+
+template <typename T>
+void expect_rejected(const std::function<void()>& call, const std::vector<std::string>& fragments,
+                     const std::vector<T>& out) {
+  auto before = t::snapshot(out);
+  t::expect_error(call, fragments);
+  EXPECT_EQ(t::snapshot(out), before) << "a rejected call wrote its output";
+}
+
+// ------------------------------------------------------------------- req_id_per_token
+
+std::vector<int32_t> naive_req_ids(const std::vector<int32_t>& qsl, int64_t T) {
+  std::vector<int32_t> out(T, -1);
+  for (int64_t tok = 0; tok < T; ++tok)
+    for (size_t r = 0; r + 1 < qsl.size(); ++r)
+      if (qsl[r] <= tok && tok < qsl[r + 1]) {
+        out[tok] = static_cast<int32_t>(r);
+        break;
+      }
+  return out;
+}
+
+TEST(MetaReqIdPerToken, SortedStartsWithEmptyRequestsAndTail) {
+  for (int iter = 0; iter < 50; ++iter) {
+    int64_t b = t::uniform_int(1, 40);
+    std::vector<int32_t> qsl(b + 1);
+    qsl[0] = static_cast<int32_t>(t::uniform_int(-3, 3));
+    for (int64_t r = 1; r <= b; ++r) qsl[r] = qsl[r - 1] + static_cast<int32_t>(t::uniform_int(0, 6));
+    int64_t T = std::max<int64_t>(0, qsl[b] + t::uniform_int(0, 4));
+    std::vector<int32_t> out(T, kPoison32);
+    req_id_per_token(view(qsl, {b + 1}), view(out, {T}));
+    EXPECT_EQ(out, naive_req_ids(qsl, T)) << "b " << b;
+  }
+}
+
+TEST(MetaReqIdPerToken, AnyValuesFirstMatchingRequestWins) {
+  for (int iter = 0; iter < 50; ++iter) {
+    int64_t b = t::uniform_int(1, 30);
+    int64_t T = t::uniform_int(0, 60);
+    std::vector<int32_t> qsl = nasty_vec(b + 1, 0, T);
+    std::vector<int32_t> out(T, kPoison32);
+    req_id_per_token(view(qsl, {b + 1}), view(out, {T}));
+    EXPECT_EQ(out, naive_req_ids(qsl, T));
+  }
+  // r0 = [0, 5), r1 = [5, 1) is empty, r2 = [1, 3) overlaps r0: the first one wins.
+  std::vector<int32_t> qsl{0, 5, 1, 3}, out(7, kPoison32);
+  req_id_per_token(view(qsl, {4}), view(out, {7}));
+  EXPECT_EQ(out, (std::vector<int32_t>{0, 0, 0, 0, 0, -1, -1}));
+}
+
+TEST(MetaReqIdPerToken, ManyTokensBothSearches) {
+  // Large enough for the threaded host loop.
+  int64_t b = 64, T = 20000;
+  std::vector<int32_t> sorted(b + 1), unsorted;
+  for (int64_t r = 1; r <= b; ++r) sorted[r] = sorted[r - 1] + static_cast<int32_t>(t::uniform_int(0, 600));
+  unsorted = nasty_vec(b + 1, 0, T);
+  for (auto* qsl : {&sorted, &unsorted}) {
+    std::vector<int32_t> out(T, kPoison32);
+    req_id_per_token(view(*qsl, {b + 1}), view(out, {T}));
+    EXPECT_EQ(out, naive_req_ids(*qsl, T));
+  }
+}
+
+TEST(MetaReqIdPerToken, NoRequests) {
+  std::vector<int32_t> qsl{0}, out(3, kPoison32), none;
+  req_id_per_token(view(qsl, {1}), view(out, {3}));
+  EXPECT_EQ(out, (std::vector<int32_t>{-1, -1, -1}));
+  req_id_per_token(view(qsl, {1}), view(none, {0}));
+}
+
+TEST(MetaReqIdPerToken, Rejects) {
+  std::vector<int32_t> qsl{0, 2, 4}, out(4, kPoison32);
+  std::vector<int64_t> qsl64{0, 2, 4};
+  auto q = view(qsl, {3});
+  auto o = view(out, {4});
+  expect_rejected([&] { req_id_per_token(view(qsl64, {3}), o); },
+                  {"query_start_loc must be int32 of shape (*,)", "got int64 (3,)"}, out);
+  expect_rejected([&] { req_id_per_token(make_view(qsl.data(), DType::i32, {0}), o); },
+                  {"query_start_loc must be int32 of shape (b+1,) with b >= 0", "got int32 (0,)"}, out);
+  expect_rejected([&] { req_id_per_token(q, make_view(out.data(), DType::i32, {2, 2})); },
+                  {"out must be int32 of shape (*,)", "got int32 (2, 2)"}, out);
+  expect_rejected([&] { req_id_per_token(q, make_view(out.data(), DType::i32, {4}, cuda_device(0))); },
+                  {"out must be on cpu like query_start_loc", "got on cuda:0"}, out);
+  expect_rejected([&] { req_id_per_token(q, make_strided_view(out.data(), DType::i32, {2}, {2})); },
+                  {"out must be a tensor with its last", "got strides (2,)"}, out);
+  expect_rejected([&] { req_id_per_token(make_strided_view(qsl.data(), DType::i32, {2}, {2}), o); },
+                  {"query_start_loc must be a tensor with its last dimension contiguous", "got strides (2,)"},
+                  out);
+  expect_rejected([&] { req_id_per_token(q, make_view(qsl.data(), DType::i32, {3})); },
+                  {"out must be a buffer distinct from query_start_loc", "got the same data pointer"}, qsl);
+  expect_rejected([&] { req_id_per_token(q, TensorView{}); }, {"out must be int32", "got nothing"}, out);
+}
+
+// ------------------------------------------------------- page_table_from_req_to_token
+
+TEST(MetaPageTable, MatchesNaiveWithInvalidRequestsLengthsAndTokens) {
+  for (int iter = 0; iter < 30; ++iter) {
+    const int64_t max_reqs = t::uniform_int(1, 6), max_ctx = t::uniform_int(1, 300);
+    const int64_t row_stride = max_ctx + t::uniform_int(0, 5);
+    const int page_size = static_cast<int>(std::vector<int>{1, 16, 64, 7}[t::uniform_int(0, 3)]);
+    const int64_t b = t::uniform_int(0, 8), max_pages = t::uniform_int(1, 12);
+    std::vector<int32_t> r2t = nasty_vec(max_reqs * row_stride, 0, 1 << 20);
+    std::vector<int32_t> pool = nasty_vec(b, 0, max_reqs - 1);
+    std::vector<int32_t> lens = nasty_vec(b, 0, max_ctx + 2 * page_size);
+    std::vector<int32_t> table(b * max_pages, kPoison32);
+    page_table_from_req_to_token(make_strided_view(r2t.data(), DType::i32, {max_reqs, max_ctx}, {row_stride, 1}),
+                                 view(pool, {b}), view(lens, {b}), page_size, view(table, {b, max_pages}));
+    for (int64_t i = 0; i < b; ++i) {
+      for (int64_t p = 0; p < max_pages; ++p) {
+        int64_t want = -1, r = pool[i], len = lens[i];
+        int64_t pages = len > 0 ? (len + page_size - 1) / page_size : 0;
+        if (r >= 0 && r < max_reqs && p < pages && p * page_size < max_ctx) {
+          int64_t slot = r2t[r * row_stride + p * page_size];
+          want = slot < 0 ? -1 : slot / page_size;
+        }
+        ASSERT_EQ(table[i * max_pages + p], want) << "request " << i << " page " << p << " r " << r << " len "
+                                                 << len << " page_size " << page_size;
+      }
+    }
+  }
+}
+
+TEST(MetaPageTable, SGLangLayout) {
+  // Two requests whose tokens sit in pages 3, 7 and 2 (page 4); request 1 uses pool row 0.
+  const int page = 4;
+  std::vector<int32_t> r2t(2 * 12, -1);
+  for (int k = 0; k < 8; ++k) r2t[1 * 12 + k] = (k < 4 ? 3 : 7) * page + k % 4;
+  for (int k = 0; k < 3; ++k) r2t[0 * 12 + k] = 2 * page + k;
+  std::vector<int32_t> pool{1, 0}, lens{6, 3}, table(2 * 3, kPoison32);
+  page_table_from_req_to_token(view(r2t, {2, 12}), view(pool, {2}), view(lens, {2}), page, view(table, {2, 3}));
+  EXPECT_EQ(table, (std::vector<int32_t>{3, 7, -1, 2, -1, -1}));
+}
+
+TEST(MetaPageTable, Rejects) {
+  std::vector<int32_t> r2t(2 * 8, 0), pool{0, 1}, lens{3, 3}, table(2 * 2, kPoison32), lens3{1, 2, 3};
+  std::vector<int64_t> r2t64(16, 0);
+  auto R = view(r2t, {2, 8});
+  auto P = view(pool, {2});
+  auto L = view(lens, {2});
+  auto B = view(table, {2, 2});
+  expect_rejected([&] { page_table_from_req_to_token(R, P, L, 0, B); }, {"page_size must be at least 1", "got 0"},
+                  table);
+  expect_rejected([&] { page_table_from_req_to_token(view(r2t64, {2, 8}), P, L, 4, B); },
+                  {"req_to_token must be int32 of shape (*, *)", "got int64 (2, 8)"}, table);
+  expect_rejected([&] { page_table_from_req_to_token(R, P, view(lens3, {3}), 4, B); },
+                  {"seq_lens must be int32 of shape (2,)", "got int32 (3,)"}, table);
+  expect_rejected([&] { page_table_from_req_to_token(R, P, L, 4, make_view(table.data(), DType::i32, {1, 4})); },
+                  {"block_table must be int32 of shape (2, *)", "got int32 (1, 4)"}, table);
+  expect_rejected([&] { page_table_from_req_to_token(R, view(pool, {2}, cuda_device(0)), L, 4, B); },
+                  {"req_pool_indices must be on cpu like req_to_token", "got on cuda:0"}, table);
+  expect_rejected(
+      [&] { page_table_from_req_to_token(make_strided_view(r2t.data(), DType::i32, {2, 4}, {8, 2}), P, L, 4, B); },
+      {"req_to_token must be a tensor with its last dimension contiguous", "got strides (8, 2)"}, table);
+  expect_rejected(
+      [&] { page_table_from_req_to_token(R, P, L, 4, make_strided_view(table.data(), DType::i32, {2, 1}, {2, 1})); },
+      {"block_table must be a tensor with its last 2 dimensions packed row-major", "got strides (2, 1)"}, table);
+}
+
+// ----------------------------------------------------------------- positions_to_slots
+
+int32_t naive_slot(const std::vector<int32_t>& table, int64_t b, int64_t max_blocks, int64_t r, int64_t p,
+                   int64_t page) {
+  if (r < 0 || r >= b || p < 0 || p / page >= max_blocks) return -1;
+  int64_t e = table[r * max_blocks + p / page];
+  if (e < 0) return -1;
+  int64_t s = e * page + p % page;
+  return s > INT32_MAX ? -1 : static_cast<int32_t>(s);
+}
+
+TEST(MetaPositionsToSlots, MatchesNaive) {
+  for (int iter = 0; iter < 30; ++iter) {
+    const int64_t b = t::uniform_int(1, 6), max_blocks = t::uniform_int(1, 10);
+    const int page = static_cast<int>(std::vector<int>{1, 2, 64, 13}[t::uniform_int(0, 3)]);
+    // Block ids near INT32_MAX / page make slots that do not fit int32.
+    std::vector<int32_t> table = nasty_vec(b * max_blocks, 0, 200);
+    for (auto& e : table)
+      if (t::uniform_int(0, 9) == 0) e = static_cast<int32_t>(INT32_MAX / page - t::uniform_int(-1, 1));
+    const int64_t T = t::uniform_int(0, 20), k = t::uniform_int(1, 40), pstride = k + t::uniform_int(0, 3);
+    std::vector<int32_t> req = nasty_vec(T, 0, b - 1);
+    std::vector<int32_t> pos = nasty_vec(std::max<int64_t>(T * pstride, 1), 0, max_blocks * page + page);
+    std::vector<int32_t> slots(T * k, kPoison32);
+    positions_to_slots(view(table, {b, max_blocks}), page, view(req, {T}),
+                       make_strided_view(pos.data(), DType::i32, {T, k}, {pstride, 1}), view(slots, {T, k}));
+    for (int64_t tk = 0; tk < T; ++tk)
+      for (int64_t j = 0; j < k; ++j)
+        ASSERT_EQ(slots[tk * k + j], naive_slot(table, b, max_blocks, req[tk], pos[tk * pstride + j], page))
+            << "token " << tk << " entry " << j;
+  }
+}
+
+TEST(MetaPositionsToSlots, Int32Boundary) {
+  // page 2, block 2^30 - 1: slots 2^31 - 2 and 2^31 - 1 fit; block 2^30 would not.
+  std::vector<int32_t> table{(1 << 30) - 1, 1 << 30}, req{0, 0, 0, 0}, pos{0, 1, 2, 3}, slots(4, kPoison32);
+  positions_to_slots(view(table, {1, 2}), 2, view(req, {4}), view(pos, {4, 1}), view(slots, {4, 1}));
+  EXPECT_EQ(slots, (std::vector<int32_t>{INT32_MAX - 1, INT32_MAX, -1, -1}));
+}
+
+TEST(MetaPositionsToSlots, ManyTokens) {
+  const int64_t b = 8, max_blocks = 64, T = 2048, k = 128;
+  const int page = 64;
+  std::vector<int32_t> table = nasty_vec(b * max_blocks, 0, 10000);
+  std::vector<int32_t> req = nasty_vec(T, 0, b - 1), pos = nasty_vec(T * k, 0, max_blocks * page);
+  std::vector<int32_t> slots(T * k, kPoison32);
+  positions_to_slots(view(table, {b, max_blocks}), page, view(req, {T}), view(pos, {T, k}), view(slots, {T, k}));
+  for (int64_t i = 0; i < T * k; ++i)
+    ASSERT_EQ(slots[i], naive_slot(table, b, max_blocks, req[i / k], pos[i], page)) << i;
+}
+
+TEST(MetaPositionsToSlots, Rejects) {
+  std::vector<int32_t> table(2 * 4, 1), req{0, 1, 0}, pos(3 * 5, 2), slots(3 * 5, kPoison32), req2{0, 1};
+  auto Bt = view(table, {2, 4});
+  auto Rq = view(req, {3});
+  auto Ps = view(pos, {3, 5});
+  auto S = view(slots, {3, 5});
+  expect_rejected([&] { positions_to_slots(Bt, 0, Rq, Ps, S); }, {"page_size must be at least 1", "got 0"}, slots);
+  expect_rejected([&] { positions_to_slots(Bt, -4, Rq, Ps, S); }, {"page_size must be at least 1", "got -4"}, slots);
+  expect_rejected([&] { positions_to_slots(Bt, 4, view(req2, {2}), Ps, S); },
+                  {"positions must be int32 of shape (2, *)", "got int32 (3, 5)"}, slots);
+  expect_rejected([&] { positions_to_slots(Bt, 4, Rq, Ps, make_view(slots.data(), DType::i32, {3, 4})); },
+                  {"slots must be int32 of shape (3, 5)", "got int32 (3, 4)"}, slots);
+  expect_rejected([&] { positions_to_slots(Bt, 4, Rq, Ps, make_view(slots.data(), DType::i64, {3, 5})); },
+                  {"slots must be int32 of shape (3, 5)", "got int64 (3, 5)"}, slots);
+  expect_rejected([&] { positions_to_slots(make_view(table.data(), DType::i32, {8}), 4, Rq, Ps, S); },
+                  {"block_table must be int32 of shape (*, *)", "got int32 (8,)"}, slots);
+  expect_rejected([&] { positions_to_slots(Bt, 4, Rq, view(pos, {3, 5}, cuda_device(0)), S); },
+                  {"positions must be on cpu like block_table", "got on cuda:0"}, slots);
+  expect_rejected([&] { positions_to_slots(Bt, 4, Rq, make_strided_view(pos.data(), DType::i32, {3, 5}, {5, 2}), S); },
+                  {"positions must be a tensor with its last dimension contiguous", "got strides (5, 2)"}, slots);
+  expect_rejected([&] { positions_to_slots(Bt, 4, Rq, Ps, view(pos, {3, 5})); },
+                  {"slots must be a buffer distinct from positions", "got the same data pointer"}, pos);
+}
+
+// ------------------------------------------------------------- sliding_window_indices
+
+TEST(MetaSlidingWindow, MatchesNaive) {
+  for (int iter = 0; iter < 30; ++iter) {
+    const int window = static_cast<int>(t::uniform_int(1, 300));
+    const int64_t T = t::uniform_int(0, 40);
+    std::vector<int32_t> pos = nasty_vec(T, 0, 2 * window);
+    std::vector<int32_t> out(T * window, kPoison32);
+    sliding_window_indices(view(pos, {T}), window, view(out, {T, window}));
+    for (int64_t tk = 0; tk < T; ++tk) {
+      std::vector<int32_t> want;
+      if (pos[tk] >= 0)
+        for (int64_t q = std::max<int64_t>(int64_t{pos[tk]} - window + 1, 0); q <= pos[tk]; ++q)
+          want.push_back(static_cast<int32_t>(q));
+      want.resize(window, -1);
+      ASSERT_EQ(std::vector<int32_t>(out.begin() + tk * window, out.begin() + (tk + 1) * window), want)
+          << "pos " << pos[tk] << " window " << window;
+    }
+  }
+}
+
+TEST(MetaSlidingWindow, Examples) {
+  std::vector<int32_t> pos{0, 2, 9, -1}, out(4 * 4, kPoison32);
+  sliding_window_indices(view(pos, {4}), 4, view(out, {4, 4}));
+  EXPECT_EQ(out, (std::vector<int32_t>{0, -1, -1, -1, 0, 1, 2, -1, 6, 7, 8, 9, -1, -1, -1, -1}));
+}
+
+TEST(MetaSlidingWindow, Rejects) {
+  std::vector<int32_t> pos{3, 4}, out(2 * 8, kPoison32);
+  std::vector<int64_t> pos64{3, 4};
+  expect_rejected([&] { sliding_window_indices(view(pos, {2}), 0, view(out, {2, 8})); },
+                  {"window must be at least 1", "got 0"}, out);
+  expect_rejected([&] { sliding_window_indices(view(pos, {2}), 4, view(out, {2, 8})); },
+                  {"out must be int32 of shape (2, 4)", "got int32 (2, 8)"}, out);
+  expect_rejected([&] { sliding_window_indices(view(pos64, {2}), 8, view(out, {2, 8})); },
+                  {"positions must be int32 of shape (*,)", "got int64 (2,)"}, out);
+  expect_rejected([&] { sliding_window_indices(view(pos, {2}), 8, view(out, {2, 8}, cuda_device(1))); },
+                  {"out must be on cpu like positions", "got on cuda:1"}, out);
+}
+
+// ------------------------------------------------------------ compressed_slot_mapping
+
+TEST(MetaCompressedSlots, MatchesNaive) {
+  for (int iter = 0; iter < 40; ++iter) {
+    const int ratio = static_cast<int>(std::vector<int>{1, 2, 4, 128, 3}[t::uniform_int(0, 4)]);
+    const int spp = static_cast<int>(t::uniform_int(1, 70));
+    const int64_t b = t::uniform_int(1, 5), max_blocks = t::uniform_int(1, 8);
+    const int64_t T = t::uniform_int(0, 64);
+    std::vector<int32_t> table = nasty_vec(b * max_blocks, 0, 5000);
+    std::vector<int32_t> req = nasty_vec(T, 0, b - 1);
+    std::vector<int64_t> pos(T);
+    const int64_t reach = int64_t{ratio} * spp * (max_blocks + 1);
+    for (auto& p : pos) {
+      switch (t::uniform_int(0, 7)) {
+        case 0: p = INT64_MAX - t::uniform_int(0, 2); break;
+        case 1: p = INT64_MIN + t::uniform_int(0, 2); break;
+        case 2: p = -t::uniform_int(1, 1000); break;
+        default: p = t::uniform_int(0, reach);
+      }
+    }
+    std::vector<int64_t> out(T, kPoison64);
+    compressed_slot_mapping(view(pos, {T}), view(req, {T}), view(table, {b, max_blocks}), ratio, spp, view(out, {T}));
+    for (int64_t tk = 0; tk < T; ++tk) {
+      int64_t want = -1, p = pos[tk], r = req[tk];
+      if (p >= 0 && (static_cast<__int128>(p) + 1) % ratio == 0 && r >= 0 && r < b) {
+        int64_t c = p / ratio;
+        if (c / spp < max_blocks) {
+          int64_t e = table[r * max_blocks + c / spp];
+          if (e >= 0) want = e * spp + c % spp;
+        }
+      }
+      ASSERT_EQ(out[tk], want) << "pos " << p << " req " << r << " ratio " << ratio << " states/page " << spp;
+    }
+  }
+}
+
+TEST(MetaCompressedSlots, Example) {
+  // Ratio 4, 2 states per page, pages {5, 9}: positions 3, 7, 11 write states 0, 1, 2.
+  std::vector<int64_t> pos{0, 3, 7, 11, 12, 15}, out(6, kPoison64);
+  std::vector<int32_t> req(6, 0), table{5, 9};
+  compressed_slot_mapping(view(pos, {6}), view(req, {6}), view(table, {1, 2}), 4, 2, view(out, {6}));
+  EXPECT_EQ(out, (std::vector<int64_t>{-1, 10, 11, 18, -1, 19}));
+}
+
+TEST(MetaCompressedSlots, Rejects) {
+  std::vector<int64_t> pos{3, 7}, out(2, kPoison64);
+  std::vector<int32_t> req{0, 0}, table{1, 2}, pos32{3, 7}, out32(2, kPoison32);
+  auto P = view(pos, {2});
+  auto R = view(req, {2});
+  auto Bt = view(table, {1, 2});
+  auto O = view(out, {2});
+  expect_rejected([&] { compressed_slot_mapping(P, R, Bt, 0, 4, O); }, {"compress_ratio must be at least 1", "got 0"},
+                  out);
+  expect_rejected([&] { compressed_slot_mapping(P, R, Bt, 4, 0, O); },
+                  {"states_per_page must be at least 1", "got 0"}, out);
+  expect_rejected([&] { compressed_slot_mapping(view(pos32, {2}), R, Bt, 4, 2, O); },
+                  {"positions must be int64 of shape (*,)", "got int32 (2,)"}, out);
+  expect_rejected([&] { compressed_slot_mapping(P, R, Bt, 4, 2, view(out32, {2})); },
+                  {"out must be int64 of shape (2,)", "got int32 (2,)"}, out32);
+  expect_rejected([&] { compressed_slot_mapping(P, make_view(req.data(), DType::i32, {1}), Bt, 4, 2, O); },
+                  {"req_id must be int32 of shape (2,)", "got int32 (1,)"}, out);
+  expect_rejected([&] { compressed_slot_mapping(P, R, view(table, {1, 2}, cuda_device(0)), 4, 2, O); },
+                  {"block_table must be on cpu like positions", "got on cuda:0"}, out);
+  expect_rejected([&] { compressed_slot_mapping(P, R, Bt, 4, 2, P); },
+                  {"out must be a buffer distinct from positions", "got the same data pointer"}, pos);
+}
+
+// ------------------------------------------------------------------------------- DCP
+
+// Owner of each position by dealing runs of I positions to ranks 0, 1, ..., N-1, 0, ...
+std::vector<int> dealt_owners(int64_t L, int N, int I) {
+  std::vector<int> owner(L);
+  int rank = 0, run = 0;
+  for (int64_t p = 0; p < L; ++p) {
+    owner[p] = rank;
+    if (++run == I) {
+      run = 0;
+      rank = (rank + 1) % N;
+    }
+  }
+  return owner;
+}
+
+TEST(MetaDcp, BruteForceSmall) {
+  for (int N = 1; N <= 6; ++N) {
+    for (int I = 1; I <= 6; ++I) {
+      const int64_t L = t::uniform_int(0, 200);
+      const DcpLayout d{N, I};
+      std::vector<int> owner = dealt_owners(L, N, I);
+      std::vector<int64_t> next(N, 0);
+      for (int64_t p = 0; p < L; ++p) {
+        ASSERT_EQ(dcp_owner_rank(p, d), owner[p]) << "p " << p << " N " << N << " I " << I;
+        ASSERT_EQ(dcp_local_position(p, d), next[owner[p]]++) << "p " << p << " N " << N << " I " << I;
+      }
+      for (int r = 0; r < N; ++r) {
+        // Every prefix length too, not only L.
+        for (int64_t l = 0; l <= L; ++l) {
+          int64_t count = 0;
+          for (int64_t p = 0; p < l; ++p) count += owner[p] == r;
+          ASSERT_EQ(dcp_local_length(l, d, r), count) << "L " << l << " N " << N << " I " << I << " rank " << r;
+        }
+      }
+    }
+  }
+}
+
+int64_t closed_form_local(int64_t L, int N, int I, int r) {
+  if (L <= 0) return 0;
+  const int64_t round = int64_t{I} * N, rem = L % round;
+  return L / round * I + std::min<int64_t>(std::max<int64_t>(rem - int64_t{r} * I, 0), I);
+}
+
+TEST(MetaDcp, LargeAndNegative) {
+  for (int iter = 0; iter < 200; ++iter) {
+    const int N = static_cast<int>(t::uniform_int(1, 64)), I = static_cast<int>(t::uniform_int(1, 256));
+    const int64_t L = t::uniform_int(0, int64_t{1} << 50);
+    int64_t sum = 0, prev = INT64_MAX;
+    for (int r = 0; r < N; ++r) {
+      int64_t local = dcp_local_length(L, {N, I}, r);
+      ASSERT_EQ(local, closed_form_local(L, N, I, r));
+      ASSERT_LE(local, prev);  // earlier ranks never hold fewer tokens
+      prev = local;
+      sum += local;
+    }
+    ASSERT_EQ(sum, L);
+    ASSERT_LE(dcp_local_length(L, {N, I}, 0) - dcp_local_length(L, {N, I}, N - 1), I);
+    const int64_t p = t::uniform_int(0, int64_t{1} << 50);
+    ASSERT_EQ(dcp_owner_rank(p, {N, I}), (p / I) % N);
+    ASSERT_EQ(dcp_local_position(p, {N, I}), p / (int64_t{I} * N) * I + p % I);
+  }
+  EXPECT_EQ(dcp_local_length(-5, {4, 2}, 1), 0);
+  EXPECT_EQ(dcp_local_length(INT64_MIN, {4, 2}, 0), 0);
+  EXPECT_EQ(dcp_local_length(INT64_MAX, {1, 1}, 0), INT64_MAX);
+  EXPECT_EQ(dcp_owner_rank(-1, {4, 2}), -1);
+  EXPECT_EQ(dcp_local_position(-7, {4, 2}), -1);
+  EXPECT_EQ(dcp_owner_rank(INT64_MAX, {INT32_MAX, INT32_MAX}), (INT64_MAX / INT32_MAX) % INT32_MAX);
+}
+
+TEST(MetaDcp, SeqlensTensor) {
+  for (int iter = 0; iter < 20; ++iter) {
+    const int N = static_cast<int>(t::uniform_int(1, 8)), I = static_cast<int>(t::uniform_int(1, 64));
+    const int rank = static_cast<int>(t::uniform_int(0, N - 1));
+    const int64_t b = t::uniform_int(0, 50);
+    std::vector<int32_t> lens = nasty_vec(b, 0, 5000), out(b, kPoison32);
+    dcp_local_seqlens(view(lens, {b}), {N, I}, rank, view(out, {b}));
+    for (int64_t i = 0; i < b; ++i)
+      ASSERT_EQ(out[i], closed_form_local(lens[i], N, I, rank)) << "L " << lens[i] << " N " << N << " I " << I;
+  }
+}
+
+TEST(MetaDcp, Rejects) {
+  t::expect_error([] { dcp_owner_rank(3, {0, 1}); }, {"DcpLayout.world must be at least 1", "got 0"});
+  t::expect_error([] { dcp_local_position(3, {2, 0}); }, {"DcpLayout.interleave must be at least 1", "got 0"});
+  t::expect_error([] { dcp_local_length(3, {2, -3}, 0); }, {"DcpLayout.interleave must be at least 1", "got -3"});
+  t::expect_error([] { dcp_local_length(3, {2, 1}, 2); }, {"rank must be between 0 and world - 1 = 1", "got 2"});
+  t::expect_error([] { dcp_local_length(3, {2, 1}, -1); }, {"rank must be between 0 and world - 1 = 1", "got -1"});
+  std::vector<int32_t> lens{5, 6, 7}, out(3, kPoison32);
+  std::vector<int64_t> lens64{5, 6, 7};
+  auto L = view(lens, {3});
+  auto O = view(out, {3});
+  expect_rejected([&] { dcp_local_seqlens(L, {2, 1}, 2, O); }, {"rank must be between 0 and world - 1 = 1", "got 2"},
+                  out);
+  expect_rejected([&] { dcp_local_seqlens(L, {0, 1}, 0, O); }, {"DcpLayout.world must be at least 1", "got 0"}, out);
+  expect_rejected([&] { dcp_local_seqlens(view(lens64, {3}), {2, 1}, 0, O); },
+                  {"seqlens must be int32 of shape (*,)", "got int64 (3,)"}, out);
+  expect_rejected([&] { dcp_local_seqlens(L, {2, 1}, 0, make_view(out.data(), DType::i32, {2})); },
+                  {"out must be int32 of shape (3,)", "got int32 (2,)"}, out);
+  expect_rejected([&] { dcp_local_seqlens(L, {2, 1}, 0, view(out, {3}, cuda_device(0))); },
+                  {"out must be on cpu like seqlens", "got on cuda:0"}, out);
+  expect_rejected([&] { dcp_local_seqlens(L, {2, 1}, 0, L); },
+                  {"out must be a buffer distinct from seqlens", "got the same data pointer"}, lens);
+}
+
+// ------------------------------------------------------------------ decode split schedule
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+TEST(MetaSplitSchedule, BoundCoverageAndFormula) {
+  for (int iter = 0; iter < 300; ++iter) {
+    SplitSchedulePlan plan;
+    plan.num_units = static_cast<int>(t::uniform_int(1, 264));
+    plan.block_n = static_cast<int>(std::vector<int>{1, 7, 64, 128}[t::uniform_int(0, 3)]);
+    plan.max_keys = static_cast<int>(std::vector<int64_t>{0, 1, 100, 5000, 131072, INT32_MAX}[t::uniform_int(0, 5)]);
+    const int64_t b = t::uniform_int(0, 300);
+    std::vector<int32_t> lens = nasty_vec(b, 0, std::min<int64_t>(2 * int64_t{plan.max_keys} + 1, INT32_MAX));
+    std::vector<int32_t> off(b + 1, kPoison32);
+    decode_split_schedule(view(lens, {b}), plan, view(off, {b + 1}));
+
+    std::vector<int64_t> blocks(b);
+    int64_t total = 0;
+    for (int64_t i = 0; i < b; ++i) {
+      int64_t len = std::min<int64_t>(std::max<int64_t>(lens[i], 0), plan.max_keys);
+      blocks[i] = ceil_div(len, plan.block_n);
+      total += blocks[i] + 1;
+    }
+    const int64_t per_unit = std::max<int64_t>(1, ceil_div(total, plan.num_units));
+    ASSERT_EQ(off[0], 0);
+    for (int64_t i = 0; i < b; ++i) {
+      const int64_t n = int64_t{off[i + 1]} - off[i];
+      ASSERT_GE(n, 1) << "request " << i;
+      ASSERT_EQ(n, std::max<int64_t>(1, ceil_div(blocks[i], per_unit))) << "request " << i;
+      // Split j covers [j*c, min((j+1)*c, blocks)): consecutive, non-empty, ending at blocks.
+      const int64_t c = ceil_div(blocks[i], n);
+      int64_t covered = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t begin = std::min(j * c, blocks[i]), end = std::min((j + 1) * c, blocks[i]);
+        ASSERT_EQ(begin, covered);
+        if (blocks[i] > 0) ASSERT_LT(begin, end) << "empty split " << j << " of request " << i;
+        covered = end;
+      }
+      ASSERT_EQ(covered, blocks[i]);
+    }
+    ASSERT_LE(off[b], max_total_splits(b, plan.num_units)) << "b " << b << " units " << plan.num_units;
+  }
+}
+
+TEST(MetaSplitSchedule, WorstCaseStaysWithinBound) {
+  // Every request at the longest length: the bound b + num_units must still hold.
+  for (int units : {1, 3, 132, 264}) {
+    for (int64_t b : {1, 2, 7, 131, 133, 1000}) {
+      SplitSchedulePlan plan{units, 1, INT32_MAX};
+      std::vector<int32_t> lens(b, INT32_MAX), off(b + 1, kPoison32);
+      decode_split_schedule(view(lens, {b}), plan, view(off, {b + 1}));
+      ASSERT_LE(off[b], max_total_splits(b, units));
+      ASSERT_GE(off[b], b);
+    }
+  }
+}
+
+TEST(MetaSplitSchedule, Example) {
+  // Blocks {0, 1, 10, 100}: total 115, 4 units -> 29 blocks per split -> 1, 1, 1, 4 splits.
+  std::vector<int32_t> lens{0, 64, 640, 6400}, off(5, kPoison32);
+  decode_split_schedule(view(lens, {4}), SplitSchedulePlan{4, 64, 1 << 20}, view(off, {5}));
+  EXPECT_EQ(off, (std::vector<int32_t>{0, 1, 2, 3, 7}));
+  // max_keys clamps: every request becomes 1 block.
+  decode_split_schedule(view(lens, {4}), SplitSchedulePlan{4, 64, 64}, view(off, {5}));
+  EXPECT_EQ(off, (std::vector<int32_t>{0, 1, 2, 3, 4}));
+  std::vector<int32_t> none, off0{kPoison32};
+  decode_split_schedule(view(none, {0}), SplitSchedulePlan{}, view(off0, {1}));
+  EXPECT_EQ(off0, std::vector<int32_t>{0});
+}
+
+TEST(MetaSplitSchedule, Rejects) {
+  EXPECT_EQ(max_total_splits(3, 132), 135);
+  EXPECT_EQ(max_total_splits(0, 1), 1);
+  t::expect_error([] { max_total_splits(-1, 4); }, {"batch must be at least 0", "got -1"});
+  t::expect_error([] { max_total_splits(2, 0); }, {"num_units must be at least 1", "got 0"});
+  std::vector<int32_t> lens{5, 6}, off(3, kPoison32);
+  std::vector<int64_t> lens64{5, 6};
+  auto L = view(lens, {2});
+  auto O = view(off, {3});
+  expect_rejected([&] { decode_split_schedule(L, SplitSchedulePlan{0, 64, 100}, O); },
+                  {"plan.num_units must be at least 1", "got 0"}, off);
+  expect_rejected([&] { decode_split_schedule(L, SplitSchedulePlan{4, 0, 100}, O); },
+                  {"plan.block_n must be at least 1", "got 0"}, off);
+  expect_rejected([&] { decode_split_schedule(L, SplitSchedulePlan{4, 64, -1}, O); },
+                  {"plan.max_keys must be at least 0", "got -1"}, off);
+  expect_rejected([&] { decode_split_schedule(L, SplitSchedulePlan{INT32_MAX, 64, 100}, O); },
+                  {"plan.num_units must be at most 2147483647 - b = 2147483645", "got 2147483647"}, off);
+  expect_rejected([&] { decode_split_schedule(L, SplitSchedulePlan{}, make_view(off.data(), DType::i32, {2})); },
+                  {"split_offsets must be int32 of shape (3,)", "got int32 (2,)"}, off);
+  expect_rejected([&] { decode_split_schedule(view(lens64, {2}), SplitSchedulePlan{}, O); },
+                  {"lengths must be int32 of shape (*,)", "got int64 (2,)"}, off);
+  expect_rejected([&] { decode_split_schedule(L, SplitSchedulePlan{}, view(off, {3}, cuda_device(0))); },
+                  {"split_offsets must be on cpu like lengths", "got on cuda:0"}, off);
+}
+
+// ------------------------------------------------------------------------- dispatch
+
+TEST(MetaDispatch, CudaTensorsNeedACudaBuild) {
+  if (built_with_cuda()) GTEST_SKIP() << "CUDA build: covered by the GPU tests";
+  std::vector<int32_t> pos{1, 2}, out(2 * 3, kPoison32);
+  auto before = t::snapshot(out);
+  EXPECT_THROW(sliding_window_indices(view(pos, {2}, cuda_device(0)), 3, view(out, {2, 3}, cuda_device(0))),
+               RuntimeError);
+  EXPECT_EQ(t::snapshot(out), before);
+}
+
+}  // namespace
+}  // namespace smla

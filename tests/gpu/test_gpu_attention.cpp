@@ -1,0 +1,341 @@
+// The CUDA attention kernels against the CPU backend (float64, itself tested against
+// independent computations in tests/cpu), on fresh random inputs with hostile indices.
+#include <cmath>
+#include <limits>
+
+#include "gpu/gpu_util.h"
+
+namespace smla::test {
+namespace {
+
+struct SparseCase {
+  CacheFormat format;
+  int d_qk, b, s_q, h_q, topk, page_size;
+  int64_t blocks;
+  bool topk_length, sink, extra;
+  int extra_topk = 0, extra_page = 64;
+  int check_b = -1;  // requests checked against the CPU (all when -1)
+};
+
+void run_sparse_decode(const SparseCase& c) {
+  SCOPED_TRACE(std::string(format_name(c.format)) + " b=" + std::to_string(c.b) + " s_q=" + std::to_string(c.s_q) +
+               " h_q=" + std::to_string(c.h_q) + " topk=" + std::to_string(c.topk) + " page=" + std::to_string(c.page_size));
+  TestCache cache = make_cache(c.format, c.blocks, c.page_size, c.d_qk);
+  const int64_t slots = c.blocks * c.page_size;
+  // q with a padded head stride: non-contiguous on purpose.
+  const int64_t q_hs = c.d_qk + 64;
+  auto q = random_bf16(static_cast<size_t>(c.b) * c.s_q * c.h_q * q_hs);
+  auto idx = hostile_indices(static_cast<size_t>(c.b) * c.s_q * c.topk, slots);
+  std::vector<int32_t> tl(c.b);
+  for (auto& x : tl) x = static_cast<int32_t>(uniform_int(-3, c.topk + 5));
+  if (c.b > 0) tl[0] = c.topk;
+  if (c.b > 1) tl[1] = 0;
+  std::vector<float> sink(c.h_q);
+  for (int h = 0; h < c.h_q; ++h) sink[h] = h == 0 ? INFINITY : (h == 1 ? -INFINITY : uniform(-2.f, 2.f));
+
+  TestCache extra;
+  std::vector<int32_t> eidx, etl;
+  if (c.extra) {
+    extra = make_cache(c.format, 64, c.extra_page, c.d_qk);
+    eidx = hostile_indices(static_cast<size_t>(c.b) * c.s_q * c.extra_topk, 64LL * c.extra_page);
+    etl.resize(c.b);
+    for (auto& x : etl) x = static_cast<int32_t>(uniform_int(0, c.extra_topk));
+  }
+
+  SparseDecodeArgs a;
+  a.q = make_strided_view(q.data(), DType::bf16, {c.b, c.s_q, c.h_q, c.d_qk},
+                          {c.s_q * c.h_q * q_hs, c.h_q * q_hs, q_hs, 1});
+  a.cache = cache.host;
+  a.indices = make_view(idx.data(), DType::i32, {c.b, c.s_q, c.topk});
+  if (c.topk_length) a.topk_length = make_view(tl.data(), DType::i32, {c.b});
+  if (c.sink) a.attn_sink = make_view(sink.data(), DType::f32, {c.h_q});
+  if (c.extra) {
+    a.extra_cache = extra.host;
+    a.extra_indices = make_view(eidx.data(), DType::i32, {c.b, c.s_q, c.extra_topk});
+    a.extra_topk_length = make_view(etl.data(), DType::i32, {c.b});
+  }
+  const size_t n_out = static_cast<size_t>(c.b) * c.s_q * c.h_q * kDv, n_lse = static_cast<size_t>(c.b) * c.s_q * c.h_q;
+
+  // GPU run over the whole batch, outputs poisoned with NaN.
+  SparseDecodeArgs g = a;
+  DeviceBuffer dq = upload(q), didx = upload(idx), dtl = upload(tl), dsink = upload(sink), deidx, detl;
+  g.q = on_device(a.q, dq);
+  g.cache = cache.dev;
+  g.indices = on_device(a.indices, didx);
+  if (c.topk_length) g.topk_length = on_device(a.topk_length, dtl);
+  if (c.sink) g.attn_sink = on_device(a.attn_sink, dsink);
+  if (c.extra) {
+    deidx = upload(eidx);
+    detl = upload(etl);
+    g.extra_cache = extra.dev;
+    g.extra_indices = on_device(a.extra_indices, deidx);
+    g.extra_topk_length = on_device(a.extra_topk_length, detl);
+  }
+  DeviceBuffer dout = upload(std::vector<uint16_t>(n_out, bf16_nan()));
+  DeviceBuffer dlse = upload(std::vector<float>(n_lse, NAN));
+  g.out = make_view(dout.ptr, DType::bf16, {c.b, c.s_q, c.h_q, kDv}, cuda_device(0));
+  g.lse = make_view(dlse.ptr, DType::f32, {c.b, c.s_q, c.h_q}, cuda_device(0));
+  DeviceBuffer ws(sparse_decode_workspace_size(g));
+  sparse_decode(g, {nullptr, {ws.ptr, ws.bytes}});
+  GPU_CHECK(cudaDeviceSynchronize());
+  auto out_gpu = download<uint16_t>(dout, n_out);
+  auto lse_gpu = download<float>(dlse, n_lse);
+  EXPECT_FALSE(any_nan_bf16(out_gpu)) << "NaN left in out (unwritten or leaked)";
+
+  // CPU reference on the first check_b requests (views into the same buffers).
+  const int cb = c.check_b < 0 ? c.b : std::min(c.check_b, c.b);
+  SparseDecodeArgs r = a;
+  r.q.shape[0] = r.indices.shape[0] = cb;
+  if (c.topk_length) r.topk_length.shape[0] = cb;
+  if (c.extra) r.extra_indices.shape[0] = r.extra_topk_length.shape[0] = cb;
+  const size_t m_out = static_cast<size_t>(cb) * c.s_q * c.h_q * kDv, m_lse = static_cast<size_t>(cb) * c.s_q * c.h_q;
+  std::vector<uint16_t> out_ref(m_out);
+  std::vector<float> lse_ref(m_lse);
+  r.out = make_view(out_ref.data(), DType::bf16, {cb, c.s_q, c.h_q, kDv});
+  r.lse = make_view(lse_ref.data(), DType::f32, {cb, c.s_q, c.h_q});
+  sparse_decode(r);
+  out_gpu.resize(m_out);
+  lse_gpu.resize(m_lse);
+  expect_out_close(bf16_to_float(out_gpu), to_double(bf16_to_float(out_ref)), "out");
+  expect_lse_close(lse_gpu, to_double(lse_ref), "lse");
+}
+
+TEST(GpuSparseDecode, V32Fp8DsMlaHeads) {
+  for (int h : {1, 16, 20, 64, 128})
+    run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 3, 2, h, 256, 64, 64, true, true, false});
+}
+
+TEST(GpuSparseDecode, V32RealShapeSampled) {
+  // b 128, s_q 2, topk 2048: the whole batch on the GPU (splits off), 4 requests checked.
+  run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 128, 2, 128, 2048, 64, 4096, false, false, false, 0, 64, 4});
+  run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 128, 1, 16, 2048, 64, 4096, true, true, false, 0, 64, 4});
+}
+
+TEST(GpuSparseDecode, SmallBatchSplitsKv) {
+  // b = 1 and 2 spread one request over many CTAs: the combine path.
+  for (int h : {16, 128})
+    run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 1, 1, h, 2048, 64, 1024, true, true, false});
+  run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 2, 2, 64, 2048, 64, 1024, true, true, false});
+}
+
+TEST(GpuSparseDecode, PageSizes) {
+  for (int ps : {1, 16, 64, 256})
+    run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 2, 1, 32, 192, ps, 4096 / ps, true, true, false});
+}
+
+TEST(GpuSparseDecode, Bf16Cache) {
+  run_sparse_decode({CacheFormat::bf16, 576, 2, 2, 24, 300, 64, 32, true, true, false});
+  run_sparse_decode({CacheFormat::bf16, 512, 2, 1, 8, 100, 16, 64, true, false, false});
+}
+
+TEST(GpuSparseDecode, V4Model1WithExtraCache) {
+  // 128-slot window from a page-256 cache plus a 512-slot compressed set from a page-64 cache.
+  run_sparse_decode({CacheFormat::fp8_model1, 512, 4, 2, 64, 128, 256, 16, true, true, true, 512, 64});
+  run_sparse_decode({CacheFormat::fp8_model1, 512, 2, 1, 128, 128, 256, 16, false, true, true, 512, 64});
+  run_sparse_decode({CacheFormat::fp8_model1, 512, 64, 1, 16, 128, 256, 64, true, true, true, 512, 64, 3});
+}
+
+TEST(GpuSparseDecode, AllInvalidIndicesGiveZeroAndMinusInf) {
+  TestCache cache = make_cache(CacheFormat::fp8_ds_mla, 4, 64, 576);
+  const int b = 2, s_q = 1, h = 16, topk = 64;
+  auto q = random_bf16(static_cast<size_t>(b) * s_q * h * 576);
+  std::vector<int32_t> idx(b * s_q * topk);
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i % 3 == 0 ? -1 : (i % 3 == 1 ? std::numeric_limits<int32_t>::min() : 256);
+  std::vector<float> sink(h, 0.5f);
+  DeviceBuffer dq = upload(q), didx = upload(idx), dsink = upload(sink);
+  DeviceBuffer dout = upload(std::vector<uint16_t>(b * s_q * h * kDv, bf16_nan()));
+  DeviceBuffer dlse = upload(std::vector<float>(b * s_q * h, NAN));
+  SparseDecodeArgs g;
+  g.q = make_view(dq.ptr, DType::bf16, {b, s_q, h, 576}, cuda_device(0));
+  g.cache = cache.dev;
+  g.indices = make_view(didx.ptr, DType::i32, {b, s_q, topk}, cuda_device(0));
+  g.attn_sink = make_view(dsink.ptr, DType::f32, {h}, cuda_device(0));
+  g.out = make_view(dout.ptr, DType::bf16, {b, s_q, h, kDv}, cuda_device(0));
+  g.lse = make_view(dlse.ptr, DType::f32, {b, s_q, h}, cuda_device(0));
+  DeviceBuffer ws(sparse_decode_workspace_size(g));
+  sparse_decode(g, {nullptr, {ws.ptr, ws.bytes}});
+  GPU_CHECK(cudaDeviceSynchronize());
+  for (uint16_t v : download<uint16_t>(dout, b * s_q * h * kDv)) ASSERT_EQ(v & 0x7fff, 0) << "out must be 0";
+  for (float v : download<float>(dlse, b * s_q * h)) ASSERT_TRUE(std::isinf(v) && v < 0) << "lse must be -inf";
+}
+
+TEST(GpuSparseDecode, TooSmallWorkspaceIsRejected) {
+  TestCache cache = make_cache(CacheFormat::fp8_ds_mla, 4, 64, 576);
+  DeviceBuffer dq(1 * 1 * 16 * 576 * 2), didx(64 * 4), dout(16 * kDv * 2), dlse(16 * 4);
+  SparseDecodeArgs g;
+  g.q = make_view(dq.ptr, DType::bf16, {1, 1, 16, 576}, cuda_device(0));
+  g.cache = cache.dev;
+  g.indices = make_view(didx.ptr, DType::i32, {1, 1, 64}, cuda_device(0));
+  g.out = make_view(dout.ptr, DType::bf16, {1, 1, 16, kDv}, cuda_device(0));
+  g.lse = make_view(dlse.ptr, DType::f32, {1, 1, 16}, cuda_device(0));
+  ASSERT_GT(sparse_decode_workspace_size(g), 0u);
+  expect_error([&] { sparse_decode(g, {nullptr, {nullptr, 0}}); }, {"workspace", "bytes"});
+}
+
+// ---------------------------------------------------------------- sparse_prefill
+void run_sparse_prefill(int s_q, int h_q, int d_qk, int topk, int s_kv, int check_tokens) {
+  SCOPED_TRACE("prefill s_q=" + std::to_string(s_q) + " h_q=" + std::to_string(h_q) + " topk=" + std::to_string(topk));
+  const int64_t kv_stride = d_qk + 32;  // padded rows
+  auto kv = random_bf16(static_cast<size_t>(s_kv) * kv_stride);
+  auto q = random_bf16(static_cast<size_t>(s_q) * h_q * d_qk);
+  auto idx = hostile_indices(static_cast<size_t>(s_q) * topk, s_kv);
+  std::vector<int32_t> tl(s_q);
+  for (auto& x : tl) x = static_cast<int32_t>(uniform_int(-1, topk + 1));
+  std::vector<float> sink(h_q);
+  for (auto& x : sink) x = uniform(-1.f, 1.f);
+  SparsePrefillArgs a;
+  a.q = make_view(q.data(), DType::bf16, {s_q, h_q, d_qk});
+  a.kv = make_strided_view(kv.data(), DType::bf16, {s_kv, d_qk}, {kv_stride, 1});
+  a.indices = make_view(idx.data(), DType::i32, {s_q, topk});
+  a.topk_length = make_view(tl.data(), DType::i32, {s_q});
+  a.attn_sink = make_view(sink.data(), DType::f32, {h_q});
+  DeviceBuffer dq = upload(q), dkv = upload(kv), didx = upload(idx), dtl = upload(tl), dsink = upload(sink);
+  const size_t n_out = static_cast<size_t>(s_q) * h_q * kDv, n_l = static_cast<size_t>(s_q) * h_q;
+  DeviceBuffer dout = upload(std::vector<uint16_t>(n_out, bf16_nan()));
+  DeviceBuffer dlse = upload(std::vector<float>(n_l, NAN)), dmax = upload(std::vector<float>(n_l, NAN));
+  SparsePrefillArgs g = a;
+  g.q = on_device(a.q, dq);
+  g.kv = on_device(a.kv, dkv);
+  g.indices = on_device(a.indices, didx);
+  g.topk_length = on_device(a.topk_length, dtl);
+  g.attn_sink = on_device(a.attn_sink, dsink);
+  g.out = make_view(dout.ptr, DType::bf16, {s_q, h_q, kDv}, cuda_device(0));
+  g.lse = make_view(dlse.ptr, DType::f32, {s_q, h_q}, cuda_device(0));
+  g.max_logits = make_view(dmax.ptr, DType::f32, {s_q, h_q}, cuda_device(0));
+  DeviceBuffer ws(sparse_prefill_workspace_size(g));
+  sparse_prefill(g, {nullptr, {ws.ptr, ws.bytes}});
+  GPU_CHECK(cudaDeviceSynchronize());
+  auto out_gpu = download<uint16_t>(dout, n_out);
+  auto lse_gpu = download<float>(dlse, n_l), max_gpu = download<float>(dmax, n_l);
+  EXPECT_FALSE(any_nan_bf16(out_gpu));
+  const int ct = std::min(check_tokens, s_q);
+  SparsePrefillArgs r = a;
+  r.q.shape[0] = r.indices.shape[0] = r.topk_length.shape[0] = ct;
+  std::vector<uint16_t> out_ref(static_cast<size_t>(ct) * h_q * kDv);
+  std::vector<float> lse_ref(static_cast<size_t>(ct) * h_q), max_ref(lse_ref.size());
+  r.out = make_view(out_ref.data(), DType::bf16, {ct, h_q, kDv});
+  r.lse = make_view(lse_ref.data(), DType::f32, {ct, h_q});
+  r.max_logits = make_view(max_ref.data(), DType::f32, {ct, h_q});
+  sparse_prefill(r);
+  out_gpu.resize(out_ref.size());
+  lse_gpu.resize(lse_ref.size());
+  max_gpu.resize(max_ref.size());
+  expect_out_close(bf16_to_float(out_gpu), to_double(bf16_to_float(out_ref)), "out");
+  expect_lse_close(lse_gpu, to_double(lse_ref), "lse");
+  expect_lse_close(max_gpu, to_double(max_ref), "max_logits");
+}
+
+TEST(GpuSparsePrefill, Shapes) {
+  run_sparse_prefill(8, 128, 576, 512, 4096, 8);
+  run_sparse_prefill(5, 16, 512, 300, 1000, 5);
+  run_sparse_prefill(3, 5, 576, 64, 200, 3);
+}
+
+TEST(GpuSparsePrefill, RealShapeSampled) {
+  run_sparse_prefill(4096, 128, 576, 2048, 32768, 3);
+}
+
+// ---------------------------------------------------------------- dense_decode
+struct DenseCase {
+  CacheFormat format;
+  DType q_dtype;
+  int d_qk, b, s_q, h_q, h_kv, page_size, max_blocks;
+  bool causal, sink;
+  int check_b = -1;
+};
+
+void run_dense_decode(const DenseCase& c) {
+  SCOPED_TRACE(std::string(format_name(c.format)) + " q=" + dtype_name(c.q_dtype) + " b=" + std::to_string(c.b) +
+               " s_q=" + std::to_string(c.s_q) + " h_q=" + std::to_string(c.h_q) + " h_kv=" + std::to_string(c.h_kv) +
+               " page=" + std::to_string(c.page_size) + " causal=" + std::to_string(c.causal));
+  const int64_t blocks = static_cast<int64_t>(c.b) * c.max_blocks + 3;
+  const float k_scale = c.format == CacheFormat::fp8_e4m3 ? 0.0123f : 1.0f;
+  TestCache cache = make_cache(c.format, blocks, c.page_size, c.d_qk, c.h_kv, k_scale);
+  const size_t nq = static_cast<size_t>(c.b) * c.s_q * c.h_q * c.d_qk;
+  std::vector<uint8_t> q(nq * dtype_size(c.q_dtype));
+  for (size_t i = 0; i < nq; ++i) {
+    float v = uniform(-1.f, 1.f);
+    if (c.q_dtype == DType::fp8_e4m3) q[i] = float_to_e4m3(v * 20.f);
+    else {
+      uint16_t bits = c.q_dtype == DType::f16 ? float_to_fp16_bits(v) : float_to_bf16_bits(v);
+      std::memcpy(&q[2 * i], &bits, 2);
+    }
+  }
+  std::vector<int32_t> bt(static_cast<size_t>(c.b) * c.max_blocks);
+  for (auto& x : bt) x = static_cast<int32_t>(uniform_int(0, blocks - 1));
+  for (size_t i = 0; i < bt.size(); i += 7) bt[i] = (i % 2) ? -1 : static_cast<int32_t>(blocks + 5);  // hostile
+  std::vector<int32_t> seq(c.b);
+  const int cap = c.max_blocks * c.page_size;
+  for (auto& x : seq) x = static_cast<int32_t>(uniform_int(1, cap));
+  if (c.b > 1) seq[1] = 0;
+  if (c.b > 2) seq[2] = cap + 100;  // clamped
+  if (c.b > 3) seq[3] = -5;
+  std::vector<float> sink(c.h_q);
+  for (auto& x : sink) x = uniform(-1.f, 1.f);
+  const DType out_dt = c.q_dtype == DType::f16 ? DType::f16 : DType::bf16;
+
+  DenseDecodeArgs a;
+  a.q = make_view(q.data(), c.q_dtype, {c.b, c.s_q, c.h_q, c.d_qk});
+  a.cache = cache.host;
+  a.block_table = make_view(bt.data(), DType::i32, {c.b, c.max_blocks});
+  a.seqlens = make_view(seq.data(), DType::i32, {c.b});
+  a.causal = c.causal;
+  a.q_scale = c.q_dtype == DType::fp8_e4m3 ? 0.05f : 1.0f;
+  if (c.sink) a.attn_sink = make_view(sink.data(), DType::f32, {c.h_q});
+  const size_t n_out = static_cast<size_t>(c.b) * c.s_q * c.h_q * kDv, n_l = static_cast<size_t>(c.b) * c.s_q * c.h_q;
+  DeviceBuffer dq = upload(q), dbt = upload(bt), dseq = upload(seq), dsink = upload(sink);
+  DeviceBuffer dout = upload(std::vector<uint16_t>(n_out, 0x7fff)), dlse = upload(std::vector<float>(n_l, NAN));
+  DenseDecodeArgs g = a;
+  g.q = on_device(a.q, dq);
+  g.cache = cache.dev;
+  g.block_table = on_device(a.block_table, dbt);
+  g.seqlens = on_device(a.seqlens, dseq);
+  if (c.sink) g.attn_sink = on_device(a.attn_sink, dsink);
+  g.out = make_view(dout.ptr, out_dt, {c.b, c.s_q, c.h_q, kDv}, cuda_device(0));
+  g.lse = make_view(dlse.ptr, DType::f32, {c.b, c.s_q, c.h_q}, cuda_device(0));
+  DeviceBuffer ws(dense_decode_workspace_size(g));
+  dense_decode(g, {nullptr, {ws.ptr, ws.bytes}});
+  GPU_CHECK(cudaDeviceSynchronize());
+  auto out_gpu = download<uint16_t>(dout, n_out);
+  auto lse_gpu = download<float>(dlse, n_l);
+  auto to_f = [&](const std::vector<uint16_t>& v) {
+    std::vector<float> f(v.size());
+    for (size_t i = 0; i < v.size(); ++i) f[i] = out_dt == DType::f16 ? fp16_bits_to_float(v[i]) : bf16_bits_to_float(v[i]);
+    return f;
+  };
+  for (float x : to_f(out_gpu)) ASSERT_FALSE(std::isnan(x)) << "NaN left in out";
+  const int cb = c.check_b < 0 ? c.b : std::min(c.b, c.check_b);
+  DenseDecodeArgs r = a;
+  r.q.shape[0] = r.block_table.shape[0] = r.seqlens.shape[0] = cb;
+  std::vector<uint16_t> out_ref(static_cast<size_t>(cb) * c.s_q * c.h_q * kDv);
+  std::vector<float> lse_ref(static_cast<size_t>(cb) * c.s_q * c.h_q);
+  r.out = make_view(out_ref.data(), out_dt, {cb, c.s_q, c.h_q, kDv});
+  r.lse = make_view(lse_ref.data(), DType::f32, {cb, c.s_q, c.h_q});
+  dense_decode(r);
+  out_gpu.resize(out_ref.size());
+  lse_gpu.resize(lse_ref.size());
+  expect_out_close(to_f(out_gpu), to_double(to_f(out_ref)), "out");
+  expect_lse_close(lse_gpu, to_double(lse_ref), "lse");
+}
+
+TEST(GpuDenseDecode, PageSizesAndCausal) {
+  for (int ps : {16, 32, 64, 128, 256})
+    for (int s_q : {1, 2, 3, 4})
+      run_dense_decode({CacheFormat::bf16, DType::bf16, 576, 5, s_q, 16, 1, ps, 1024 / ps, true, true});
+}
+
+TEST(GpuDenseDecode, DtypesAndHeads) {
+  run_dense_decode({CacheFormat::fp16, DType::f16, 576, 4, 2, 128, 1, 64, 8, true, false});
+  run_dense_decode({CacheFormat::fp8_e4m3, DType::bf16, 576, 4, 1, 64, 1, 64, 8, false, true});
+  run_dense_decode({CacheFormat::fp8_e4m3, DType::fp8_e4m3, 576, 4, 3, 16, 1, 16, 40, true, false});
+  run_dense_decode({CacheFormat::bf16, DType::bf16, 512, 4, 1, 8, 2, 64, 6, false, true});
+  run_dense_decode({CacheFormat::bf16, DType::bf16, 576, 3, 4, 40, 1, 1, 300, true, true});
+}
+
+TEST(GpuDenseDecode, LongContextSampled) {
+  run_dense_decode({CacheFormat::bf16, DType::bf16, 576, 8, 1, 128, 1, 64, 8192 / 64, true, false, 2});
+  run_dense_decode({CacheFormat::bf16, DType::bf16, 576, 2, 2, 16, 1, 64, 32768 / 64, true, true, 1});
+}
+
+}  // namespace
+}  // namespace smla::test

@@ -1,0 +1,50 @@
+// Results as a table (stdout) and as JSON (hand-written, no dependency).
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "cli/check.h"
+#include "cli/measure.h"
+
+namespace smla::cli {
+
+struct ResultRow {
+  std::string op, shape, backend;
+  bool timed = false;
+  double time_ms = 0, min_ms = 0;
+  int iters = 0;
+  double flops = 0, bytes = 0;
+  bool checked = false;
+  double max_err = 0, lse_err = 0, rel_l2 = 0;
+  int check_rows = 0;
+  std::string status;  // "ok", "FAIL", "skipped", "unchecked"
+  std::string note;    // why it failed or was skipped
+
+  double tflops() const { return timed && time_ms > 0 ? flops / (time_ms * 1e-3) / 1e12 : 0; }
+  double gbps() const { return timed && time_ms > 0 ? bytes / (time_ms * 1e-3) / 1e9 : 0; }
+  bool failed() const { return status == "FAIL"; }
+};
+
+// A row from a measurement and its comparison (nullptr: not checked).
+ResultRow make_row(const Workload& w, const Measurement& m, const Comparison* cmp);
+// A row for a configuration the backend does not support (`why` from why_not).
+ResultRow skipped_row(const Workload& w, Backend b, int64_t units, const std::string& why);
+
+const char* backend_label(Backend b);
+
+// operation | shape | backend | time (ms) | TFLOP/s | GB/s | max err | check, then the notes.
+void print_table(std::ostream& os, const std::vector<ResultRow>& rows);
+
+struct RunInfo {
+  std::string command;
+  uint64_t seed = 0;
+  std::string device;          // CUDA device description, empty when none was used
+  double copy_ceiling_gbps = 0;  // 0 when not measured
+};
+// Throws smla::RuntimeError when the file cannot be written.
+void write_json(const std::string& path, const RunInfo& info, const std::vector<ResultRow>& rows);
+
+}  // namespace smla::cli

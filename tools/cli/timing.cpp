@@ -1,0 +1,117 @@
+#include "cli/timing.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "cli/buffer.h"
+#include "smla/error.h"
+
+#if SMLA_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace smla::cli {
+namespace {
+
+Timing summarize(std::vector<double> ms) {
+  Timing t;
+  t.iters = static_cast<int>(ms.size());
+  if (ms.empty()) return t;
+  std::sort(ms.begin(), ms.end());
+  const size_t n = ms.size();
+  t.median_ms = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+  t.min_ms = ms.front();
+  return t;
+}
+
+#if SMLA_WITH_CUDA
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw RuntimeError(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+// Larger than the H200's 60 MB L2 many times over: after the memset nothing of the inputs
+// is left in L2.
+constexpr size_t kFlushBytes = size_t(512) << 20;
+
+const Buffer& flush_buffer() {
+  static Buffer b(kFlushBytes, cuda_device(0));
+  return b;
+}
+
+struct EventPair {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  EventPair() {
+    check(cudaEventCreate(&start), "cudaEventCreate");
+    check(cudaEventCreate(&stop), "cudaEventCreate");
+  }
+  ~EventPair() {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
+};
+#endif
+
+}  // namespace
+
+Timing time_cpu(const std::function<void()>& call, int warmup, int iters) {
+  for (int i = 0; i < warmup; ++i) call();
+  std::vector<double> ms;
+  for (int i = 0; i < std::max(iters, 1); ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    call();
+    const auto t1 = std::chrono::steady_clock::now();
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  return summarize(ms);
+}
+
+Timing time_cuda(const std::function<void(void* stream)>& call, int warmup, int iters) {
+#if SMLA_WITH_CUDA
+  auto stream = static_cast<cudaStream_t>(cuda_stream());
+  const Buffer& flush = flush_buffer();
+  for (int i = 0; i < warmup; ++i) call(stream);
+  check(cudaStreamSynchronize(stream), "warm-up");
+  check(cudaGetLastError(), "warm-up launch");
+  // One event pair per call, read after the loop: no host round trip between calls.
+  std::vector<EventPair> events(std::max(iters, 1));
+  for (auto& e : events) {
+    check(cudaMemsetAsync(flush.data(), 0, flush.bytes(), stream),
+          "L2 flush");
+    check(cudaEventRecord(e.start, stream), "cudaEventRecord");
+    call(stream);
+    check(cudaEventRecord(e.stop, stream), "cudaEventRecord");
+  }
+  check(cudaStreamSynchronize(stream), "timed calls");
+  check(cudaGetLastError(), "timed launch");
+  std::vector<double> ms;
+  for (auto& e : events) {
+    float v = 0;
+    check(cudaEventElapsedTime(&v, e.start, e.stop), "cudaEventElapsedTime");
+    ms.push_back(v);
+  }
+  return summarize(ms);
+#else
+  (void)call;
+  (void)warmup;
+  (void)iters;
+  throw RuntimeError("this smla binary was built without CUDA (configure with -DSMLA_CUDA=ON)");
+#endif
+}
+
+double cuda_copy_ceiling_gbps() {
+#if SMLA_WITH_CUDA
+  const size_t bytes = size_t(1) << 30;
+  Buffer src(bytes, cuda_device(0)), dst(bytes, cuda_device(0));
+  auto stream = static_cast<cudaStream_t>(cuda_stream());
+  const Timing t = time_cuda(
+      [&](void*) { check(cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice, stream), "copy"); },
+      3, 20);
+  return 2.0 * static_cast<double>(bytes) / (t.median_ms * 1e-3) / 1e9;
+#else
+  return 0;
+#endif
+}
+
+}  // namespace smla::cli

@@ -1,0 +1,27 @@
+// Timing one call the way ANCHORS.md measured FlashMLA, so the numbers compare: warm-ups,
+// then the median of repeated calls; on CUDA, events around each call with a 512 MB memset
+// before it so every call starts from a cold L2.
+#pragma once
+
+#include <functional>
+
+namespace smla::cli {
+
+struct Timing {
+  double median_ms = 0;
+  double min_ms = 0;
+  int iters = 0;
+};
+
+// Wall clock (std::chrono::steady_clock) around each call.
+Timing time_cpu(const std::function<void()>& call, int warmup, int iters);
+
+// CUDA events on cuda_stream() around each call; the call gets that stream. Throws
+// smla::RuntimeError in a build without CUDA.
+Timing time_cuda(const std::function<void(void* stream)>& call, int warmup, int iters);
+
+// The device-to-device copy ceiling (GB/s, read + write counted) from a 1 GiB cudaMemcpy,
+// measured like the calls; 0 in a build without CUDA.
+double cuda_copy_ceiling_gbps();
+
+}  // namespace smla::cli
