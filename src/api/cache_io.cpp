@@ -35,7 +35,7 @@ void validate(const WriteCacheArgs& a) {
   detail::check_same_device("k_pe", a.k_pe, "cache", dev);
   detail::check_same_device("slot_mapping", a.slot_mapping, "cache", dev);
   if (detail::on_cuda(a.cache.data)) {
-    detail::check_aligned("cache", a.cache.data, 16);
+    detail::check_cache_aligned("cache", a.cache);
     detail::check_aligned("kv_c", a.kv_c, 16);
     detail::check_aligned("k_pe", a.k_pe, 16);
   }
@@ -56,7 +56,7 @@ void validate(const GatherCacheArgs& a) {
   detail::check_same_device("slots", a.slots, "cache", dev);
   detail::check_same_device("out", a.out, "cache", dev);
   if (detail::on_cuda(a.cache.data)) {
-    detail::check_aligned("cache", a.cache.data, 16);
+    detail::check_cache_aligned("cache", a.cache);
     detail::check_aligned("out", a.out, 16);
   }
   detail::check_no_alias("out", a.out, "cache", a.cache.data);

@@ -45,6 +45,7 @@ void validate(const DenseDecodeArgs& a) {
   detail::check_tensor("q", q, {q.dtype}, {b, s_q, h_q, d_qk});
   check_q_dtype(q, a.cache.format);
   detail::check_inner_contiguous("q", q, 1);
+  detail::check_value("cache", h_kv >= 1, "a cache with h_kv >= 1 (dim 2)", describe(a.cache.data));
   detail::check_value("h_q", h_q % h_kv == 0,
                       "a multiple of h_kv = " + std::to_string(h_kv) + " (cache dim 2)", std::to_string(h_q));
   if (q.dtype == DType::fp8_e4m3)
@@ -78,7 +79,7 @@ void validate(const DenseDecodeArgs& a) {
   detail::check_same_device("lse", a.lse, "q", dev);
   if (detail::on_cuda(q)) {
     detail::check_aligned("q", q, 16);
-    detail::check_aligned("cache", a.cache.data, 16);
+    detail::check_cache_aligned("cache", a.cache);
     detail::check_aligned("out", a.out, 16);
   }
   detail::check_no_alias("out", a.out, "q", q);

@@ -26,13 +26,6 @@ void check_key_cache(const char* name, const PagedCache& c) {
                       describe(c.data));
 }
 
-// Only the base pointer and the page stride: inside a page, fp8_model1's [page_size, 584] view
-// is a byte count, not its layout (its 584-byte "rows" are never loaded as rows).
-void check_cache_aligned(const char* name, const PagedCache& c) {
-  TensorView pages = c.data;
-  pages.ndim = 2;
-  detail::check_aligned(name, pages, 16);
-}
 
 // An optional per-request length: [b] int32, any stride.
 void check_length(const char* name, const TensorView& t, int64_t b, Device dev) {
@@ -114,8 +107,8 @@ void validate(const SparseDecodeArgs& a) {
 
   if (detail::on_cuda(a.q)) {
     detail::check_aligned("q", a.q, 16);
-    check_cache_aligned("cache", a.cache);
-    check_cache_aligned("extra_cache", a.extra_cache);
+    detail::check_cache_aligned("cache", a.cache);
+    detail::check_cache_aligned("extra_cache", a.extra_cache);
     detail::check_aligned("out", a.out, 16);
     // The 4-byte tensors are read and written element by element: their own size suffices.
     for (const auto& [name, t] : {std::pair<const char*, const TensorView*>{"indices", &a.indices},

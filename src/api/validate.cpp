@@ -89,6 +89,13 @@ void check_aligned(const char* name, const TensorView& t, int bytes) {
                     " and strides " + strides_string(t));
 }
 
+void check_cache_aligned(const char* name, const PagedCache& c) {
+  if (!c.data.present()) return;
+  TensorView pages = c.data;
+  pages.ndim = 2;  // only the page stride is an outer stride the device relies on
+  check_aligned(name, pages, 16);
+}
+
 void check_value(const char* name, bool ok, const std::string& expected, const std::string& given) {
   if (!ok) throw Error(name, expected, given);
 }

@@ -26,6 +26,10 @@ void check_same_device(const char* name, const TensorView& t, const char* ref_na
 void check_inner_contiguous(const char* name, const TensorView& t, int dims);
 // Data pointer and every outer stride multiple of `bytes` (vector loads on the device).
 void check_aligned(const char* name, const TensorView& t, int bytes);
+// A cache on the device: base pointer and page stride aligned to 16 bytes. Inside a page only
+// the packed formats' own offsets count (fp8_model1's [page_size, 584] view is a byte count,
+// not its layout), so the inner strides are not checked.
+void check_cache_aligned(const char* name, const PagedCache& c);
 void check_value(const char* name, bool ok, const std::string& expected, const std::string& given);
 // A paged cache: dims, dtype for its format, packed rows, page stride covers a page.
 void check_paged_cache(const char* name, const PagedCache& c, std::initializer_list<CacheFormat> allowed);

@@ -115,11 +115,7 @@ __global__ void gather_cache_kernel(const GatherParams p) {
     const int64_t blk = slot / p.ks.page_size;
     const int off = static_cast<int>(slot % p.ks.page_size);
     const uint8_t* page = p.ks.base + blk * p.ks.page_stride;
-    const uint8_t* tok;
-    if (p.ks.format == static_cast<int>(CacheFormat::fp8_ds_mla)) tok = page + static_cast<int64_t>(off) * DsMlaLayout::bytes_per_token;
-    else if (p.ks.format == static_cast<int>(CacheFormat::fp8_model1)) tok = page + Model1Layout::data_offset(off);
-    else tok = page + static_cast<int64_t>(off) * p.ks.row_elems * (p.ks.format == static_cast<int>(CacheFormat::fp8_e4m3) ? 1 : 2);
-    v = load_key_chunk(p.ks, page, tok, off, c, false);
+    v = load_key_chunk(p.ks, page, off, c, false);
     if (p.ks.format == static_cast<int>(CacheFormat::fp16)) {  // fp16 rows -> bf16 values
       uint16_t* h = reinterpret_cast<uint16_t*>(&v);
 #pragma unroll

@@ -28,6 +28,7 @@ void gather_keys(const PagedCache& c, const TensorView& indices, const TensorVie
   const int32_t* idx = indices.at<const int32_t>({i, t, 0});
   const int64_t slots = c.num_slots();
   const int d_qk = c.d_qk();
+  K.reserve(K.size() + n * d_qk);
   for (int64_t j = 0; j < n; ++j) {
     const int64_t slot = idx[j];
     if (slot < 0 || slot >= slots) continue;

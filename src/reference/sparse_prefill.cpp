@@ -28,6 +28,7 @@ void sparse_prefill(const SparsePrefillArgs& a) {
         a.topk_length.present() ? std::clamp<int64_t>(*a.topk_length.at<const int32_t>({t}), 0, topk) : topk;
     const int32_t* idx = a.indices.ptr<const int32_t>() + t * idx_row_stride;
     std::vector<float> K;  // a row listed twice counts twice
+    K.reserve(n_listed * d_qk);
     for (int64_t j = 0; j < n_listed; ++j) {
       const int64_t r = idx[j];
       if (r < 0 || r >= s_kv) continue;

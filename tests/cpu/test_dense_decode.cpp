@@ -479,8 +479,8 @@ TEST(DenseDecodeRejects, Cache) {
   { Rejects r; r.a().cache.data.stride[1] = 580; r.expect({"cache", "packed row-major", "strides"}); }
   { Rejects r; r.a().cache.data.ndim = 2; r.expect({"cache", "(num_blocks, page_size, [h_kv,] row)", "bfloat16 (4, 4)"}); }
   { Rejects r; r.a().cache.data.shape[0] = -1; r.expect({"cache", "num_blocks >= 0", "(-1, 4, 1, 576)"}); }
-  { Rejects r; r.a().cache.data.ndim = 3; r.a().cache.data.shape[2] = 576; r.a().cache.data.stride[2] = 1;
-    r.expect({"cache", "d_qk = 576 or 512", "(4, 4, 576)"}); }
+  { Rejects r; r.a().cache.data.ndim = 3; r.a().cache.data.shape[2] = 448; r.a().cache.data.stride[2] = 1;
+    r.expect({"cache", "d_qk = 576 or 512", "bfloat16 (4, 4, 448)"}); }
   { Rejects r(fp8_config(DType::bf16)); r.a().cache.k_scale = 0.0f; r.expect({"cache.k_scale", "positive finite"}); }
   { Rejects r(fp8_config(DType::bf16)); r.a().cache.k_scale = NAN; r.expect({"cache.k_scale", "nan"}); }
 }
@@ -495,6 +495,10 @@ TEST(DenseDecodeRejects, HeadGrouping) {
   c.seqlens = {3};
   Rejects r(c);
   r.expect({"h_q", "a multiple of h_kv = 4", "got 6"});
+  Rejects r0;
+  r0.a().cache.data.shape[2] = 0;
+  r0.a().cache.data.stride[1] = 0;  // packed for zero heads
+  r0.expect({"cache", "h_kv >= 1", "bfloat16 (4, 4, 0, 576)"});
 }
 
 TEST(DenseDecodeRejects, BlockTableAndSeqlens) {

@@ -458,6 +458,9 @@ TEST_F(MergeStatesValidation, Sink) {
   a = valid();
   a.attn_sink.device = cuda_device(0);
   expect_rejected(a, {"attn_sink must be on cpu like out_parts"});
+  a = valid();
+  a.attn_sink.stride[0] = -1;
+  expect_rejected(a, {"attn_sink must be", "non-negative strides"});
 }
 
 TEST_F(MergeStatesValidation, Outputs) {

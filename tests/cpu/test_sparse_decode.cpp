@@ -492,12 +492,15 @@ TEST(SparseDecode, V32Fp8DsMlaHeads16) {
 
 TEST(SparseDecode, V32Fp8DsMlaHeads128) {
   const TestCache cache = make_cache(CacheFormat::fp8_ds_mla, 576, 64, 3);
-  Problem p;
-  p.b = 2, p.s_q = 1, p.h_q = 128;
-  p.main = {&cache, make_indices(p.b * p.s_q, 40, cache.num_slots()), 40, {}};
-  check(run(p), "fp8_ds_mla h_q 128");
-  p.sink = make_sink(p.h_q);
-  check(run(p), "fp8_ds_mla h_q 128 with sink");
+  // b = 1 is the latency case: one row, its heads spread over the cores.
+  for (int b : {1, 2}) {
+    Problem p;
+    p.b = b, p.s_q = 1, p.h_q = 128;
+    p.main = {&cache, make_indices(p.b * p.s_q, 40, cache.num_slots()), 40, {}};
+    check(run(p), "fp8_ds_mla h_q 128 b " + std::to_string(b));
+    p.sink = make_sink(p.h_q);
+    check(run(p), "fp8_ds_mla h_q 128 with sink b " + std::to_string(b));
+  }
 }
 
 TEST(SparseDecode, PageSizesWithGappedPages) {
@@ -910,6 +913,12 @@ TEST_F(SparseDecodeValidation, Cache) {
   a = valid();
   a.cache.data.device = cuda_device(0);
   expect_rejected(a, {"cache must be on cpu like q, got on cuda:0"});
+  a = valid();
+  a.cache.data = make_view(scratch.data(), DType::u8, {32, 656});
+  expect_rejected(a, {"cache must be a tensor of shape (num_blocks, page_size, [h_kv,] row)", "got uint8 (32, 656)"});
+  a = valid();
+  a.cache.data = make_view(scratch.data(), DType::u8, {2, 8, 2, 656});
+  expect_rejected(a, {"cache must be h_kv = 1 for format fp8_ds_mla", "got uint8 (2, 8, 2, 656)"});
 }
 
 TEST_F(SparseDecodeValidation, IndicesAndLengths) {
@@ -943,6 +952,9 @@ TEST_F(SparseDecodeValidation, IndicesAndLengths) {
   a = valid();
   a.topk_length.device = cuda_device(0);
   expect_rejected(a, {"topk_length must be on cpu like q"});
+  a = valid();
+  a.topk_length.stride[0] = -1;
+  expect_rejected(a, {"topk_length must be", "non-negative strides"});
 }
 
 TEST_F(SparseDecodeValidation, ExtraKeySet) {
@@ -965,6 +977,17 @@ TEST_F(SparseDecodeValidation, ExtraKeySet) {
   a.extra_cache.data.device = cuda_device(0);
   expect_rejected(a, {"extra_cache must be on cpu like q"});
   a = with_extra();
+  a.extra_indices.stride = {topk, topk, 2};
+  a.extra_indices.shape[2] = topk / 2;
+  expect_rejected(a, {"extra_indices must be", "last dimension contiguous"});
+  a = with_extra();
+  a.extra_indices.device = cuda_device(0);
+  expect_rejected(a, {"extra_indices must be on cpu like q"});
+  a = with_extra();
+  a.extra_topk_length = make_view(len.data(), DType::i32, {b});
+  a.extra_topk_length.device = cuda_device(0);
+  expect_rejected(a, {"extra_topk_length must be on cpu like q"});
+  a = with_extra();
   a.extra_topk_length = make_view(len.data(), DType::f32, {b});
   expect_rejected(a, {"extra_topk_length must be int32 of shape (2,), got float32 (2,)"});
   a = valid();
@@ -985,6 +1008,9 @@ TEST_F(SparseDecodeValidation, SinkAndScale) {
   a = valid();
   a.attn_sink.device = cuda_device(0);
   expect_rejected(a, {"attn_sink must be on cpu like q"});
+  a = valid();
+  a.attn_sink.stride[0] = -1;
+  expect_rejected(a, {"attn_sink must be", "non-negative strides"});
   for (float s : {0.0f, -0.5f, NAN, INFINITY}) {
     a = valid();
     a.softmax_scale = s;

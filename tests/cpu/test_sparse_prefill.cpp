@@ -324,11 +324,15 @@ TEST(SparsePrefill, V4ShapesD512With3DKvAndIndices) {
 }
 
 TEST(SparsePrefill, Heads128) {
-  Problem p;
-  p.s_q = 2, p.h_q = 128, p.d_qk = 576, p.s_kv = 64, p.topk = 48;
-  p.idx = make_indices(p.s_q, p.topk, p.s_kv);
-  p.kv_3d = true;
-  check(run(p), "h_q 128");
+  // s_q = 1: one token, its heads spread over the cores.
+  for (int s_q : {1, 3}) {
+    Problem p;
+    p.s_q = s_q, p.h_q = 128, p.d_qk = 576, p.s_kv = 64, p.topk = 48;
+    p.idx = make_indices(p.s_q, p.topk, p.s_kv);
+    p.len = make_lengths(p.s_q, p.topk);
+    p.kv_3d = true;
+    check(run(p), "h_q 128 s_q " + std::to_string(s_q));
+  }
 }
 
 TEST(SparsePrefill, EmptyKeySetsGiveZeroAndMinusInf) {
@@ -547,6 +551,9 @@ TEST_F(SparsePrefillValidation, IndicesAndLengths) {
   a = valid();
   a.topk_length.device = cuda_device(0);
   expect_rejected(a, {"topk_length must be on cpu like q"});
+  a = valid();
+  a.topk_length.stride[0] = -1;
+  expect_rejected(a, {"topk_length must be", "non-negative strides"});
 }
 
 TEST_F(SparsePrefillValidation, SinkAndScale) {
@@ -559,6 +566,9 @@ TEST_F(SparsePrefillValidation, SinkAndScale) {
   a = valid();
   a.attn_sink.device = cuda_device(0);
   expect_rejected(a, {"attn_sink must be on cpu like q"});
+  a = valid();
+  a.attn_sink.stride[0] = -2;
+  expect_rejected(a, {"attn_sink must be", "non-negative strides"});
   for (float s : {0.0f, -1.0f, NAN, -INFINITY, INFINITY}) {
     a = valid();
     a.softmax_scale = s;

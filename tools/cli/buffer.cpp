@@ -1,6 +1,5 @@
 #include "cli/buffer.h"
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -136,10 +135,9 @@ const char* cuda_device_description() {
   static std::string desc = [] {
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return std::string();
-    char buf[256];
-    std::snprintf(buf, sizeof(buf), "%s (sm_%d%d, %d SMs, %.0f GiB)", p.name, p.major, p.minor,
-                  p.multiProcessorCount, static_cast<double>(p.totalGlobalMem) / (1ull << 30));
-    return std::string(buf);
+    const double gib = static_cast<double>(p.totalGlobalMem) / (1ull << 30);
+    return std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
+           std::to_string(p.multiProcessorCount) + " SMs, " + std::to_string(static_cast<int>(gib + 0.5)) + " GiB)";
   }();
   return desc.c_str();
 #else

@@ -173,12 +173,10 @@ int cmd_bench(const std::vector<std::string>& argv) {
   } else {
     if (cuda) w->upload();
     const Measurement m = measure(*w, backend, w->units(), opt);
+    rows.push_back(make_row(*w, m));
     if (m.ok() && check_rows > 0) {
       Rng pick(stream_seed(seed, 1000));
-      const Comparison cmp = check_against_f64(*w, backend, w->units(), static_cast<int>(check_rows), pick);
-      rows.push_back(make_row(*w, m, &cmp));
-    } else {
-      rows.push_back(make_row(*w, m, nullptr));
+      add_check(rows.back(), check_against_f64(*w, backend, w->units(), static_cast<int>(check_rows), pick), "");
     }
   }
   print_table(std::cout, rows);

@@ -1,10 +1,12 @@
 // `smla run`: the main job. One DeepSeek-V3.2-shaped decode step (sparse_decode on an
 // fp8_ds_mla cache, topk 2048, h_q 128 and 16, s_q 1 and 2), one V4 decode and one sparse
 // prefill chunk, on the best backend present; every result judged on sampled rows.
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/measure.h"
@@ -133,48 +135,42 @@ int cmd_run(const std::vector<std::string>& argv) {
   std::vector<ResultRow> rows;
   Rng pick(stream_seed(seed, 1000));
   uint64_t case_no = 0;
-  for (const Case& c : cases(quick, b)) {
+  const std::vector<Case> all = cases(quick, b);
+  for (const Case& c : all) {
     const int64_t units = use_cuda ? c.units_cuda : c.units_cpu;
     const int64_t cpu_units = use_cuda ? c.cpu_slice : c.units_cpu;
     std::unique_ptr<Workload> w = c.build(units, stream_seed(seed, ++case_no));
+    // Progress on stderr: a GPU-sized run spends seconds building inputs per case.
+    std::cerr << "[" << case_no << "/" << all.size() << "] " << op_name(w->op()) << " " << w->shape(units) << "\n";
+    // CUDA at full size, judged against the float64 recomputation across the whole batch and
+    // against the CPU on the slice both computed.
+    std::optional<ResultRow> cuda_row;
     bool cuda_ran = false;
     if (use_cuda) {
       if (auto why = why_not(w->kernel_config(Backend::cuda_sm90))) {
-        rows.push_back(skipped_row(*w, Backend::cuda_sm90, units, *why));
+        cuda_row = skipped_row(*w, Backend::cuda_sm90, units, *why);
       } else {
         w->upload();
-        Measurement m = measure(*w, Backend::cuda_sm90, units, cuda_opt);
+        const Measurement m = measure(*w, Backend::cuda_sm90, units, cuda_opt);
         cuda_ran = m.ok();
-        if (cuda_ran) {
-          Comparison cmp = check_against_f64(*w, Backend::cuda_sm90, units, check_count, pick);
-          rows.push_back(make_row(*w, m, &cmp));
-        } else {
-          rows.push_back(make_row(*w, m, nullptr));
-        }
+        cuda_row = make_row(*w, m);
+        if (cuda_ran) add_check(*cuda_row, check_against_f64(*w, Backend::cuda_sm90, units, check_count, pick), "");
       }
     }
+    std::optional<ResultRow> cpu_row;
     if (use_cpu) {
-      Measurement m = measure(*w, Backend::cpu, cpu_units, cpu_opt);
+      const Measurement m = measure(*w, Backend::cpu, cpu_units, cpu_opt);
+      cpu_row = make_row(*w, m);
       if (m.ok()) {
-        Comparison cmp = check_against_f64(*w, Backend::cpu, cpu_units, check_count, pick);
-        rows.push_back(make_row(*w, m, &cmp));
-        if (cuda_ran) {
-          // The CUDA row is also judged against the CPU on the slice both computed.
-          Comparison vs_cpu = check_against_backend(*w, Backend::cuda_sm90, Backend::cpu, cpu_units, check_count, pick);
-          ResultRow& cr = rows[rows.size() - 2];
-          cr.max_err = std::max(cr.max_err, vs_cpu.max_out_err());
-          cr.lse_err = std::max(cr.lse_err, vs_cpu.max_lse_err());
-          cr.rel_l2 = std::max(cr.rel_l2, vs_cpu.rel_l2());
-          cr.check_rows += vs_cpu.rows();
-          if (!vs_cpu.ok()) {
-            cr.status = "FAIL";
-            cr.note += (cr.note.empty() ? "" : "; ") + std::string("against the CPU: ") + vs_cpu.failure();
-          }
-        }
-      } else {
-        rows.push_back(make_row(*w, m, nullptr));
+        add_check(*cpu_row, check_against_f64(*w, Backend::cpu, cpu_units, check_count, pick), "");
+        if (cuda_ran)
+          add_check(*cuda_row,
+                    check_against_backend(*w, Backend::cuda_sm90, Backend::cpu, cpu_units, check_count, pick),
+                    "against the CPU");
       }
     }
+    for (auto* r : {&cuda_row, &cpu_row})
+      if (*r) rows.push_back(**r);
   }
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <thread>
 
 #include "smla/error.h"
 
@@ -39,7 +40,7 @@ std::string json_number(double v) { return std::isfinite(v) ? num("%.6g", v) : "
 
 const char* backend_label(Backend b) { return b == Backend::cpu ? "cpu" : "cuda"; }
 
-ResultRow make_row(const Workload& w, const Measurement& m, const Comparison* cmp) {
+ResultRow make_row(const Workload& w, const Measurement& m) {
   ResultRow r;
   r.op = op_name(w.op());
   r.shape = w.shape(m.units);
@@ -55,18 +56,23 @@ ResultRow make_row(const Workload& w, const Measurement& m, const Comparison* cm
   r.iters = m.timing.iters;
   r.flops = m.perf.flops;
   r.bytes = m.perf.bytes;
-  if (!cmp) {
-    r.status = "unchecked";
-    return r;
-  }
-  r.checked = true;
-  r.max_err = cmp->max_out_err();
-  r.lse_err = cmp->max_lse_err();
-  r.rel_l2 = cmp->rel_l2();
-  r.check_rows = cmp->rows();
-  r.status = cmp->ok() ? "ok" : "FAIL";
-  r.note = cmp->failure();
+  r.status = "unchecked";
   return r;
+}
+
+void add_check(ResultRow& r, const Comparison& c, const std::string& against) {
+  const bool first = !r.checked;
+  r.checked = true;
+  r.max_err = std::max(r.max_err, c.max_out_err());
+  r.lse_err = std::max(r.lse_err, c.max_lse_err());
+  r.rel_l2 = std::max(r.rel_l2, c.rel_l2());
+  r.check_rows += c.rows();
+  if (c.ok()) {
+    if (first) r.status = "ok";
+    return;
+  }
+  r.status = "FAIL";
+  r.note += (r.note.empty() ? "" : "; ") + (against.empty() ? std::string() : against + ": ") + c.failure();
 }
 
 ResultRow skipped_row(const Workload& w, Backend b, int64_t units, const std::string& why) {
@@ -121,6 +127,7 @@ void write_json(const std::string& path, const RunInfo& info, const std::vector<
   if (!f) throw RuntimeError("cannot write " + path);
   f << "{\n  \"command\": " << json_string(info.command) << ",\n  \"seed\": " << info.seed
     << ",\n  \"device\": " << json_string(info.device)
+    << ",\n  \"cpu_threads\": " << std::max(1u, std::thread::hardware_concurrency())
     << ",\n  \"copy_ceiling_gbps\": " << (info.copy_ceiling_gbps > 0 ? json_number(info.copy_ceiling_gbps) : "null")
     << ",\n  \"results\": [";
   for (size_t k = 0; k < rows.size(); ++k) {

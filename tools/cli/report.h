@@ -28,8 +28,11 @@ struct ResultRow {
   bool failed() const { return status == "FAIL"; }
 };
 
-// A row from a measurement and its comparison (nullptr: not checked).
-ResultRow make_row(const Workload& w, const Measurement& m, const Comparison* cmp);
+// A row from a measurement, "unchecked" (or "FAIL" when the call failed) until add_check.
+ResultRow make_row(const Workload& w, const Measurement& m);
+// Folds a comparison into a timed row: errors are the largest of all checks, the row fails
+// when any check fails; `against` names the reference in the note ("" = float64).
+void add_check(ResultRow& r, const Comparison& c, const std::string& against);
 // A row for a configuration the backend does not support (`why` from why_not).
 ResultRow skipped_row(const Workload& w, Backend b, int64_t units, const std::string& why);
 

@@ -28,10 +28,22 @@ inline constexpr int kDvHalf = 256;
 template <int NG>
 constexpr int attention_threads() { return NG * 2 * 32; }
 
+// Shared memory: Q tile, dequantized K block, the raw bytes of the next key block (filled by
+// cp.async while the current block is computed) and two sets of per-key slot data.
 template <int NG>
-constexpr size_t attention_smem_bytes() {
-  return static_cast<size_t>(NG * 16 + kBlockN) * kSmemStride * 2 + kBlockN * (8 + 4 + 4);
+constexpr size_t attention_smem_bytes(int raw_stride) {
+  return static_cast<size_t>(NG * 16 + kBlockN) * kSmemStride * 2 + static_cast<size_t>(kBlockN) * raw_stride +
+         2 * kBlockN * (8 + 4 + 4);
 }
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+__device__ __forceinline__ void cp_async8(uint32_t dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst), "l"(src));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
 template <int NG, bool kF16>
 __global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams p) {
@@ -40,9 +52,10 @@ __global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams 
   extern __shared__ __align__(16) uint8_t smem[];
   uint16_t* sQ = reinterpret_cast<uint16_t*>(smem);
   uint16_t* sK = sQ + kRows * kSmemStride;
-  int64_t* s_addr = reinterpret_cast<int64_t*>(sK + kBlockN * kSmemStride);  // page byte offset
-  int32_t* s_pos = reinterpret_cast<int32_t*>(s_addr + kBlockN);              // key position, -1 masked
-  int32_t* s_off = s_pos + kBlockN;                                            // token offset in its page
+  uint8_t* sRaw = reinterpret_cast<uint8_t*>(sK + kBlockN * kSmemStride);    // raw key rows, raw_stride each
+  int64_t* s_addr = reinterpret_cast<int64_t*>(sRaw + kBlockN * p.raw_stride);  // [2][64] page byte offset
+  int32_t* s_pos = reinterpret_cast<int32_t*>(s_addr + 2 * kBlockN);            // [2][64] key position, -1 masked
+  int32_t* s_off = s_pos + 2 * kBlockN;                                          // [2][64] token offset in its page
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int group = warp >> 1, half = warp & 1;
@@ -126,59 +139,84 @@ __global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams 
   const uint32_t sQ_base = smem_addr(sQ), sK_base = smem_addr(sK);
   const int t_sparse = t0;  // sparse CTAs own exactly one token
 
-  for (int kb = kb_begin; kb < kb_end; ++kb) {
-    __syncthreads();  // the previous block's K is no longer read
-    if (tid < kBlockN) {
-      // Resolve key slots once per block; invalid ones are masked and never dereferenced.
-      const int v = kb * kBlockN + tid;
-      int pos = -1;
-      int64_t page = 0, off = 0;
-      if (v < len_total) {
-        const KeySetParams& ks = (p.dense || v < len_main) ? p.main : p.extra;
-        int64_t blk = -1;
-        if (p.dense) {
-          blk = __ldg(p.block_table + req * p.bt_sb + v / ks.page_size);
-          off = v % ks.page_size;
-          if (blk >= ks.num_blocks) blk = -1;
-        } else {
-          const int j = v < len_main ? v : v - len_main;
-          const int64_t idx = __ldg(ks.indices + req * ks.idx_sb + t_sparse * ks.idx_st + j);
-          if (idx >= 0 && idx < ks.num_blocks * ks.page_size) {
-            blk = idx / ks.page_size;
-            off = idx % ks.page_size;
-          }
-        }
-        if (blk >= 0) {
-          pos = v;
-          page = blk * ks.page_stride;
+  // Slot data of block kb into buffer kb & 1; invalid keys are masked and never dereferenced.
+  auto resolve = [&](int kb) {
+    if (tid >= kBlockN) return;
+    const int buf = (kb & 1) * kBlockN;
+    const int v = kb * kBlockN + tid;
+    int pos = -1;
+    int64_t page = 0, off = 0;
+    if (v < len_total) {
+      const KeySetParams& ks = (p.dense || v < len_main) ? p.main : p.extra;
+      int64_t blk = -1;
+      if (p.dense) {
+        blk = __ldg(p.block_table + req * p.bt_sb + v / ks.page_size);
+        off = v % ks.page_size;
+        if (blk >= ks.num_blocks) blk = -1;
+      } else {
+        const int j = v < len_main ? v : v - len_main;
+        const int64_t idx = __ldg(ks.indices + req * ks.idx_sb + t_sparse * ks.idx_st + j);
+        if (idx >= 0 && idx < ks.num_blocks * ks.page_size) {
+          blk = idx / ks.page_size;
+          off = idx % ks.page_size;
         }
       }
-      s_pos[tid] = pos;
-      s_addr[tid] = page;
-      s_off[tid] = static_cast<int32_t>(off);
+      if (blk >= 0) {
+        pos = v;
+        page = blk * ks.page_stride;
+      }
     }
+    s_pos[buf + tid] = pos;
+    s_addr[buf + tid] = page;
+    s_off[buf + tid] = static_cast<int32_t>(off);
+  };
+  // Raw bytes of block kb's valid keys into sRaw, asynchronously (no registers held).
+  auto fetch = [&](int kb) {
+    const int buf = (kb & 1) * kBlockN;
+    const int chunks = p.raw_stride / 16;
+    const uint32_t raw_base = smem_addr(sRaw);
+    for (int i = tid; i < kBlockN * chunks; i += kThreads) {
+      const int j = i / chunks, c = i % chunks;
+      if (s_pos[buf + j] < 0) continue;
+      const KeySetParams& ks = (p.dense || kb * kBlockN + j < len_main) ? p.main : p.extra;
+      const uint8_t* page = ks.base + s_addr[buf + j];
+      const int off = s_off[buf + j];
+      const uint32_t dst = raw_base + j * p.raw_stride + 16 * c;
+      if (ks.format == static_cast<int>(CacheFormat::fp8_model1)) {
+        // 576 data bytes (36 chunks), then the 8 scale bytes of the token's second region.
+        if (c < Model1Layout::data_bytes / 16) cp_async16(dst, page + Model1Layout::data_offset(off) + 16 * c);
+        else if (c == Model1Layout::data_bytes / 16) cp_async8(dst, page + Model1Layout::scales_offset(ks.page_size, off));
+      } else {
+        const int row = key_row_bytes(ks);
+        if (16 * c < row) cp_async16(dst, page + token_offset(ks, off, kvh) + 16 * c);
+      }
+    }
+    cp_async_commit();
+  };
+
+  if (kb_begin < kb_end) {
+    resolve(kb_begin);
     __syncthreads();
-    // Gather and dequantize 64 keys x d_qk values.
+    fetch(kb_begin);
+  }
+  for (int kb = kb_begin; kb < kb_end; ++kb) {
+    const int buf = (kb & 1) * kBlockN;
+    cp_async_wait_all();
+    __syncthreads();  // raw(kb) landed; the previous block's K is no longer read
+    if (kb + 1 < kb_end) resolve(kb + 1);
+    // Dequantize 64 keys x d_qk values from sRaw into sK.
     for (int i = tid; i < kBlockN * d_chunks; i += kThreads) {
       const int j = i / d_chunks, c = i % d_chunks;
       uint4 v = make_uint4(0, 0, 0, 0);
-      if (s_pos[j] >= 0) {
+      if (s_pos[buf + j] >= 0) {
         const KeySetParams& ks = (p.dense || kb * kBlockN + j < len_main) ? p.main : p.extra;
-        const uint8_t* page = ks.base + s_addr[j];
-        const int off = s_off[j];
-        const uint8_t* tok;
-        if (ks.format == static_cast<int>(CacheFormat::fp8_ds_mla))
-          tok = page + static_cast<int64_t>(off) * DsMlaLayout::bytes_per_token;
-        else if (ks.format == static_cast<int>(CacheFormat::fp8_model1))
-          tok = page + Model1Layout::data_offset(off);
-        else
-          tok = page + (static_cast<int64_t>(off) * ks.h_kv + kvh) * ks.row_elems *
-                           (ks.format == static_cast<int>(CacheFormat::fp8_e4m3) ? 1 : 2);
-        v = load_key_chunk(ks, page, tok, off, c, kF16);
+        const uint8_t* raw = sRaw + j * p.raw_stride;
+        v = dequant_chunk(ks.format, raw, raw + Model1Layout::data_bytes, c, ks.k_scale, kF16);
       }
       *reinterpret_cast<uint4*>(sK + j * kSmemStride + 8 * c) = v;
     }
-    __syncthreads();
+    __syncthreads();  // sK ready, sRaw free, slot data of kb + 1 visible
+    if (kb + 1 < kb_end) fetch(kb + 1);
 
     // ---- S = Q K^T for this warp's 16 rows x 64 keys
     float s[8][4];
@@ -206,7 +244,7 @@ __global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams 
       for (int e = 0; e < 4; ++e) {
         const int key = nt * 8 + 2 * (lane & 3) + (e & 1);
         const int k = e >> 1;
-        const int pos = s_pos[key];
+        const int pos = s_pos[buf + key];
         const bool ok = pos >= 0 && pos <= limit[k];
         s[nt][e] = ok ? s[nt][e] * p.scale_log2 : -INFINITY;
         mx[k] = fmaxf(mx[k], s[nt][e]);

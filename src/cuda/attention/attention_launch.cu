@@ -57,13 +57,15 @@ __global__ void __launch_bounds__(kPlanThreads) split_plan_kernel(const AttnPara
   if (r0 < r1 && r1 == p.b) offsets[p.b] = static_cast<int32_t>(before);
 }
 
+constexpr int kMaxRawStride = 2 * 576;  // a bf16 row of d_qk 576, the widest staged row
+
 template <int NG, bool F16>
 void launch_attention_kernel(const AttnParams& p, dim3 grid, cudaStream_t stream) {
-  constexpr size_t smem = attention_smem_bytes<NG>();
+  const size_t smem = attention_smem_bytes<NG>(p.raw_stride);
   static bool configured = false;  // the attribute is per function, set once per process
   if (!configured) {
     SMLA_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<NG, F16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem)));
+                                         static_cast<int>(attention_smem_bytes<NG>(kMaxRawStride))));
     configured = true;
   }
   attention_kernel<NG, F16><<<grid, attention_threads<NG>(), smem, stream>>>(p);
@@ -80,15 +82,14 @@ void dispatch_ng(int ng, const AttnParams& p, dim3 grid, cudaStream_t stream) {
   }
 }
 
-int ctas_per_sm(int ng, bool f16) {
+int ctas_per_sm(int ng, int raw_stride) {
   size_t smem;
   switch (ng) {
-    case 1: smem = attention_smem_bytes<1>(); break;
-    case 2: smem = attention_smem_bytes<2>(); break;
-    case 3: smem = attention_smem_bytes<3>(); break;
-    default: smem = attention_smem_bytes<4>(); break;
+    case 1: smem = attention_smem_bytes<1>(raw_stride); break;
+    case 2: smem = attention_smem_bytes<2>(raw_stride); break;
+    case 3: smem = attention_smem_bytes<3>(raw_stride); break;
+    default: smem = attention_smem_bytes<4>(raw_stride); break;
   }
-  (void)f16;
   const DeviceInfo& d = current_device_info();
   int by_smem = static_cast<int>(d.smem_per_sm / (smem + 1024));
   int by_regs = 65536 / (ng * 64 * 255);
@@ -97,9 +98,11 @@ int ctas_per_sm(int ng, bool f16) {
 
 }  // namespace
 
-AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, bool tokens_share_keys, bool f16, bool allow_split) {
+AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, bool tokens_share_keys, bool f16, bool allow_split,
+                             int raw_stride) {
   AttentionPlan pl;
   pl.f16 = f16;
+  pl.raw_stride = raw_stride;
   const int hpk = h_q / std::max(h_kv, 1);
   constexpr int kMaxRows = 64;
   pl.tokens_per_cta = tokens_share_keys ? std::min(s_q, kMaxRows) : 1;
@@ -112,12 +115,14 @@ AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, bool tokens_shar
   pl.split = allow_split && b > 0;
   if (pl.split) {
     const int64_t ctas_per_split = static_cast<int64_t>(h_kv) * pl.tiles_per_kv * pl.token_groups;
-    const int64_t slots = static_cast<int64_t>(current_device_info().sm_count) * ctas_per_sm(pl.ng, f16);
+    const int64_t slots = static_cast<int64_t>(current_device_info().sm_count) * ctas_per_sm(pl.ng, raw_stride);
     pl.num_units = static_cast<int>(std::max<int64_t>(1, slots / std::max<int64_t>(1, ctas_per_split)));
     pl.max_splits = max_total_splits(b, pl.num_units);
   }
   return pl;
 }
+
+int staged_row_bytes(const KeySetParams& ks) { return (key_row_bytes(ks) + 15) / 16 * 16; }
 
 size_t attention_workspace_bytes(const AttentionPlan& plan, int b, int s_q, int h_q) {
   if (!plan.split) return 0;
@@ -130,6 +135,7 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
   p.tokens_per_cta = plan.tokens_per_cta;
   p.heads_tile = plan.heads_tile;
   p.tiles_per_kv = plan.tiles_per_kv;
+  p.raw_stride = plan.raw_stride;
   dim3 grid(p.b, p.h_kv * plan.tiles_per_kv, plan.token_groups);
   if (plan.split) {
     const size_t need = attention_workspace_bytes(plan, p.b, p.s_q, p.h_q);

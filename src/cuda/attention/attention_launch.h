@@ -21,10 +21,14 @@ struct AttentionPlan {
   bool split = false;      // split-KV with the device schedule
   int num_units = 1;       // schedule target: CTAs that fill the GPU once
   int64_t max_splits = 0;  // workspace bound: b + num_units
+  int raw_stride = 656;    // staged bytes per key row (widest format of the key sets)
 };
 
 // Shapes only (never device values), so the plan and the workspace size are graph-safe.
-AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, bool tokens_share_keys, bool f16, bool allow_split);
+AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, bool tokens_share_keys, bool f16, bool allow_split,
+                             int raw_stride);
+// Staged bytes per key row for a key set (multiple of 16).
+int staged_row_bytes(const KeySetParams& ks);
 size_t attention_workspace_bytes(const AttentionPlan& plan, int b, int s_q, int h_q);
 // Fills p.split_offsets / part_o / part_lse from the workspace and launches plan, attention
 // and combine kernels on `stream`.

@@ -1,5 +1,6 @@
 // sparse_decode, sparse_prefill and dense_decode on the gather-attention kernel: each maps
 // its validated arguments onto AttnParams.
+#include <algorithm>
 #include <cmath>
 
 #include "cuda/attention/attention_launch.h"
@@ -76,8 +77,10 @@ AttnParams sparse_decode_params(const SparseDecodeArgs& a) {
 }
 
 AttentionPlan sparse_decode_plan(const SparseDecodeArgs& a) {
+  int raw = staged_row_bytes(key_set(a.cache));
+  if (a.extra_cache.data.present()) raw = std::max(raw, staged_row_bytes(key_set(a.extra_cache)));
   return plan_attention(static_cast<int>(a.q.shape[0]), static_cast<int>(a.q.shape[1]),
-                        static_cast<int>(a.q.shape[2]), 1, false, false, true);
+                        static_cast<int>(a.q.shape[2]), 1, false, false, true, raw);
 }
 
 // Prefill is a decode batch of s_q single-token requests over an unpaged kv: page size 1,
@@ -148,7 +151,7 @@ AttnParams dense_decode_params(const DenseDecodeArgs& a) {
 AttentionPlan dense_decode_plan(const DenseDecodeArgs& a) {
   return plan_attention(static_cast<int>(a.q.shape[0]), static_cast<int>(a.q.shape[1]),
                         static_cast<int>(a.q.shape[2]), a.cache.h_kv(), true,
-                        a.cache.format == CacheFormat::fp16, true);
+                        a.cache.format == CacheFormat::fp16, true, staged_row_bytes(key_set(a.cache)));
 }
 
 }  // namespace
@@ -166,7 +169,7 @@ size_t sparse_prefill_workspace_size(const SparsePrefillArgs&) { return 0; }
 
 void sparse_prefill(const SparsePrefillArgs& a, const Exec& exec) {
   const AttentionPlan plan = plan_attention(static_cast<int>(a.q.shape[0]), 1, static_cast<int>(a.q.shape[1]), 1,
-                                            false, false, false);
+                                            false, false, false, 2 * static_cast<int>(a.q.shape[2]));
   launch_attention(sparse_prefill_params(a), plan, exec.workspace, as_stream(exec.stream));
 }
 

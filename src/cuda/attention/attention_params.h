@@ -66,6 +66,7 @@ struct AttnParams {
   int tokens_per_cta = 1;
   int heads_tile = 64;
   int tiles_per_kv = 1;
+  int raw_stride = 656;  // bytes per staged key row in shared memory (multiple of 16)
 };
 
 }  // namespace smla::cuda
