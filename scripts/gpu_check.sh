@@ -16,7 +16,7 @@ status=0
 {
   echo "# smla GPU check"
   echo "- date: $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with local changes)')"
+  echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || cat .gpu/COMMIT 2>/dev/null || echo unknown)"
   echo "- device: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null)"
   echo "- nvcc: $(nvcc --version | tail -2 | head -1)"
 } > "$SUMMARY"
@@ -33,7 +33,7 @@ fi
 
 if has tests; then
   t0=$(date +%s)
-  ./build-gpu/tests/smla_gpu_tests --gtest_output=xml:"$OUT/gpu_tests.xml" > "$OUT/gpu_tests.log" 2>&1
+  ./build-gpu/tests/smla_gpu_tests > "$OUT/gpu_tests.log" 2>&1
   rc=$?
   [ $rc -ne 0 ] && status=1
   echo "- GPU tests: rc=$rc in $(( $(date +%s) - t0 )) s; $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$OUT/gpu_tests.log" | tr '\n' ' ')" >> "$SUMMARY"
@@ -51,10 +51,11 @@ if has sanitizer; then
   rc=$?
   [ $rc -ne 0 ] && status=1
   echo "- compute-sanitizer memcheck (small case of every kernel): rc=$rc; $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)" >> "$SUMMARY"
+  grep -E "^\[  FAILED  \]|Failure|Expected|Which is|off,|got .* ref" "$OUT/memcheck.log" | head -40 >> "$SUMMARY"
 fi
 
 if has bench; then
-  python3 bench/ceilings.py > "$OUT/ceilings.json" 2> "$OUT/ceilings.err"
+  python3 bench/ceilings.py > "$OUT/ceilings.json"
   echo "- ceilings: $(cat "$OUT/ceilings.json")" >> "$SUMMARY"
   python3 bench/run_set.py ./build-gpu/tools/smla "$OUT/ceilings.json" "$OUT/bench.jsonl" > "$OUT/bench.log" 2>&1
   echo "" >> "$SUMMARY"

@@ -9,4 +9,5 @@ mkdir -p .gpu
 rm -rf .gpu/include .gpu/googletest
 cp -r .deps/py/cutlass_library/source/include .gpu/include
 cp -r /usr/src/googletest .gpu/googletest
+git rev-parse --short HEAD > .gpu/COMMIT  # the device copy has no git history
 du -sh .gpu

@@ -101,6 +101,8 @@ int ctas_per_sm(int ng, int raw_stride) {
 AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, bool tokens_share_keys, bool f16, bool allow_split,
                              int raw_stride) {
   AttentionPlan pl;
+  s_q = std::max(s_q, 1);  // empty calls return before launching; keep the tiling arithmetic defined
+  h_q = std::max(h_q, 1);
   pl.f16 = f16;
   pl.raw_stride = raw_stride;
   const int hpk = h_q / std::max(h_kv, 1);
@@ -131,7 +133,7 @@ size_t attention_workspace_bytes(const AttentionPlan& plan, int b, int s_q, int 
 }
 
 void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& ws, cudaStream_t stream) {
-  if (p.b == 0) return;
+  if (p.b == 0 || p.s_q == 0 || p.h_q == 0) return;
   p.tokens_per_cta = plan.tokens_per_cta;
   p.heads_tile = plan.heads_tile;
   p.tiles_per_kv = plan.tiles_per_kv;
@@ -142,6 +144,9 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
     if (ws.bytes < need || (need > 0 && ws.data == nullptr))
       throw Error("workspace", "at least " + std::to_string(need) + " bytes (see *_workspace_size)",
                   std::to_string(ws.bytes) + " bytes");
+    if (reinterpret_cast<uintptr_t>(ws.data) % 16 != 0)
+      throw Error("workspace", "aligned to 16 bytes", "address % 16 = " +
+                  std::to_string(reinterpret_cast<uintptr_t>(ws.data) % 16));
     auto* base = static_cast<uint8_t*>(ws.data);
     const size_t rows = static_cast<size_t>(plan.max_splits) * p.s_q * p.h_q;
     p.split_offsets = reinterpret_cast<int32_t*>(base);
