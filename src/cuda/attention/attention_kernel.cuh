@@ -28,12 +28,19 @@ inline constexpr int kDvHalf = 256;
 template <int NG>
 constexpr int attention_threads() { return NG * 2 * 32; }
 
+inline constexpr int kPStride = kBlockN + 8;  // P tile row: 144 bytes, ldmatrix conflict-free
+
 // Shared memory: Q tile, dequantized K block, the raw bytes of the next key block (filled by
-// cp.async while the current block is computed) and two sets of per-key slot data.
-template <int NG>
-constexpr size_t attention_smem_bytes(int raw_stride) {
-  return static_cast<size_t>(NG * 16 + kBlockN) * kSmemStride * 2 + static_cast<size_t>(kBlockN) * raw_stride +
-         2 * kBlockN * (8 + 4 + 4);
+// cp.async while the current block is computed), two sets of per-key slot data, and per
+// 16-row group the 16 x 64 P tile and the row maxima / sums the group's two warps exchange.
+constexpr size_t attention_smem_bytes(int ng, int raw_stride) {
+  return static_cast<size_t>(ng * 16 + kBlockN) * kSmemStride * 2 + static_cast<size_t>(kBlockN) * raw_stride +
+         2 * kBlockN * (8 + 4 + 4) + static_cast<size_t>(ng) * (16 * kPStride * 2 + 2 * 2 * 16 * 4);
+}
+
+// The two warps of a 16-row group meet here (barrier 0 is __syncthreads).
+__device__ __forceinline__ void pair_barrier(int group) {
+  asm volatile("bar.sync %0, 64;\n" ::"r"(1 + group) : "memory");
 }
 
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
@@ -45,7 +52,9 @@ __device__ __forceinline__ void cp_async8(uint32_t dst, const void* src) {
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
-template <int NG, bool kF16>
+// kD: d_qk (576 or 512). kFmt: the cache format of every key set, or -1 to read it at run time
+// (element formats, or key sets of different formats).
+template <int NG, bool kF16, int kD, int kFmt>
 __global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams p) {
   constexpr int kRows = NG * 16;
   constexpr int kThreads = NG * 64;
@@ -56,6 +65,9 @@ __global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams 
   int64_t* s_addr = reinterpret_cast<int64_t*>(sRaw + kBlockN * p.raw_stride);  // [2][64] page byte offset
   int32_t* s_pos = reinterpret_cast<int32_t*>(s_addr + 2 * kBlockN);            // [2][64] key position, -1 masked
   int32_t* s_off = s_pos + 2 * kBlockN;                                          // [2][64] token offset in its page
+  uint16_t* sP = reinterpret_cast<uint16_t*>(s_off + 2 * kBlockN);              // [NG][16][kPStride]
+  float* s_red = reinterpret_cast<float*>(sP + NG * 16 * kPStride);             // [NG][2][16] row maxima
+  float* s_sum = s_red + NG * 2 * 16;                                            // [NG][2][16] row sums
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int group = warp >> 1, half = warp & 1;
@@ -100,7 +112,7 @@ __global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams 
   const int kb_end = min(kb_begin + chunk, n_blocks);
 
   // ---- Q tile: row r = (token t0 + r / heads_tile, head head_in_kv0 + r % heads_tile)
-  const int d_chunks = p.d_qk / 8;
+  constexpr int d_chunks = kD / 8;
   for (int i = tid; i < kRows * d_chunks; i += kThreads) {
     const int r = i / d_chunks, c = i % d_chunks;
     const int tl = r / p.heads_tile, hl = r % p.heads_tile;
@@ -173,7 +185,9 @@ __global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams 
   // Raw bytes of block kb's valid keys into sRaw, asynchronously (no registers held).
   auto fetch = [&](int kb) {
     const int buf = (kb & 1) * kBlockN;
-    const int chunks = p.raw_stride / 16;
+    const int chunks = kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)   ? DsMlaLayout::bytes_per_token / 16
+                       : kFmt == static_cast<int>(CacheFormat::fp8_model1) ? Model1Layout::data_bytes / 16 + 1
+                                                                            : p.raw_stride / 16;
     const uint32_t raw_base = smem_addr(sRaw);
     for (int i = tid; i < kBlockN * chunks; i += kThreads) {
       const int j = i / chunks, c = i % chunks;
@@ -182,12 +196,13 @@ __global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams 
       const uint8_t* page = ks.base + s_addr[buf + j];
       const int off = s_off[buf + j];
       const uint32_t dst = raw_base + j * p.raw_stride + 16 * c;
-      if (ks.format == static_cast<int>(CacheFormat::fp8_model1)) {
+      const int fmt = kFmt >= 0 ? kFmt : ks.format;
+      if (fmt == static_cast<int>(CacheFormat::fp8_model1)) {
         // 576 data bytes (36 chunks), then the 8 scale bytes of the token's second region.
         if (c < Model1Layout::data_bytes / 16) cp_async16(dst, page + Model1Layout::data_offset(off) + 16 * c);
         else if (c == Model1Layout::data_bytes / 16) cp_async8(dst, page + Model1Layout::scales_offset(ks.page_size, off));
       } else {
-        const int row = key_row_bytes(ks);
+        const int row = fmt == static_cast<int>(CacheFormat::fp8_ds_mla) ? DsMlaLayout::bytes_per_token : key_row_bytes(ks);
         if (16 * c < row) cp_async16(dst, page + token_offset(ks, off, kvh) + 16 * c);
       }
     }
@@ -209,26 +224,32 @@ __global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams 
       const int j = i / d_chunks, c = i % d_chunks;
       uint4 v = make_uint4(0, 0, 0, 0);
       if (s_pos[buf + j] >= 0) {
-        const KeySetParams& ks = (p.dense || kb * kBlockN + j < len_main) ? p.main : p.extra;
         const uint8_t* raw = sRaw + j * p.raw_stride;
-        v = dequant_chunk(ks.format, raw, raw + Model1Layout::data_bytes, c, ks.k_scale, kF16);
+        if constexpr (kFmt >= 0) {
+          v = dequant_chunk(kFmt, raw, raw + Model1Layout::data_bytes, c, 1.0f, kF16);
+        } else {
+          const KeySetParams& ks = (p.dense || kb * kBlockN + j < len_main) ? p.main : p.extra;
+          v = dequant_chunk(ks.format, raw, raw + Model1Layout::data_bytes, c, ks.k_scale, kF16);
+        }
       }
       *reinterpret_cast<uint4*>(sK + j * kSmemStride + 8 * c) = v;
     }
     __syncthreads();  // sK ready, sRaw free, slot data of kb + 1 visible
     if (kb + 1 < kb_end) fetch(kb + 1);
 
-    // ---- S = Q K^T for this warp's 16 rows x 64 keys
-    float s[8][4];
+    // ---- S = Q K^T: this warp's 16 rows x its half of the 64 keys (32 keys)
+    float s[4][4];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+    for (int i = 0; i < 4; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
     const uint32_t a_addr = sQ_base + ((group * 16 + (lane & 15)) * kSmemStride + (lane >> 4) * 8) * 2;
-    const uint32_t b_addr = sK_base + (((lane >> 4) * 8 + (lane & 7)) * kSmemStride + ((lane >> 3) & 1) * 8) * 2;
-    for (int ks = 0; ks < p.d_qk / 16; ++ks) {
+    const uint32_t b_addr =
+        sK_base + ((half * 32 + (lane >> 4) * 8 + (lane & 7)) * kSmemStride + ((lane >> 3) & 1) * 8) * 2;
+#pragma unroll 4
+    for (int ks = 0; ks < kD / 16; ++ks) {
       uint32_t a[4];
       ldmatrix_x4(a, a_addr + ks * 32);
 #pragma unroll
-      for (int np = 0; np < 4; ++np) {
+      for (int np = 0; np < 2; ++np) {
         uint32_t b[4];
         ldmatrix_x4(b, b_addr + (np * 16 * kSmemStride) * 2 + ks * 32);
         mma_16816<kF16>(s[2 * np], a, b[0], b[1]);
@@ -236,13 +257,13 @@ __global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams 
       }
     }
 
-    // ---- mask, online softmax (log2 domain)
+    // ---- mask, online softmax (log2 domain); row maxima exchanged with the partner warp
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
+    for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int key = nt * 8 + 2 * (lane & 3) + (e & 1);
+        const int key = half * 32 + nt * 8 + 2 * (lane & 3) + (e & 1);
         const int k = e >> 1;
         const int pos = s_pos[buf + key];
         const bool ok = pos >= 0 && pos <= limit[k];
@@ -250,24 +271,34 @@ __global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams 
         mx[k] = fmaxf(mx[k], s[nt][e]);
       }
     }
-    float alpha[2], m_use[2];
+    float* red = s_red + group * 32;
 #pragma unroll
     for (int k = 0; k < 2; ++k) {
       mx[k] = fmaxf(mx[k], __shfl_xor_sync(0xffffffffu, mx[k], 1));
       mx[k] = fmaxf(mx[k], __shfl_xor_sync(0xffffffffu, mx[k], 2));
+      if ((lane & 3) == 0) red[half * 16 + (lane >> 2) + 8 * k] = mx[k];
+    }
+    pair_barrier(group);
+    float alpha[2], m_use[2];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      mx[k] = fmaxf(mx[k], red[(half ^ 1) * 16 + (lane >> 2) + 8 * k]);
       const float m_new = fmaxf(m_run[k], mx[k]);
       m_use[k] = m_new == -INFINITY ? 0.f : m_new;
       alpha[k] = exp2f(m_run[k] - m_use[k]);
       m_run[k] = m_new;
     }
+    // P of this warp's keys into the group's P tile; row sums stay per warp (same alpha in both).
+    uint16_t* prow = sP + group * 16 * kPStride;
     float rs[2] = {0.f, 0.f};
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
+    for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int k = e >> 1;
-        s[nt][e] = exp2f(s[nt][e] - m_use[k]);
-        rs[k] += s[nt][e];
+      for (int k = 0; k < 2; ++k) {
+        const float p0 = exp2f(s[nt][2 * k] - m_use[k]), p1 = exp2f(s[nt][2 * k + 1] - m_use[k]);
+        rs[k] += p0 + p1;
+        *reinterpret_cast<uint32_t*>(prow + ((lane >> 2) + 8 * k) * kPStride + half * 32 + nt * 8 + 2 * (lane & 3)) =
+            pack2<kF16>(p0, p1);
       }
     }
 #pragma unroll
@@ -279,17 +310,16 @@ __global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams 
       o[i][2] *= alpha[1];
       o[i][3] *= alpha[1];
     }
+    pair_barrier(group);  // the group's full 16 x 64 P tile is written
 
     // ---- O += P V over this warp's 256 value columns
     const uint32_t v_addr = sK_base + ((((lane >> 3) & 1) * 8 + (lane & 7)) * kSmemStride +
                                        half * kDvHalf + (lane >> 4) * 8) * 2;
+    const uint32_t p_addr = smem_addr(prow) + ((lane & 15) * kPStride + (lane >> 4) * 8) * 2;
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       uint32_t a[4];
-      a[0] = pack2<kF16>(s[2 * kk][0], s[2 * kk][1]);
-      a[1] = pack2<kF16>(s[2 * kk][2], s[2 * kk][3]);
-      a[2] = pack2<kF16>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      a[3] = pack2<kF16>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      ldmatrix_x4(a, p_addr + kk * 32);
 #pragma unroll
       for (int dn = 0; dn < 16; ++dn) {
         uint32_t b[4];
@@ -300,12 +330,17 @@ __global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams 
     }
   }
 
-  // ---- epilogue
+  // ---- epilogue: row sums of both warps of the group
+  float* sum = s_sum + group * 32;
 #pragma unroll
   for (int k = 0; k < 2; ++k) {
     l_run[k] += __shfl_xor_sync(0xffffffffu, l_run[k], 1);
     l_run[k] += __shfl_xor_sync(0xffffffffu, l_run[k], 2);
+    if ((lane & 3) == 0) sum[half * 16 + (lane >> 2) + 8 * k] = l_run[k];
   }
+  pair_barrier(group);
+#pragma unroll
+  for (int k = 0; k < 2; ++k) l_run[k] += sum[(half ^ 1) * 16 + (lane >> 2) + 8 * k];
   constexpr float kLn2 = 0.6931471805599453f;
 #pragma unroll
   for (int k = 0; k < 2; ++k) {

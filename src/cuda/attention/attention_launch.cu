@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "cuda/attention/attention_dispatch.h"
 #include "cuda/attention/attention_kernel.cuh"
 #include "cuda/attention/combine_kernel.cuh"
 #include "cuda/common/cuda_check.h"
@@ -17,6 +18,7 @@ namespace smla::cuda {
 namespace {
 
 constexpr int kPlanThreads = 256;
+constexpr size_t kMaxSmemPerBlock = 232448;  // sm_90 opt-in limit (227 KB)
 constexpr int64_t kMaxKeys = 0x7fffffff;  // lengths are already clamped by request_keys
 constexpr size_t kAlign = 256;
 size_t align_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
@@ -57,39 +59,35 @@ __global__ void __launch_bounds__(kPlanThreads) split_plan_kernel(const AttnPara
   if (r0 < r1 && r1 == p.b) offsets[p.b] = static_cast<int32_t>(before);
 }
 
-constexpr int kMaxRawStride = 2 * 576;  // a bf16 row of d_qk 576, the widest staged row
-
-template <int NG, bool F16>
-void launch_attention_kernel(const AttnParams& p, dim3 grid, cudaStream_t stream) {
-  const size_t smem = attention_smem_bytes<NG>(p.raw_stride);
-  static bool configured = false;  // the attribute is per function, set once per process
-  if (!configured) {
-    SMLA_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<NG, F16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(attention_smem_bytes<NG>(kMaxRawStride))));
-    configured = true;
-  }
-  attention_kernel<NG, F16><<<grid, attention_threads<NG>(), smem, stream>>>(p);
-  SMLA_CUDA_CHECK_LAUNCH();
-}
-
-template <bool F16>
+template <bool F16, int D, int FMT>
 void dispatch_ng(int ng, const AttnParams& p, dim3 grid, cudaStream_t stream) {
   switch (ng) {
-    case 1: launch_attention_kernel<1, F16>(p, grid, stream); break;
-    case 2: launch_attention_kernel<2, F16>(p, grid, stream); break;
-    case 3: launch_attention_kernel<3, F16>(p, grid, stream); break;
-    default: launch_attention_kernel<4, F16>(p, grid, stream); break;
+    case 1: launch_attention_kernel<1, F16, D, FMT>(p, grid, stream); break;
+    case 2: launch_attention_kernel<2, F16, D, FMT>(p, grid, stream); break;
+    case 3: launch_attention_kernel<3, F16, D, FMT>(p, grid, stream); break;
+    default: launch_attention_kernel<4, F16, D, FMT>(p, grid, stream); break;
+  }
+}
+
+// The instantiation for (element type, d_qk, format); see instantiations/.
+void dispatch(const AttentionPlan& plan, const AttnParams& p, dim3 grid, cudaStream_t stream) {
+  constexpr int kDs = static_cast<int>(CacheFormat::fp8_ds_mla), kM1 = static_cast<int>(CacheFormat::fp8_model1);
+  if (plan.f16) {
+    if (p.d_qk == 576) dispatch_ng<true, 576, kAnyFormat>(plan.ng, p, grid, stream);
+    else dispatch_ng<true, 512, kAnyFormat>(plan.ng, p, grid, stream);
+  } else if (plan.format == kDs && p.d_qk == 576) {
+    dispatch_ng<false, 576, kDs>(plan.ng, p, grid, stream);
+  } else if (plan.format == kM1 && p.d_qk == 512) {
+    dispatch_ng<false, 512, kM1>(plan.ng, p, grid, stream);
+  } else if (p.d_qk == 576) {
+    dispatch_ng<false, 576, kAnyFormat>(plan.ng, p, grid, stream);
+  } else {
+    dispatch_ng<false, 512, kAnyFormat>(plan.ng, p, grid, stream);
   }
 }
 
 int ctas_per_sm(int ng, int raw_stride) {
-  size_t smem;
-  switch (ng) {
-    case 1: smem = attention_smem_bytes<1>(raw_stride); break;
-    case 2: smem = attention_smem_bytes<2>(raw_stride); break;
-    case 3: smem = attention_smem_bytes<3>(raw_stride); break;
-    default: smem = attention_smem_bytes<4>(raw_stride); break;
-  }
+  const size_t smem = attention_smem_bytes(ng, raw_stride);
   const DeviceInfo& d = current_device_info();
   int by_smem = static_cast<int>(d.smem_per_sm / (smem + 1024));
   int by_regs = 65536 / (ng * 64 * 255);
@@ -99,14 +97,16 @@ int ctas_per_sm(int ng, int raw_stride) {
 }  // namespace
 
 AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, bool tokens_share_keys, bool f16, bool allow_split,
-                             int raw_stride) {
+                             int raw_stride, int format) {
   AttentionPlan pl;
   s_q = std::max(s_q, 1);  // empty calls return before launching; keep the tiling arithmetic defined
   h_q = std::max(h_q, 1);
   pl.f16 = f16;
   pl.raw_stride = raw_stride;
+  pl.format = format;
   const int hpk = h_q / std::max(h_kv, 1);
-  constexpr int kMaxRows = 64;
+  // 64 rows per CTA unless the widest staged rows (bf16 at d_qk 576) leave no room for them.
+  const int kMaxRows = attention_smem_bytes(4, raw_stride) <= kMaxSmemPerBlock ? 64 : 48;
   pl.tokens_per_cta = tokens_share_keys ? std::min(s_q, kMaxRows) : 1;
   pl.token_groups = (s_q + pl.tokens_per_cta - 1) / pl.tokens_per_cta;
   int heads_cap = std::max(1, kMaxRows / pl.tokens_per_cta);
@@ -156,8 +156,7 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
     SMLA_CUDA_CHECK_LAUNCH();
     grid.x = static_cast<unsigned>(plan.max_splits);
   }
-  if (plan.f16) dispatch_ng<true>(plan.ng, p, grid, stream);
-  else dispatch_ng<false>(plan.ng, p, grid, stream);
+  dispatch(plan, p, grid, stream);
   if (plan.split) {
     combine_splits_kernel<<<dim3(p.b, p.s_q), 256, 0, stream>>>(p);
     SMLA_CUDA_CHECK_LAUNCH();

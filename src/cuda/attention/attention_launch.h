@@ -22,11 +22,12 @@ struct AttentionPlan {
   int num_units = 1;       // schedule target: CTAs that fill the GPU once
   int64_t max_splits = 0;  // workspace bound: b + num_units
   int raw_stride = 656;    // staged bytes per key row (widest format of the key sets)
+  int format = -1;         // the format of every key set, or -1 when it is read at run time
 };
 
 // Shapes only (never device values), so the plan and the workspace size are graph-safe.
 AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, bool tokens_share_keys, bool f16, bool allow_split,
-                             int raw_stride);
+                             int raw_stride, int format);
 // Staged bytes per key row for a key set (multiple of 16).
 int staged_row_bytes(const KeySetParams& ks);
 size_t attention_workspace_bytes(const AttentionPlan& plan, int b, int s_q, int h_q);

@@ -78,9 +78,13 @@ AttnParams sparse_decode_params(const SparseDecodeArgs& a) {
 
 AttentionPlan sparse_decode_plan(const SparseDecodeArgs& a) {
   int raw = staged_row_bytes(key_set(a.cache));
-  if (a.extra_cache.data.present()) raw = std::max(raw, staged_row_bytes(key_set(a.extra_cache)));
+  int format = static_cast<int>(a.cache.format);
+  if (a.extra_cache.data.present()) {
+    raw = std::max(raw, staged_row_bytes(key_set(a.extra_cache)));
+    if (a.extra_cache.format != a.cache.format) format = -1;
+  }
   return plan_attention(static_cast<int>(a.q.shape[0]), static_cast<int>(a.q.shape[1]),
-                        static_cast<int>(a.q.shape[2]), 1, false, false, true, raw);
+                        static_cast<int>(a.q.shape[2]), 1, false, false, true, raw, format);
 }
 
 // Prefill is a decode batch of s_q single-token requests over an unpaged kv: page size 1,
@@ -151,7 +155,7 @@ AttnParams dense_decode_params(const DenseDecodeArgs& a) {
 AttentionPlan dense_decode_plan(const DenseDecodeArgs& a) {
   return plan_attention(static_cast<int>(a.q.shape[0]), static_cast<int>(a.q.shape[1]),
                         static_cast<int>(a.q.shape[2]), a.cache.h_kv(), true,
-                        a.cache.format == CacheFormat::fp16, true, staged_row_bytes(key_set(a.cache)));
+                        a.cache.format == CacheFormat::fp16, true, staged_row_bytes(key_set(a.cache)), -1);
 }
 
 }  // namespace
@@ -169,7 +173,7 @@ size_t sparse_prefill_workspace_size(const SparsePrefillArgs&) { return 0; }
 
 void sparse_prefill(const SparsePrefillArgs& a, const Exec& exec) {
   const AttentionPlan plan = plan_attention(static_cast<int>(a.q.shape[0]), 1, static_cast<int>(a.q.shape[1]), 1,
-                                            false, false, false, 2 * static_cast<int>(a.q.shape[2]));
+                                            false, false, false, 2 * static_cast<int>(a.q.shape[2]), -1);
   launch_attention(sparse_prefill_params(a), plan, exec.workspace, as_stream(exec.stream));
 }
 
