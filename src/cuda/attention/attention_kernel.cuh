@@ -31,11 +31,13 @@ constexpr int attention_threads() { return NG * 2 * 32; }
 inline constexpr int kPStride = kBlockN + 8;  // P tile row: 144 bytes, ldmatrix conflict-free
 
 // Shared memory: Q tile, dequantized K block, the raw bytes of the next key block (filled by
-// cp.async while the current block is computed), two sets of per-key slot data, and per
-// 16-row group the 16 x 64 P tile and the row maxima / sums the group's two warps exchange.
-constexpr size_t attention_smem_bytes(int ng, int raw_stride) {
+// cp.async while the current block is computed), two sets of per-key slot data, and (share_p)
+// per 16-row group the 16 x 64 P tile and the row maxima / sums the group's two warps exchange.
+// Sharing P halves the QK^T work; with bf16/fp16 rows (1152 bytes staged) it does not fit next
+// to a 64-row tile, and 48-row tiles cost more (more CTAs read each key) than the recomputation.
+constexpr size_t attention_smem_bytes(int ng, int raw_stride, bool share_p) {
   return static_cast<size_t>(ng * 16 + kBlockN) * kSmemStride * 2 + static_cast<size_t>(kBlockN) * raw_stride +
-         2 * kBlockN * (8 + 4 + 4) + static_cast<size_t>(ng) * (16 * kPStride * 2 + 2 * 2 * 16 * 4);
+         2 * kBlockN * (8 + 4 + 4) + (share_p ? static_cast<size_t>(ng) * (16 * kPStride * 2 + 2 * 2 * 16 * 4) : 0);
 }
 
 // The two warps of a 16-row group meet here (barrier 0 is __syncthreads).
@@ -54,7 +56,7 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 
 // kD: d_qk (576 or 512). kFmt: the cache format of every key set, or -1 to read it at run time
 // (element formats, or key sets of different formats).
-template <int NG, bool kF16, int kD, int kFmt>
+template <int NG, bool kF16, int kD, int kFmt, bool kShareP = (kFmt >= 0)>
 __global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams p) {
   constexpr int kRows = NG * 16;
   constexpr int kThreads = NG * 64;
@@ -237,110 +239,199 @@ __global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams 
     __syncthreads();  // sK ready, sRaw free, slot data of kb + 1 visible
     if (kb + 1 < kb_end) fetch(kb + 1);
 
-    // ---- S = Q K^T: this warp's 16 rows x its half of the 64 keys (32 keys)
-    float s[4][4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
-    const uint32_t a_addr = sQ_base + ((group * 16 + (lane & 15)) * kSmemStride + (lane >> 4) * 8) * 2;
-    const uint32_t b_addr =
-        sK_base + ((half * 32 + (lane >> 4) * 8 + (lane & 7)) * kSmemStride + ((lane >> 3) & 1) * 8) * 2;
-#pragma unroll 4
-    for (int ks = 0; ks < kD / 16; ++ks) {
-      uint32_t a[4];
-      ldmatrix_x4(a, a_addr + ks * 32);
-#pragma unroll
-      for (int np = 0; np < 2; ++np) {
-        uint32_t b[4];
-        ldmatrix_x4(b, b_addr + (np * 16 * kSmemStride) * 2 + ks * 32);
-        mma_16816<kF16>(s[2 * np], a, b[0], b[1]);
-        mma_16816<kF16>(s[2 * np + 1], a, b[2], b[3]);
+    if constexpr (kShareP) {
+      // ---- S = Q K^T: this warp's 16 rows x its half of the 64 keys (32 keys)
+      float s[4][4];
+  #pragma unroll
+      for (int i = 0; i < 4; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+      const uint32_t a_addr = sQ_base + ((group * 16 + (lane & 15)) * kSmemStride + (lane >> 4) * 8) * 2;
+      const uint32_t b_addr =
+          sK_base + ((half * 32 + (lane >> 4) * 8 + (lane & 7)) * kSmemStride + ((lane >> 3) & 1) * 8) * 2;
+  #pragma unroll 4
+      for (int ks = 0; ks < kD / 16; ++ks) {
+        uint32_t a[4];
+        ldmatrix_x4(a, a_addr + ks * 32);
+  #pragma unroll
+        for (int np = 0; np < 2; ++np) {
+          uint32_t b[4];
+          ldmatrix_x4(b, b_addr + (np * 16 * kSmemStride) * 2 + ks * 32);
+          mma_16816<kF16>(s[2 * np], a, b[0], b[1]);
+          mma_16816<kF16>(s[2 * np + 1], a, b[2], b[3]);
+        }
       }
-    }
 
-    // ---- mask, online softmax (log2 domain); row maxima exchanged with the partner warp
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = half * 32 + nt * 8 + 2 * (lane & 3) + (e & 1);
-        const int k = e >> 1;
-        const int pos = s_pos[buf + key];
-        const bool ok = pos >= 0 && pos <= limit[k];
-        s[nt][e] = ok ? s[nt][e] * p.scale_log2 : -INFINITY;
-        mx[k] = fmaxf(mx[k], s[nt][e]);
+      // ---- mask, online softmax (log2 domain); row maxima exchanged with the partner warp
+      float mx[2] = {-INFINITY, -INFINITY};
+  #pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+  #pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = half * 32 + nt * 8 + 2 * (lane & 3) + (e & 1);
+          const int k = e >> 1;
+          const int pos = s_pos[buf + key];
+          const bool ok = pos >= 0 && pos <= limit[k];
+          s[nt][e] = ok ? s[nt][e] * p.scale_log2 : -INFINITY;
+          mx[k] = fmaxf(mx[k], s[nt][e]);
+        }
       }
-    }
-    float* red = s_red + group * 32;
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      mx[k] = fmaxf(mx[k], __shfl_xor_sync(0xffffffffu, mx[k], 1));
-      mx[k] = fmaxf(mx[k], __shfl_xor_sync(0xffffffffu, mx[k], 2));
-      if ((lane & 3) == 0) red[half * 16 + (lane >> 2) + 8 * k] = mx[k];
-    }
-    pair_barrier(group);
-    float alpha[2], m_use[2];
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      mx[k] = fmaxf(mx[k], red[(half ^ 1) * 16 + (lane >> 2) + 8 * k]);
-      const float m_new = fmaxf(m_run[k], mx[k]);
-      m_use[k] = m_new == -INFINITY ? 0.f : m_new;
-      alpha[k] = exp2f(m_run[k] - m_use[k]);
-      m_run[k] = m_new;
-    }
-    // P of this warp's keys into the group's P tile; row sums stay per warp (same alpha in both).
-    uint16_t* prow = sP + group * 16 * kPStride;
-    float rs[2] = {0.f, 0.f};
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-#pragma unroll
+      float* red = s_red + group * 32;
+  #pragma unroll
       for (int k = 0; k < 2; ++k) {
-        const float p0 = exp2f(s[nt][2 * k] - m_use[k]), p1 = exp2f(s[nt][2 * k + 1] - m_use[k]);
-        rs[k] += p0 + p1;
-        *reinterpret_cast<uint32_t*>(prow + ((lane >> 2) + 8 * k) * kPStride + half * 32 + nt * 8 + 2 * (lane & 3)) =
-            pack2<kF16>(p0, p1);
+        mx[k] = fmaxf(mx[k], __shfl_xor_sync(0xffffffffu, mx[k], 1));
+        mx[k] = fmaxf(mx[k], __shfl_xor_sync(0xffffffffu, mx[k], 2));
+        if ((lane & 3) == 0) red[half * 16 + (lane >> 2) + 8 * k] = mx[k];
       }
-    }
-#pragma unroll
-    for (int k = 0; k < 2; ++k) l_run[k] = l_run[k] * alpha[k] + rs[k];
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      o[i][0] *= alpha[0];
-      o[i][1] *= alpha[0];
-      o[i][2] *= alpha[1];
-      o[i][3] *= alpha[1];
-    }
-    pair_barrier(group);  // the group's full 16 x 64 P tile is written
+      pair_barrier(group);
+      float alpha[2], m_use[2];
+  #pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        mx[k] = fmaxf(mx[k], red[(half ^ 1) * 16 + (lane >> 2) + 8 * k]);
+        const float m_new = fmaxf(m_run[k], mx[k]);
+        m_use[k] = m_new == -INFINITY ? 0.f : m_new;
+        alpha[k] = exp2f(m_run[k] - m_use[k]);
+        m_run[k] = m_new;
+      }
+      // P of this warp's keys into the group's P tile; row sums stay per warp (same alpha in both).
+      uint16_t* prow = sP + group * 16 * kPStride;
+      float rs[2] = {0.f, 0.f};
+  #pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+  #pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          const float p0 = exp2f(s[nt][2 * k] - m_use[k]), p1 = exp2f(s[nt][2 * k + 1] - m_use[k]);
+          rs[k] += p0 + p1;
+          *reinterpret_cast<uint32_t*>(prow + ((lane >> 2) + 8 * k) * kPStride + half * 32 + nt * 8 + 2 * (lane & 3)) =
+              pack2<kF16>(p0, p1);
+        }
+      }
+  #pragma unroll
+      for (int k = 0; k < 2; ++k) l_run[k] = l_run[k] * alpha[k] + rs[k];
+  #pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        o[i][0] *= alpha[0];
+        o[i][1] *= alpha[0];
+        o[i][2] *= alpha[1];
+        o[i][3] *= alpha[1];
+      }
+      pair_barrier(group);  // the group's full 16 x 64 P tile is written
 
-    // ---- O += P V over this warp's 256 value columns
-    const uint32_t v_addr = sK_base + ((((lane >> 3) & 1) * 8 + (lane & 7)) * kSmemStride +
-                                       half * kDvHalf + (lane >> 4) * 8) * 2;
-    const uint32_t p_addr = smem_addr(prow) + ((lane & 15) * kPStride + (lane >> 4) * 8) * 2;
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      uint32_t a[4];
-      ldmatrix_x4(a, p_addr + kk * 32);
-#pragma unroll
-      for (int dn = 0; dn < 16; ++dn) {
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, v_addr + (kk * 16 * kSmemStride + dn * 16) * 2);
-        mma_16816<kF16>(o[2 * dn], a, b[0], b[1]);
-        mma_16816<kF16>(o[2 * dn + 1], a, b[2], b[3]);
+      // ---- O += P V over this warp's 256 value columns
+      const uint32_t v_addr = sK_base + ((((lane >> 3) & 1) * 8 + (lane & 7)) * kSmemStride +
+                                         half * kDvHalf + (lane >> 4) * 8) * 2;
+      const uint32_t p_addr = smem_addr(prow) + ((lane & 15) * kPStride + (lane >> 4) * 8) * 2;
+  #pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        uint32_t a[4];
+        ldmatrix_x4(a, p_addr + kk * 32);
+  #pragma unroll
+        for (int dn = 0; dn < 16; ++dn) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, v_addr + (kk * 16 * kSmemStride + dn * 16) * 2);
+          mma_16816<kF16>(o[2 * dn], a, b[0], b[1]);
+          mma_16816<kF16>(o[2 * dn + 1], a, b[2], b[3]);
+        }
+      }
+    } else {
+      // Both warps of the group compute all 64 scores (no shared P tile: used where the
+      // staged rows are too wide to leave room for it).
+      // ---- S = Q K^T for this warp's 16 rows x 64 keys
+      float s[8][4];
+  #pragma unroll
+      for (int i = 0; i < 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+      const uint32_t a_addr = sQ_base + ((group * 16 + (lane & 15)) * kSmemStride + (lane >> 4) * 8) * 2;
+      const uint32_t b_addr = sK_base + (((lane >> 4) * 8 + (lane & 7)) * kSmemStride + ((lane >> 3) & 1) * 8) * 2;
+      for (int ks = 0; ks < kD / 16; ++ks) {
+        uint32_t a[4];
+        ldmatrix_x4(a, a_addr + ks * 32);
+  #pragma unroll
+        for (int np = 0; np < 4; ++np) {
+          uint32_t b[4];
+          ldmatrix_x4(b, b_addr + (np * 16 * kSmemStride) * 2 + ks * 32);
+          mma_16816<kF16>(s[2 * np], a, b[0], b[1]);
+          mma_16816<kF16>(s[2 * np + 1], a, b[2], b[3]);
+        }
+      }
+
+      // ---- mask, online softmax (log2 domain)
+      float mx[2] = {-INFINITY, -INFINITY};
+  #pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+  #pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = nt * 8 + 2 * (lane & 3) + (e & 1);
+          const int k = e >> 1;
+          const int pos = s_pos[buf + key];
+          const bool ok = pos >= 0 && pos <= limit[k];
+          s[nt][e] = ok ? s[nt][e] * p.scale_log2 : -INFINITY;
+          mx[k] = fmaxf(mx[k], s[nt][e]);
+        }
+      }
+      float alpha[2], m_use[2];
+  #pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        mx[k] = fmaxf(mx[k], __shfl_xor_sync(0xffffffffu, mx[k], 1));
+        mx[k] = fmaxf(mx[k], __shfl_xor_sync(0xffffffffu, mx[k], 2));
+        const float m_new = fmaxf(m_run[k], mx[k]);
+        m_use[k] = m_new == -INFINITY ? 0.f : m_new;
+        alpha[k] = exp2f(m_run[k] - m_use[k]);
+        m_run[k] = m_new;
+      }
+      float rs[2] = {0.f, 0.f};
+  #pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+  #pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int k = e >> 1;
+          s[nt][e] = exp2f(s[nt][e] - m_use[k]);
+          rs[k] += s[nt][e];
+        }
+      }
+  #pragma unroll
+      for (int k = 0; k < 2; ++k) l_run[k] = l_run[k] * alpha[k] + rs[k];
+  #pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        o[i][0] *= alpha[0];
+        o[i][1] *= alpha[0];
+        o[i][2] *= alpha[1];
+        o[i][3] *= alpha[1];
+      }
+
+      // ---- O += P V over this warp's 256 value columns
+      const uint32_t v_addr = sK_base + ((((lane >> 3) & 1) * 8 + (lane & 7)) * kSmemStride +
+                                         half * kDvHalf + (lane >> 4) * 8) * 2;
+  #pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        uint32_t a[4];
+        a[0] = pack2<kF16>(s[2 * kk][0], s[2 * kk][1]);
+        a[1] = pack2<kF16>(s[2 * kk][2], s[2 * kk][3]);
+        a[2] = pack2<kF16>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        a[3] = pack2<kF16>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  #pragma unroll
+        for (int dn = 0; dn < 16; ++dn) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, v_addr + (kk * 16 * kSmemStride + dn * 16) * 2);
+          mma_16816<kF16>(o[2 * dn], a, b[0], b[1]);
+          mma_16816<kF16>(o[2 * dn + 1], a, b[2], b[3]);
+        }
       }
     }
   }
 
   // ---- epilogue: row sums of both warps of the group
-  float* sum = s_sum + group * 32;
 #pragma unroll
   for (int k = 0; k < 2; ++k) {
     l_run[k] += __shfl_xor_sync(0xffffffffu, l_run[k], 1);
     l_run[k] += __shfl_xor_sync(0xffffffffu, l_run[k], 2);
-    if ((lane & 3) == 0) sum[half * 16 + (lane >> 2) + 8 * k] = l_run[k];
   }
-  pair_barrier(group);
+  if constexpr (kShareP) {  // each warp summed only its own keys
+    float* sum = s_sum + group * 32;
 #pragma unroll
-  for (int k = 0; k < 2; ++k) l_run[k] += sum[(half ^ 1) * 16 + (lane >> 2) + 8 * k];
+    for (int k = 0; k < 2; ++k)
+      if ((lane & 3) == 0) sum[half * 16 + (lane >> 2) + 8 * k] = l_run[k];
+    pair_barrier(group);
+#pragma unroll
+    for (int k = 0; k < 2; ++k) l_run[k] += sum[(half ^ 1) * 16 + (lane >> 2) + 8 * k];
+  }
   constexpr float kLn2 = 0.6931471805599453f;
 #pragma unroll
   for (int k = 0; k < 2; ++k) {

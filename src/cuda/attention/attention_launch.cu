@@ -69,6 +69,11 @@ void dispatch_ng(int ng, const AttnParams& p, dim3 grid, cudaStream_t stream) {
   }
 }
 
+// Kernels specialized to one packed format share P between the warps of a row group.
+bool uses_shared_p(int format) {
+  return format == static_cast<int>(CacheFormat::fp8_ds_mla) || format == static_cast<int>(CacheFormat::fp8_model1);
+}
+
 // The instantiation for (element type, d_qk, format); see instantiations/.
 void dispatch(const AttentionPlan& plan, const AttnParams& p, dim3 grid, cudaStream_t stream) {
   constexpr int kDs = static_cast<int>(CacheFormat::fp8_ds_mla), kM1 = static_cast<int>(CacheFormat::fp8_model1);
@@ -86,8 +91,8 @@ void dispatch(const AttentionPlan& plan, const AttnParams& p, dim3 grid, cudaStr
   }
 }
 
-int ctas_per_sm(int ng, int raw_stride) {
-  const size_t smem = attention_smem_bytes(ng, raw_stride);
+int ctas_per_sm(int ng, int raw_stride, bool share_p) {
+  const size_t smem = attention_smem_bytes(ng, raw_stride, share_p);
   const DeviceInfo& d = current_device_info();
   int by_smem = static_cast<int>(d.smem_per_sm / (smem + 1024));
   int by_regs = 65536 / (ng * 64 * 255);
@@ -106,7 +111,8 @@ AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, bool tokens_shar
   pl.format = format;
   const int hpk = h_q / std::max(h_kv, 1);
   // 64 rows per CTA unless the widest staged rows (bf16 at d_qk 576) leave no room for them.
-  const int kMaxRows = attention_smem_bytes(4, raw_stride) <= kMaxSmemPerBlock ? 64 : 48;
+  const bool share_p = uses_shared_p(format);
+  const int kMaxRows = attention_smem_bytes(4, raw_stride, share_p) <= kMaxSmemPerBlock ? 64 : 48;
   pl.tokens_per_cta = tokens_share_keys ? std::min(s_q, kMaxRows) : 1;
   pl.token_groups = (s_q + pl.tokens_per_cta - 1) / pl.tokens_per_cta;
   int heads_cap = std::max(1, kMaxRows / pl.tokens_per_cta);
@@ -117,7 +123,7 @@ AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, bool tokens_shar
   pl.split = allow_split && b > 0;
   if (pl.split) {
     const int64_t ctas_per_split = static_cast<int64_t>(h_kv) * pl.tiles_per_kv * pl.token_groups;
-    const int64_t slots = static_cast<int64_t>(current_device_info().sm_count) * ctas_per_sm(pl.ng, raw_stride);
+    const int64_t slots = static_cast<int64_t>(current_device_info().sm_count) * ctas_per_sm(pl.ng, raw_stride, share_p);
     pl.num_units = static_cast<int>(std::max<int64_t>(1, slots / std::max<int64_t>(1, ctas_per_split)));
     pl.max_splits = max_total_splits(b, pl.num_units);
   }
@@ -158,7 +164,8 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
   }
   dispatch(plan, p, grid, stream);
   if (plan.split) {
-    combine_splits_kernel<<<dim3(p.b, p.s_q), 256, 0, stream>>>(p);
+    combine_splits_kernel<<<dim3(p.b, p.s_q, (p.h_q + kCombineWarps - 1) / kCombineWarps), kCombineWarps * 32, 0,
+                            stream>>>(p);
     SMLA_CUDA_CHECK_LAUNCH();
   }
 }
