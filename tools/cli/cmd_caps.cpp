@@ -35,6 +35,11 @@ int as_int(const Args& a, const std::string& name, int fallback) {
   return static_cast<int>(v);
 }
 
+void print_header() {
+  std::cout << "built with CUDA: " << (built_with_cuda() ? "yes" : "no")
+            << "; CUDA device: " << (cuda_usable() ? cuda_device_description() : "none usable") << "\n\n";
+}
+
 void print_capabilities() {
   const std::vector<std::string> head{"operation", "backend", "architectures", "q dtypes", "formats",
                                       "d_qk",      "h_q",     "page sizes",    "topk",     "s_q"};
@@ -67,9 +72,8 @@ int cmd_caps(const std::vector<std::string>& argv) {
     std::cout << kUsage << "flags:\n" << flags_help(kFlags);
     return 0;
   }
-  std::cout << "built with CUDA: " << (built_with_cuda() ? "yes" : "no")
-            << "; CUDA device: " << (cuda_usable() ? cuda_device_description() : "none usable") << "\n\n";
   if (a.given().empty()) {
+    print_header();
     print_capabilities();
     return 0;
   }
@@ -83,6 +87,7 @@ int cmd_caps(const std::vector<std::string>& argv) {
   c.page_size = as_int(a, "page", c.page_size);
   c.topk = as_int(a, "topk", c.topk);
   c.s_q = as_int(a, "s_q", c.s_q);
+  print_header();
   std::cout << op_name(c.op) << ": format " << format_name(c.format) << ", q " << dtype_name(c.q_dtype) << ", d_qk "
             << c.d_qk << ", h_q " << c.h_q << ", h_kv " << c.h_kv << ", page " << c.page_size << ", topk " << c.topk
             << ", s_q " << c.s_q << "\n";
