@@ -20,30 +20,14 @@ void validate(const MergeStatesArgs& a) {
   detail::check_value("out_parts", n >= 1 && h >= 1 && d_v >= 1,
                       "a tensor of shape (n, T, h, d_v) with n >= 1, h >= 1 and d_v >= 1", describe(a.out_parts));
 
-  detail::check_tensor("lse_parts", a.lse_parts, {DType::f32}, {n, T, h});
-  detail::check_inner_contiguous("lse_parts", a.lse_parts, 0);
-  detail::check_same_device("lse_parts", a.lse_parts, "out_parts", dev);
+  detail::check_tensor_on("lse_parts", a.lse_parts, {DType::f32}, {n, T, h}, 0, "out_parts", dev);
+  detail::check_optional_vector("attn_sink", a.attn_sink, DType::f32, h, "out_parts", dev);
 
-  if (a.attn_sink.present()) {
-    detail::check_tensor("attn_sink", a.attn_sink, {DType::f32}, {h});
-    detail::check_inner_contiguous("attn_sink", a.attn_sink, 0);
-    detail::check_same_device("attn_sink", a.attn_sink, "out_parts", dev);
-  }
+  detail::check_tensor_on("out", a.out, {DType::bf16, DType::f32}, {T, h, d_v}, 1, "out_parts", dev);
+  detail::check_tensor_on("lse", a.lse, {DType::f32}, {T, h}, 0, "out_parts", dev);
 
-  detail::check_tensor("out", a.out, {DType::bf16, DType::f32}, {T, h, d_v});
-  detail::check_inner_contiguous("out", a.out, 1);
-  detail::check_same_device("out", a.out, "out_parts", dev);
-  detail::check_tensor("lse", a.lse, {DType::f32}, {T, h});
-  detail::check_inner_contiguous("lse", a.lse, 0);
-  detail::check_same_device("lse", a.lse, "out_parts", dev);
-
-  for (const auto& [name, t] : {std::pair<const char*, const TensorView*>{"out_parts", &a.out_parts},
-                                {"lse_parts", &a.lse_parts},
-                                {"attn_sink", &a.attn_sink}}) {
-    detail::check_no_alias("out", a.out, name, *t);
-    detail::check_no_alias("lse", a.lse, name, *t);
-  }
-  detail::check_no_alias("lse", a.lse, "out", a.out);
+  detail::check_outputs_distinct({{"out", &a.out}, {"lse", &a.lse}},
+                                 {{"out_parts", &a.out_parts}, {"lse_parts", &a.lse_parts}, {"attn_sink", &a.attn_sink}});
 
   // Element alignment only: any d_v is allowed, so rows of odd width must stay loadable
   // one element at a time.

@@ -1,6 +1,7 @@
 #include "api/validate.h"
 
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 namespace smla::detail {
@@ -158,6 +159,39 @@ void check_paged_cache(const char* name, const PagedCache& c, std::initializer_l
 void check_no_alias(const char* out_name, const TensorView& out, const char* in_name, const TensorView& in) {
   if (out.present() && in.present() && out.data == in.data)
     throw Error(out_name, std::string("a buffer distinct from ") + in_name, "the same data pointer");
+}
+
+void check_tensor_on(const char* name, const TensorView& t, std::initializer_list<DType> dtypes,
+                     std::initializer_list<int64_t> shape, int contiguous_dims, const char* ref_name, Device ref) {
+  check_tensor(name, t, dtypes, shape);
+  check_inner_contiguous(name, t, contiguous_dims);
+  check_same_device(name, t, ref_name, ref);
+}
+
+void check_optional_vector(const char* name, const TensorView& t, DType dtype, int64_t n, const char* ref_name,
+                           Device ref) {
+  if (!t.present()) return;
+  check_tensor_on(name, t, {dtype}, {n}, 0, ref_name, ref);
+}
+
+void check_softmax_scale(const std::optional<float>& scale) {
+  if (!scale) return;
+  const float s = *scale;
+  char given[32];
+  std::snprintf(given, sizeof(given), "%g", static_cast<double>(s));
+  check_value("softmax_scale", std::isfinite(s) && s > 0, "a positive finite float", given);
+}
+
+void check_outputs_distinct(std::initializer_list<NamedTensor> outputs, std::initializer_list<NamedTensor> inputs) {
+  for (const auto& [in_name, in] : inputs)
+    for (const auto& [out_name, out] : outputs) check_no_alias(out_name, *out, in_name, *in);
+  for (auto later = outputs.begin(); later != outputs.end(); ++later)
+    for (auto earlier = outputs.begin(); earlier != later; ++earlier)
+      check_no_alias(later->first, *later->second, earlier->first, *earlier->second);
+}
+
+void check_each_aligned(std::initializer_list<NamedTensor> tensors, int bytes) {
+  for (const auto& [name, t] : tensors) check_aligned(name, *t, bytes);
 }
 
 }  // namespace smla::detail

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <initializer_list>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "smla/error.h"
 #include "smla/formats.h"
@@ -37,5 +39,24 @@ void check_paged_cache(const char* name, const PagedCache& c, std::initializer_l
 // would make the result depend on the order of writes).
 void check_no_alias(const char* out_name, const TensorView& out, const char* in_name, const TensorView& in);
 std::string strides_string(const TensorView& t);
+
+// The rules several entry points share, each in the order it checks them.
+using NamedTensor = std::pair<const char*, const TensorView*>;
+
+// check_tensor, then check_inner_contiguous over the last `contiguous_dims` dimensions, then
+// check_same_device against `ref_name`.
+void check_tensor_on(const char* name, const TensorView& t, std::initializer_list<DType> dtypes,
+                     std::initializer_list<int64_t> shape, int contiguous_dims, const char* ref_name, Device ref);
+// An optional [n] tensor of `dtype` (per-request lengths, per-head sinks): when present, any
+// non-negative stride, on the device of `ref_name`.
+void check_optional_vector(const char* name, const TensorView& t, DType dtype, int64_t n, const char* ref_name,
+                           Device ref);
+// softmax_scale, when given: a positive finite float (the value printed with %g).
+void check_softmax_scale(const std::optional<float>& scale);
+// No output shares memory with an input (each input against every output, in order), nor
+// with an output named before it.
+void check_outputs_distinct(std::initializer_list<NamedTensor> outputs, std::initializer_list<NamedTensor> inputs);
+// check_aligned on each tensor, in order.
+void check_each_aligned(std::initializer_list<NamedTensor> tensors, int bytes);
 
 }  // namespace smla::detail

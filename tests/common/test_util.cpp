@@ -1,6 +1,8 @@
 #include "common/test_util.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 
 namespace smla::test {
@@ -101,6 +103,76 @@ void expect_error(const std::function<void()>& fn, const std::vector<std::string
   } catch (const std::exception& e) {
     ADD_FAILURE() << "expected smla::Error, got another exception: " << e.what();
   }
+}
+
+void expect_rejected_untouched(const std::vector<std::function<void()>>& calls,
+                               const std::vector<std::string>& fragments, const std::vector<Watched>& outputs) {
+  auto bytes_of = [](const Watched& w) {
+    const auto* p = static_cast<const uint8_t*>(w.data);
+    return std::vector<uint8_t>(p, p + w.bytes);
+  };
+  std::vector<std::vector<uint8_t>> before;
+  for (const Watched& w : outputs) before.push_back(bytes_of(w));
+  for (const auto& call : calls) expect_error(call, fragments);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    EXPECT_EQ(bytes_of(outputs[i]), before[i]) << "a rejected call wrote " << outputs[i].name;
+}
+
+std::vector<float> make_sink(int h, float hi) {
+  std::vector<float> s(h);
+  for (auto& v : s) v = uniform(-1.0f, hi);
+  if (h >= 3) {
+    s[0] = std::numeric_limits<float>::infinity();
+    s[1] = -std::numeric_limits<float>::infinity();
+  }
+  return s;
+}
+
+std::vector<int32_t> make_topk_lengths(int n, int topk) {
+  constexpr int32_t kIntMin = std::numeric_limits<int32_t>::min();
+  constexpr int32_t kIntMax = std::numeric_limits<int32_t>::max();
+  const std::vector<int32_t> cases = {static_cast<int32_t>(uniform_int(1, std::max(1, topk - 1))),
+                                      topk + 5, 0, -3, topk, kIntMin, kIntMax, 1};
+  std::vector<int32_t> len(n);
+  for (int i = 0; i < n; ++i) len[i] = cases[i % cases.size()];
+  return len;
+}
+
+std::vector<int32_t> random_indices(int64_t rows, int topk, int64_t num_keys, const std::vector<int32_t>& invalid,
+                                    int invalid_step, float invalid_frac) {
+  std::vector<int32_t> idx(rows * topk);
+  for (int64_t r = 0; r < rows; ++r) {
+    int32_t* row = idx.data() + r * topk;
+    for (int j = 0; j < topk; ++j) {
+      if (num_keys == 0 || uniform(0, 1) < invalid_frac)
+        row[j] = invalid[uniform_int(0, invalid.size() - 1)];
+      else if (j > 0 && uniform(0, 1) < 0.1f)
+        row[j] = row[uniform_int(0, j - 1)];
+      else
+        row[j] = static_cast<int32_t>(uniform_int(0, num_keys - 1));
+    }
+    row[(r * invalid_step) % topk] = invalid[r % invalid.size()];
+    if (topk >= 4 && num_keys > 0) {
+      row[topk - 1] = static_cast<int32_t>(uniform_int(0, num_keys - 1));
+      row[topk / 2] = row[topk - 1];
+    }
+  }
+  return idx;
+}
+
+double sink_factor(double sink, double lse) {
+  const double inf = std::numeric_limits<double>::infinity();
+  return sink == inf ? 0.0 : sink == -inf ? 1.0 : 1.0 / (1.0 + std::exp(sink - lse));
+}
+
+void expect_empty_rows_zero(const std::vector<float>& out, const std::vector<double>& ref_lse, size_t d_v,
+                            const std::string& message) {
+  const double inf = std::numeric_limits<double>::infinity();
+  size_t nonzero = 0;
+  for (size_t row = 0; row < ref_lse.size(); ++row)
+    if (ref_lse[row] == -inf)
+      for (size_t k = 0; k < d_v; ++k) nonzero += out[row * d_v + k] != 0.0f;
+  EXPECT_EQ(nonzero, 0u) << message;
 }
 
 }  // namespace smla::test

@@ -48,4 +48,39 @@ std::vector<uint8_t> snapshot(const std::vector<T>& v) {
   return std::vector<uint8_t>(p, p + v.size() * sizeof(T));
 }
 
+// An output buffer that a rejected call must leave as it was.
+struct Watched {
+  const char* name;
+  const void* data;
+  size_t bytes;
+};
+template <typename T>
+Watched watch(const char* name, const std::vector<T>& v) {
+  return {name, v.data(), v.size() * sizeof(T)};
+}
+// Every call throws smla::Error whose message contains every fragment (expect_error), and
+// none of `outputs` changes ("a rejected call wrote <name>").
+void expect_rejected_untouched(const std::vector<std::function<void()>>& calls,
+                               const std::vector<std::string>& fragments, const std::vector<Watched>& outputs);
+
+// ---- inputs and checks shared by the attention tests (SPEC §3)
+
+// Per-head sinks: values uniform in [-1, hi], then +inf and -inf at heads 0 and 1 (h >= 3).
+std::vector<float> make_sink(int h, float hi);
+// n topk_length values covering every clamp case: partial, past topk, zero, negative, exact,
+// INT32_MIN and INT32_MAX.
+std::vector<int32_t> make_topk_lengths(int n, int topk);
+// Random rows of indices into [0, num_keys) with entries of `invalid` and duplicates mixed
+// in: a fraction `invalid_frac` of entries is invalid, entry (r * invalid_step) % topk of row
+// r always is, and when topk >= 4 every row holds a duplicate.
+std::vector<int32_t> random_indices(int64_t rows, int topk, int64_t num_keys, const std::vector<int32_t>& invalid,
+                                    int invalid_step, float invalid_frac);
+// The factor a per-head sink applies to out: 1 / (1 + exp(sink - lse)), 0 for a +inf sink
+// and 1 for a -inf one.
+double sink_factor(double sink, double lse);
+// Rows of `d_v` values whose reference lse is -inf must be exactly zero; `message` names the
+// failure.
+void expect_empty_rows_zero(const std::vector<float>& out, const std::vector<double>& ref_lse, size_t d_v,
+                            const std::string& message);
+
 }  // namespace smla::test

@@ -4,7 +4,9 @@
 // partial (out, lse) with the sink applied once equals the unsharded result.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "common/test_util.h"
@@ -54,7 +56,7 @@ void run_dcp(int world, int interleave) {
   const DcpLayout dcp{world, interleave};
   std::vector<int32_t> len = {static_cast<int32_t>(tu::uniform_int(1, max_ctx)), 0,
                               static_cast<int32_t>(tu::uniform_int(1, max_ctx))};
-  len[1] = static_cast<int32_t>(tu::uniform_int(0, world * interleave - 1));  // shorter than one round
+  len[1] = static_cast<int32_t>(tu::uniform_int(0, std::min(world * interleave - 1, max_ctx)));  // within one round
   std::vector<std::vector<uint16_t>> keys(b);
   for (int i = 0; i < b; ++i) keys[i] = tu::random_bf16(static_cast<size_t>(max_ctx) * kD);
   auto q = tu::random_bf16(static_cast<size_t>(b) * h * kD);

@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "common/strided_buffer.h"
 #include "common/test_util.h"
 #include "smla/numeric.h"
 #include "smla/ops.h"
@@ -20,39 +21,11 @@ const double kInf = std::numeric_limits<double>::infinity();
 const float kInfF = std::numeric_limits<float>::infinity();
 
 // Bytes holding float32 or bf16 elements, plus a strided view; the pointer is taken at use.
-struct Buffer {
+struct Buffer : tu::StridedLayout {
   std::vector<uint8_t> bytes;
-  DType dtype = DType::f32;
-  std::vector<int64_t> shape, stride;
 
   size_t es() const { return dtype == DType::bf16 ? 2 : 4; }
-  TensorView view() const {
-    TensorView v;
-    v.data = const_cast<uint8_t*>(bytes.data());
-    v.dtype = dtype;
-    v.ndim = static_cast<int>(shape.size());
-    for (int d = 0; d < v.ndim; ++d) {
-      v.shape[d] = shape[d];
-      v.stride[d] = stride[d];
-    }
-    return v;
-  }
-  std::vector<int64_t> offsets() const {
-    int64_t n = 1;
-    for (int64_t s : shape) n *= s;
-    std::vector<int64_t> offs;
-    std::vector<int64_t> idx(shape.size(), 0);
-    for (int64_t c = 0; c < n; ++c) {
-      int64_t off = 0;
-      for (size_t d = 0; d < shape.size(); ++d) off += idx[d] * stride[d];
-      offs.push_back(off);
-      for (size_t d = shape.size(); d-- > 0;) {
-        if (++idx[d] < shape[d]) break;
-        idx[d] = 0;
-      }
-    }
-    return offs;
-  }
+  TensorView view() const { return view_at(const_cast<uint8_t*>(bytes.data()) + base * es()); }
   float get(int64_t off) const {
     if (dtype == DType::bf16) {
       uint16_t b;
@@ -78,19 +51,14 @@ struct Buffer {
   }
 };
 
+// What every byte of a fresh buffer holds: NaN as float32 and as bf16.
+constexpr uint32_t kPoison = 0xffffffffu;
+
 // Filled with NaN (0xff bytes) everywhere; `stride` empty = packed.
 Buffer make_buffer(DType dtype, std::vector<int64_t> shape, std::vector<int64_t> stride = {}) {
   Buffer b;
-  b.dtype = dtype;
-  if (stride.empty()) {
-    stride.assign(shape.size(), 1);
-    for (size_t d = shape.size() - 1; d-- > 0;) stride[d] = stride[d + 1] * shape[d + 1];
-  }
-  int64_t extent = 1;
-  for (size_t d = 0; d < shape.size(); ++d) extent += std::max<int64_t>(shape[d] - 1, 0) * stride[d];
-  b.bytes.assign(extent * b.es(), 0xff);
-  b.shape = std::move(shape);
-  b.stride = std::move(stride);
+  static_cast<tu::StridedLayout&>(b) = tu::make_layout(dtype, std::move(shape), std::move(stride));
+  b.bytes.assign(b.storage_elements() * b.es(), 0xff);
   return b;
 }
 
@@ -118,15 +86,7 @@ void fill_random(Problem& p) {
       p.out_parts[r * p.d_v + k] = std::isfinite(p.lse_parts[r]) ? tu::uniform(-1.0f, 1.0f) : NAN;
 }
 
-std::vector<float> make_sink(int h) {
-  std::vector<float> s(h);
-  for (auto& v : s) v = tu::uniform(-1.0f, 10.0f);
-  if (h >= 3) {
-    s[0] = kInfF;
-    s[1] = -kInfF;
-  }
-  return s;
-}
+std::vector<float> make_sink(int h) { return tu::make_sink(h, 10.0f); }
 
 struct Outcome {
   std::vector<float> out, lse;
@@ -150,11 +110,7 @@ Outcome reference(const Problem& p, const std::vector<float>& parts) {
       if (std::isfinite(l)) sum += std::exp(l - m);
     }
     const double lse = m + std::log(sum);
-    double f = 1.0;
-    if (!p.sink.empty()) {
-      const double s = p.sink[row % p.h];
-      f = s == kInf ? 0.0 : s == -kInf ? 1.0 : 1.0 / (1.0 + std::exp(s - lse));
-    }
+    const double f = p.sink.empty() ? 1.0 : tu::sink_factor(p.sink[row % p.h], lse);
     for (int i = 0; i < p.n; ++i) {
       const int64_t pr = i * int64_t{p.T} * p.h + row;
       const double l = p.lse_parts[pr];
@@ -187,16 +143,11 @@ Outcome run(const Problem& p) {
   if (!p.sink.empty()) a.attn_sink = sink.view();
   a.out = out.view();
   a.lse = lse.view();
-  const std::vector<uint8_t> before = out.bytes;
   merge_states(a);
 
   // The gaps of a strided out keep their poison.
-  std::vector<bool> inside(out.bytes.size() / out.es(), false);
-  for (int64_t o : out.offsets()) inside[o] = true;
-  size_t touched = 0;
-  for (size_t e = 0; e < inside.size(); ++e)
-    if (!inside[e] && std::memcmp(&out.bytes[e * out.es()], &before[e * out.es()], out.es()) != 0) ++touched;
-  EXPECT_EQ(touched, 0u) << "elements outside out's view were written";
+  EXPECT_EQ(tu::count_written_outside(out, out.bytes.data(), out.bytes.size() / out.es(), out.es(), &kPoison), 0u)
+      << "elements outside out's view were written";
 
   Outcome r = reference(p, parts.values());
   r.out = out.values();
@@ -208,11 +159,7 @@ void check(const Outcome& r, const std::string& what) {
   tu::expect_out_close(r.out, r.ref_out, what + " out");
   tu::expect_lse_close(r.lse, r.ref_lse, what + " lse");
   const size_t d_v = r.out.size() / r.lse.size();
-  size_t nonzero = 0;
-  for (size_t row = 0; row < r.ref_lse.size(); ++row)
-    if (r.ref_lse[row] == -kInf)
-      for (size_t k = 0; k < d_v; ++k) nonzero += r.out[row * d_v + k] != 0.0f;
-  EXPECT_EQ(nonzero, 0u) << what << ": rows with no finite part must be exactly zero";
+  tu::expect_empty_rows_zero(r.out, r.ref_lse, d_v, what + ": rows with no finite part must be exactly zero");
 }
 
 // ------------------------------------------------------------------ tests
@@ -353,8 +300,7 @@ TEST(MergeStates, SplitsOfAttentionEqualUnsplit) {
     for (int hh = 0; hh < h; ++hh) {
       const int row = t * h + hh;
       const double lse = attend(t, hh, -1, whole_out.data() + row * d_v);
-      const double s = p.sink[hh];
-      const double f = s == kInf ? 0.0 : s == -kInf ? 1.0 : 1.0 / (1.0 + std::exp(s - lse));
+      const double f = tu::sink_factor(p.sink[hh], lse);
       for (int k = 0; k < d_v; ++k) whole_out[row * d_v + k] *= f;
       whole_lse[row] = lse;
     }
@@ -390,10 +336,7 @@ class MergeStatesValidation : public ::testing::Test {
     return a;
   }
   void expect_rejected(const MergeStatesArgs& a, const std::vector<std::string>& fragments) {
-    const auto o0 = tu::snapshot(out), l0 = tu::snapshot(lse);
-    tu::expect_error([&] { merge_states(a); }, fragments);
-    EXPECT_EQ(tu::snapshot(out), o0) << "a rejected call wrote out";
-    EXPECT_EQ(tu::snapshot(lse), l0) << "a rejected call wrote lse";
+    tu::expect_rejected_untouched({[&] { merge_states(a); }}, fragments, {tu::watch("out", out), tu::watch("lse", lse)});
   }
 };
 

@@ -11,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/strided_buffer.h"
 #include "common/test_util.h"
 #include "smla/formats.h"
 #include "smla/numeric.h"
@@ -32,90 +33,11 @@ constexpr int32_t kIntMax = std::numeric_limits<int32_t>::max();
 constexpr uint16_t kBf16Poison = 0x7fc0;
 const double kInf = std::numeric_limits<double>::infinity();
 
-// ------------------------------------------------------------------ strided buffers
-
-std::vector<int64_t> packed_strides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> s(shape.size());
-  int64_t st = 1;
-  for (size_t d = shape.size(); d-- > 0;) {
-    s[d] = st;
-    st *= shape[d];
-  }
-  return s;
-}
-
-// Storage plus a view over part of it; the view's pointer is taken at use, so copies stay valid.
-template <typename T>
-struct Buffer {
-  std::vector<T> data;
-  DType dtype = DType::f32;
-  std::vector<int64_t> shape, stride;
-
-  TensorView view() const {
-    TensorView v;
-    v.data = const_cast<T*>(data.data());
-    v.dtype = dtype;
-    v.ndim = static_cast<int>(shape.size());
-    for (int d = 0; d < v.ndim; ++d) {
-      v.shape[d] = shape[d];
-      v.stride[d] = stride[d];
-    }
-    return v;
-  }
-  // Element offsets of the view, in row-major order of its shape.
-  std::vector<int64_t> offsets() const {
-    int64_t n = 1;
-    for (int64_t s : shape) n *= s;
-    std::vector<int64_t> offs;
-    offs.reserve(n);
-    std::vector<int64_t> idx(shape.size(), 0);
-    for (int64_t c = 0; c < n; ++c) {
-      int64_t off = 0;
-      for (size_t d = 0; d < shape.size(); ++d) off += idx[d] * stride[d];
-      offs.push_back(off);
-      for (size_t d = shape.size(); d-- > 0;) {
-        if (++idx[d] < shape[d]) break;
-        idx[d] = 0;
-      }
-    }
-    return offs;
-  }
-  std::vector<T> values() const {
-    std::vector<T> v;
-    for (int64_t o : offsets()) v.push_back(data[o]);
-    return v;
-  }
-};
-
-template <typename T>
-Buffer<T> make_buffer(DType dtype, std::vector<int64_t> shape, std::vector<int64_t> stride, T fill) {
-  Buffer<T> b;
-  b.dtype = dtype;
-  if (stride.empty()) stride = packed_strides(shape);
-  int64_t extent = 1;
-  bool empty = false;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 0) empty = true;
-    else extent += (shape[d] - 1) * stride[d];
-  }
-  b.data.assign(empty ? 1 : extent, fill);
-  b.shape = std::move(shape);
-  b.stride = std::move(stride);
-  return b;
-}
+using tu::Buffer;
+using tu::expect_outside_untouched;
+using tu::make_buffer;
 
 std::vector<float> bf16_values(const Buffer<uint16_t>& b) { return tu::bf16_to_float(b.values()); }
-
-// Elements of the storage outside the view must still hold the poison.
-template <typename T>
-void expect_outside_untouched(const Buffer<T>& b, T poison, const char* what) {
-  std::vector<bool> inside(b.data.size(), false);
-  for (int64_t o : b.offsets()) inside[o] = true;
-  size_t touched = 0;
-  for (size_t i = 0; i < b.data.size(); ++i)
-    if (!inside[i] && std::memcmp(&b.data[i], &poison, sizeof(T)) != 0) ++touched;
-  EXPECT_EQ(touched, 0u) << what << ": elements outside the view were written";
-}
 
 // ------------------------------------------------------------------ caches (SPEC §2)
 
@@ -259,46 +181,14 @@ std::vector<int32_t> invalid_values(int64_t num_slots) {
 // Random rows of slots with invalid entries and duplicates mixed in; every row holds at
 // least one invalid entry and, when long enough, one duplicate.
 std::vector<int32_t> make_indices(int64_t rows, int topk, int64_t num_slots, float invalid_frac = 0.25f) {
-  const std::vector<int32_t> bad = invalid_values(num_slots);
-  std::vector<int32_t> idx(rows * topk);
-  for (int64_t r = 0; r < rows; ++r) {
-    int32_t* row = idx.data() + r * topk;
-    for (int j = 0; j < topk; ++j) {
-      if (num_slots == 0 || tu::uniform(0, 1) < invalid_frac)
-        row[j] = bad[tu::uniform_int(0, bad.size() - 1)];
-      else if (j > 0 && tu::uniform(0, 1) < 0.1f)
-        row[j] = row[tu::uniform_int(0, j - 1)];
-      else
-        row[j] = static_cast<int32_t>(tu::uniform_int(0, num_slots - 1));
-    }
-    row[(r * 7) % topk] = bad[r % bad.size()];
-    if (topk >= 4 && num_slots > 0) {
-      row[topk - 1] = static_cast<int32_t>(tu::uniform_int(0, num_slots - 1));
-      row[topk / 2] = row[topk - 1];
-    }
-  }
-  return idx;
+  return tu::random_indices(rows, topk, num_slots, invalid_values(num_slots), 7, invalid_frac);
 }
 
 // topk_length values covering every clamp case: partial, past topk, zero, negative, exact.
-std::vector<int32_t> make_lengths(int b, int topk) {
-  const std::vector<int32_t> cases = {static_cast<int32_t>(tu::uniform_int(1, std::max(1, topk - 1))),
-                                      topk + 5, 0, -3, topk, kIntMin, kIntMax, 1};
-  std::vector<int32_t> len(b);
-  for (int i = 0; i < b; ++i) len[i] = cases[i % cases.size()];
-  return len;
-}
+std::vector<int32_t> make_lengths(int b, int topk) { return tu::make_topk_lengths(b, topk); }
 
 // Per-head sinks: +inf, -inf, then finite values near typical lse magnitudes.
-std::vector<float> make_sink(int h_q) {
-  std::vector<float> s(h_q);
-  for (auto& v : s) v = tu::uniform(-1.0f, 6.0f);
-  if (h_q >= 3) {
-    s[0] = std::numeric_limits<float>::infinity();
-    s[1] = -std::numeric_limits<float>::infinity();
-  }
-  return s;
-}
+std::vector<float> make_sink(int h_q) { return tu::make_sink(h_q, 6.0f); }
 
 // ------------------------------------------------------------------ float64 reference
 
@@ -337,8 +227,7 @@ void attend(const float* q, const std::vector<const float*>& keys, int d_qk, dou
   double sum = 0;
   for (double v : s) sum += std::exp(v - m);
   *lse = m + std::log(sum);
-  double factor = 1.0;
-  if (sink) factor = *sink == INFINITY ? 0.0 : *sink == -INFINITY ? 1.0 : 1.0 / (1.0 + std::exp(*sink - *lse));
+  const double factor = sink ? tu::sink_factor(*sink, *lse) : 1.0;
   for (size_t j = 0; j < keys.size(); ++j) {
     const double p = std::exp(s[j] - *lse) * factor;
     for (int k = 0; k < kDv; ++k) out[k] += p * keys[j][k];
@@ -467,11 +356,7 @@ Outcome run(const Problem& p) {
 void check(const Outcome& r, const std::string& what) {
   tu::expect_out_close(r.out, r.ref_out, what + " out");
   tu::expect_lse_close(r.lse, r.ref_lse, what + " lse");
-  size_t nonzero = 0;
-  for (size_t row = 0; row < r.ref_lse.size(); ++row)
-    if (r.ref_lse[row] == -kInf)
-      for (int k = 0; k < kDv; ++k) nonzero += r.out[row * kDv + k] != 0.0f;
-  EXPECT_EQ(nonzero, 0u) << what << ": rows with no valid key must be exactly zero";
+  tu::expect_empty_rows_zero(r.out, r.ref_lse, kDv, what + ": rows with no valid key must be exactly zero");
 }
 
 size_t count_empty_rows(const Outcome& r) {
@@ -832,11 +717,8 @@ class SparseDecodeValidation : public ::testing::Test {
   }
   // Rejected with every fragment in the message, and neither output written.
   void expect_rejected(const SparseDecodeArgs& a, const std::vector<std::string>& fragments) {
-    const auto out0 = tu::snapshot(out), lse0 = tu::snapshot(lse);
-    tu::expect_error([&] { sparse_decode(a); }, fragments);
-    tu::expect_error([&] { (void)sparse_decode_workspace_size(a); }, fragments);
-    EXPECT_EQ(tu::snapshot(out), out0) << "a rejected call wrote out";
-    EXPECT_EQ(tu::snapshot(lse), lse0) << "a rejected call wrote lse";
+    tu::expect_rejected_untouched({[&] { sparse_decode(a); }, [&] { (void)sparse_decode_workspace_size(a); }},
+                                  fragments, {tu::watch("out", out), tu::watch("lse", lse)});
   }
 };
 

@@ -3,11 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <optional>
 #include <vector>
 
+#include "common/strided_buffer.h"
 #include "common/test_util.h"
 #include "smla/formats.h"
 #include "smla/numeric.h"
@@ -23,80 +23,9 @@ constexpr int32_t kIntMax = std::numeric_limits<int32_t>::max();
 constexpr uint16_t kBf16Poison = 0x7fc0;
 const double kInf = std::numeric_limits<double>::infinity();
 
-// Storage plus a strided view starting `base` elements in; the pointer is taken at use.
-template <typename T>
-struct Buffer {
-  std::vector<T> data;
-  int64_t base = 0;
-  DType dtype = DType::f32;
-  std::vector<int64_t> shape, stride;
-
-  TensorView view() const {
-    TensorView v;
-    v.data = const_cast<T*>(data.data()) + base;
-    v.dtype = dtype;
-    v.ndim = static_cast<int>(shape.size());
-    for (int d = 0; d < v.ndim; ++d) {
-      v.shape[d] = shape[d];
-      v.stride[d] = stride[d];
-    }
-    return v;
-  }
-  std::vector<int64_t> offsets() const {  // of the view's elements in storage, row-major
-    int64_t n = 1;
-    for (int64_t s : shape) n *= s;
-    std::vector<int64_t> offs;
-    std::vector<int64_t> idx(shape.size(), 0);
-    for (int64_t c = 0; c < n; ++c) {
-      int64_t off = base;
-      for (size_t d = 0; d < shape.size(); ++d) off += idx[d] * stride[d];
-      offs.push_back(off);
-      for (size_t d = shape.size(); d-- > 0;) {
-        if (++idx[d] < shape[d]) break;
-        idx[d] = 0;
-      }
-    }
-    return offs;
-  }
-  std::vector<T> values() const {
-    std::vector<T> v;
-    for (int64_t o : offsets()) v.push_back(data[o]);
-    return v;
-  }
-  void fill_view(const std::vector<T>& v) {
-    const auto offs = offsets();
-    for (size_t k = 0; k < offs.size(); ++k) data[offs[k]] = v[k];
-  }
-};
-
-// `margin` elements of `fill` before and after the view catch reads outside it.
-template <typename T>
-Buffer<T> make_buffer(DType dtype, std::vector<int64_t> shape, std::vector<int64_t> stride, T fill,
-                      int64_t margin = 0) {
-  Buffer<T> b;
-  b.dtype = dtype;
-  if (stride.empty()) {
-    stride.assign(shape.size(), 1);
-    for (size_t d = shape.size() - 1; d-- > 0;) stride[d] = stride[d + 1] * shape[d + 1];
-  }
-  int64_t extent = 1;
-  for (size_t d = 0; d < shape.size(); ++d) extent += std::max<int64_t>(shape[d] - 1, 0) * stride[d];
-  b.base = margin;
-  b.data.assign(extent + 2 * margin, fill);
-  b.shape = std::move(shape);
-  b.stride = std::move(stride);
-  return b;
-}
-
-template <typename T>
-void expect_outside_untouched(const Buffer<T>& b, T poison, const char* what) {
-  std::vector<bool> inside(b.data.size(), false);
-  for (int64_t o : b.offsets()) inside[o] = true;
-  size_t touched = 0;
-  for (size_t i = 0; i < b.data.size(); ++i)
-    if (!inside[i] && std::memcmp(&b.data[i], &poison, sizeof(T)) != 0) ++touched;
-  EXPECT_EQ(touched, 0u) << what << ": elements outside the view were written";
-}
+using tu::Buffer;
+using tu::expect_outside_untouched;
+using tu::make_buffer;
 
 std::vector<int32_t> invalid_values(int64_t s_kv) {
   return {-1, -2, kIntMin, static_cast<int32_t>(s_kv), static_cast<int32_t>(s_kv + 1), kIntMax, -1000000};
@@ -104,44 +33,12 @@ std::vector<int32_t> invalid_values(int64_t s_kv) {
 
 // Random kv rows with invalid entries and duplicates mixed into every row.
 std::vector<int32_t> make_indices(int64_t rows, int topk, int64_t s_kv, float invalid_frac = 0.25f) {
-  const std::vector<int32_t> bad = invalid_values(s_kv);
-  std::vector<int32_t> idx(rows * topk);
-  for (int64_t r = 0; r < rows; ++r) {
-    int32_t* row = idx.data() + r * topk;
-    for (int j = 0; j < topk; ++j) {
-      if (s_kv == 0 || tu::uniform(0, 1) < invalid_frac)
-        row[j] = bad[tu::uniform_int(0, bad.size() - 1)];
-      else if (j > 0 && tu::uniform(0, 1) < 0.1f)
-        row[j] = row[tu::uniform_int(0, j - 1)];
-      else
-        row[j] = static_cast<int32_t>(tu::uniform_int(0, s_kv - 1));
-    }
-    row[(r * 5) % topk] = bad[r % bad.size()];
-    if (topk >= 4 && s_kv > 0) {
-      row[topk - 1] = static_cast<int32_t>(tu::uniform_int(0, s_kv - 1));
-      row[topk / 2] = row[topk - 1];
-    }
-  }
-  return idx;
+  return tu::random_indices(rows, topk, s_kv, invalid_values(s_kv), 5, invalid_frac);
 }
 
-std::vector<int32_t> make_lengths(int s_q, int topk) {
-  const std::vector<int32_t> cases = {static_cast<int32_t>(tu::uniform_int(1, std::max(1, topk - 1))),
-                                      topk + 5, 0, -3, topk, kIntMin, kIntMax, 1};
-  std::vector<int32_t> len(s_q);
-  for (int i = 0; i < s_q; ++i) len[i] = cases[i % cases.size()];
-  return len;
-}
+std::vector<int32_t> make_lengths(int s_q, int topk) { return tu::make_topk_lengths(s_q, topk); }
 
-std::vector<float> make_sink(int h_q) {
-  std::vector<float> s(h_q);
-  for (auto& v : s) v = tu::uniform(-1.0f, 6.0f);
-  if (h_q >= 3) {
-    s[0] = std::numeric_limits<float>::infinity();
-    s[1] = -std::numeric_limits<float>::infinity();
-  }
-  return s;
-}
+std::vector<float> make_sink(int h_q) { return tu::make_sink(h_q, 6.0f); }
 
 // ------------------------------------------------------------------ one call, checked
 
@@ -253,11 +150,7 @@ Reference reference(const Problem& p, const Inputs& in) {
       double sum = 0;
       for (double v : s) sum += std::exp(v - m);
       const double lse = m + std::log(sum);
-      double f = 1.0;
-      if (!p.sink.empty()) {
-        const double sk = p.sink[h];
-        f = sk == kInf ? 0.0 : sk == -kInf ? 1.0 : 1.0 / (1.0 + std::exp(sk - lse));
-      }
+      const double f = p.sink.empty() ? 1.0 : tu::sink_factor(p.sink[h], lse);
       for (size_t j = 0; j < keys.size(); ++j) {
         const double w = std::exp(s[j] - lse) * f;
         for (int k = 0; k < kDv; ++k) r.out[row * kDv + k] += w * keys[j][k];
@@ -286,11 +179,7 @@ void check(const Outcome& r, const std::string& what) {
   tu::expect_out_close(r.out, r.ref.out, what + " out");
   tu::expect_lse_close(r.lse, r.ref.lse, what + " lse");
   tu::expect_lse_close(r.max_logits, r.ref.max_logits, what + " max_logits");
-  size_t nonzero = 0;
-  for (size_t row = 0; row < r.ref.lse.size(); ++row)
-    if (r.ref.lse[row] == -kInf)
-      for (int k = 0; k < kDv; ++k) nonzero += r.out[row * kDv + k] != 0.0f;
-  EXPECT_EQ(nonzero, 0u) << what << ": rows with no valid key must be exactly zero";
+  tu::expect_empty_rows_zero(r.out, r.ref.lse, kDv, what + ": rows with no valid key must be exactly zero");
 }
 
 size_t count_empty_rows(const Outcome& r) { return std::count(r.ref.lse.begin(), r.ref.lse.end(), -kInf); }
@@ -463,12 +352,9 @@ class SparsePrefillValidation : public ::testing::Test {
     return a;
   }
   void expect_rejected(const SparsePrefillArgs& a, const std::vector<std::string>& fragments) {
-    const auto o0 = tu::snapshot(out), l0 = tu::snapshot(lse), m0 = tu::snapshot(max_logits);
-    tu::expect_error([&] { sparse_prefill(a); }, fragments);
-    tu::expect_error([&] { (void)sparse_prefill_workspace_size(a); }, fragments);
-    EXPECT_EQ(tu::snapshot(out), o0) << "a rejected call wrote out";
-    EXPECT_EQ(tu::snapshot(lse), l0) << "a rejected call wrote lse";
-    EXPECT_EQ(tu::snapshot(max_logits), m0) << "a rejected call wrote max_logits";
+    tu::expect_rejected_untouched({[&] { sparse_prefill(a); }, [&] { (void)sparse_prefill_workspace_size(a); }},
+                                  fragments,
+                                  {tu::watch("out", out), tu::watch("lse", lse), tu::watch("max_logits", max_logits)});
   }
 };
 
