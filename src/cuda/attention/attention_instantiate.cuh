@@ -10,7 +10,7 @@ namespace smla::cuda {
 
 template <int NG, bool F16, int D, int FMT>
 void launch_attention_kernel(const AttnParams& p, dim3 grid, cudaStream_t stream) {
-  const size_t smem = attention_smem_bytes(NG, p.raw_stride, FMT >= 0);
+  const size_t smem = attention_smem_bytes(NG, p.raw_stride, FMT >= 0 && key_groups(NG) == 1);
   // Raised on demand: the dynamic shared-memory limit is an attribute of the function.
   static size_t configured = 0;
   if (smem > configured) {
@@ -18,7 +18,7 @@ void launch_attention_kernel(const AttnParams& p, dim3 grid, cudaStream_t stream
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     configured = smem;
   }
-  attention_kernel<NG, F16, D, FMT><<<grid, NG * 64, smem, stream>>>(p);
+  attention_kernel<NG, F16, D, FMT><<<grid, attention_threads(NG), smem, stream>>>(p);
   SMLA_CUDA_CHECK_LAUNCH();
 }
 

@@ -25,8 +25,11 @@ inline constexpr int kBlockN = 64;       // keys per block
 inline constexpr int kSmemStride = 584;  // 576 + 8 halves: 1168-byte rows, ldmatrix conflict-free
 inline constexpr int kDvHalf = 256;
 
-template <int NG>
-constexpr int attention_threads() { return NG * 2 * 32; }
+// A CTA is RG 16-row groups x KG key groups x 2 warps (value-column halves). With few rows
+// (h_q <= 32) the key groups split every key block (KG = 4: 16 keys each) so that eight warps
+// still share the work, and their partial results are merged once at the end.
+constexpr int key_groups(int ng) { return ng == 1 ? 4 : (ng == 2 ? 2 : 1); }
+constexpr int attention_threads(int ng) { return ng * key_groups(ng) * 64; }
 
 inline constexpr int kPStride = kBlockN + 8;  // P tile row: 144 bytes, ldmatrix conflict-free
 
@@ -37,7 +40,8 @@ inline constexpr int kPStride = kBlockN + 8;  // P tile row: 144 bytes, ldmatrix
 // to a 64-row tile, and 48-row tiles cost more (more CTAs read each key) than the recomputation.
 constexpr size_t attention_smem_bytes(int ng, int raw_stride, bool share_p) {
   return static_cast<size_t>(ng * 16 + kBlockN) * kSmemStride * 2 + static_cast<size_t>(kBlockN) * raw_stride +
-         2 * kBlockN * (8 + 4 + 4) + (share_p ? static_cast<size_t>(ng) * (16 * kPStride * 2 + 2 * 2 * 16 * 4) : 0);
+         2 * kBlockN * (8 + 4 + 4) + (share_p ? static_cast<size_t>(ng) * (16 * kPStride * 2 + 2 * 2 * 16 * 4) : 0) +
+         2 * 4 * 64 * 4;  // key-group merge: row maxima and sums
 }
 
 // The two warps of a 16-row group meet here (barrier 0 is __syncthreads).
@@ -56,10 +60,13 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 
 // kD: d_qk (576 or 512). kFmt: the cache format of every key set, or -1 to read it at run time
 // (element formats, or key sets of different formats).
-template <int NG, bool kF16, int kD, int kFmt, bool kShareP = (kFmt >= 0)>
-__global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams p) {
+template <int NG, bool kF16, int kD, int kFmt, bool kShareP = (kFmt >= 0 && key_groups(NG) == 1)>
+__global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(const AttnParams p) {
+  constexpr int KG = key_groups(NG);
   constexpr int kRows = NG * 16;
-  constexpr int kThreads = NG * 64;
+  constexpr int kThreads = attention_threads(NG);
+  constexpr int kKeys = kBlockN / KG;  // keys of each block this warp's key group handles
+  constexpr int kNT = kKeys / 8;
   extern __shared__ __align__(16) uint8_t smem[];
   uint16_t* sQ = reinterpret_cast<uint16_t*>(smem);
   uint16_t* sK = sQ + kRows * kSmemStride;
@@ -70,9 +77,13 @@ __global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams 
   uint16_t* sP = reinterpret_cast<uint16_t*>(s_off + 2 * kBlockN);              // [NG][16][kPStride]
   float* s_red = reinterpret_cast<float*>(sP + NG * 16 * kPStride);             // [NG][2][16] row maxima
   float* s_sum = s_red + NG * 2 * 16;                                            // [NG][2][16] row sums
+  float* s_mm = reinterpret_cast<float*>(smem + attention_smem_bytes(NG, p.raw_stride, kShareP)) - 2 * 4 * 64;
+  float* s_ll = s_mm + 4 * 64;                                                   // [KG][kRows] merge data
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int group = warp >> 1, half = warp & 1;
+  const int rg = group % NG, kg = group / NG;  // row group, key group
+  const int key0 = kg * kKeys;
 
   // ---- which request, split and rows this CTA owns
   int req, split_id, n_splits;
@@ -134,7 +145,7 @@ __global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams 
   }
 
   // Per-thread rows (fragment rows g and g+8 of this warp's group) and their key limits.
-  const int row0 = group * 16 + (lane >> 2);
+  const int row0 = rg * 16 + (lane >> 2);
   int limit[2];
   bool row_real[2];
 #pragma unroll
@@ -332,19 +343,20 @@ __global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams 
         }
       }
     } else {
-      // Both warps of the group compute all 64 scores (no shared P tile: used where the
-      // staged rows are too wide to leave room for it).
-      // ---- S = Q K^T for this warp's 16 rows x 64 keys
-      float s[8][4];
+      // Both warps of the group compute all scores of the key group's keys (no shared P tile:
+      // used with key groups, and where the staged rows leave no room for it).
+      // ---- S = Q K^T for this warp's 16 rows x kKeys keys
+      float s[kNT][4];
   #pragma unroll
-      for (int i = 0; i < 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
-      const uint32_t a_addr = sQ_base + ((group * 16 + (lane & 15)) * kSmemStride + (lane >> 4) * 8) * 2;
-      const uint32_t b_addr = sK_base + (((lane >> 4) * 8 + (lane & 7)) * kSmemStride + ((lane >> 3) & 1) * 8) * 2;
+      for (int i = 0; i < kNT; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+      const uint32_t a_addr = sQ_base + ((rg * 16 + (lane & 15)) * kSmemStride + (lane >> 4) * 8) * 2;
+      const uint32_t b_addr =
+          sK_base + ((key0 + (lane >> 4) * 8 + (lane & 7)) * kSmemStride + ((lane >> 3) & 1) * 8) * 2;
       for (int ks = 0; ks < kD / 16; ++ks) {
         uint32_t a[4];
         ldmatrix_x4(a, a_addr + ks * 32);
   #pragma unroll
-        for (int np = 0; np < 4; ++np) {
+        for (int np = 0; np < kNT / 2; ++np) {
           uint32_t b[4];
           ldmatrix_x4(b, b_addr + (np * 16 * kSmemStride) * 2 + ks * 32);
           mma_16816<kF16>(s[2 * np], a, b[0], b[1]);
@@ -355,10 +367,10 @@ __global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams 
       // ---- mask, online softmax (log2 domain)
       float mx[2] = {-INFINITY, -INFINITY};
   #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
+      for (int nt = 0; nt < kNT; ++nt) {
   #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int key = nt * 8 + 2 * (lane & 3) + (e & 1);
+          const int key = key0 + nt * 8 + 2 * (lane & 3) + (e & 1);
           const int k = e >> 1;
           const int pos = s_pos[buf + key];
           const bool ok = pos >= 0 && pos <= limit[k];
@@ -378,7 +390,7 @@ __global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams 
       }
       float rs[2] = {0.f, 0.f};
   #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
+      for (int nt = 0; nt < kNT; ++nt) {
   #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int k = e >> 1;
@@ -397,10 +409,10 @@ __global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams 
       }
 
       // ---- O += P V over this warp's 256 value columns
-      const uint32_t v_addr = sK_base + ((((lane >> 3) & 1) * 8 + (lane & 7)) * kSmemStride +
+      const uint32_t v_addr = sK_base + ((key0 + ((lane >> 3) & 1) * 8 + (lane & 7)) * kSmemStride +
                                          half * kDvHalf + (lane >> 4) * 8) * 2;
   #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
+      for (int kk = 0; kk < kKeys / 16; ++kk) {
         uint32_t a[4];
         a[0] = pack2<kF16>(s[2 * kk][0], s[2 * kk][1]);
         a[1] = pack2<kF16>(s[2 * kk][2], s[2 * kk][3]);
@@ -431,6 +443,62 @@ __global__ void __launch_bounds__(NG * 64, 1) attention_kernel(const AttnParams 
     pair_barrier(group);
 #pragma unroll
     for (int k = 0; k < 2; ++k) l_run[k] += sum[(half ^ 1) * 16 + (lane >> 2) + 8 * k];
+  }
+  if constexpr (KG > 1) {
+    // Merge the key groups' (m, l, O): O summed in shared memory (the K tile is free now).
+    if (half == 0 && (lane & 3) == 0) {
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        s_mm[kg * kRows + row0 + 8 * k] = m_run[k];
+        s_ll[kg * kRows + row0 + 8 * k] = l_run[k];
+      }
+    }
+    __syncthreads();
+    float scale[2];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      float m_all = -INFINITY;
+#pragma unroll
+      for (int g = 0; g < KG; ++g) m_all = fmaxf(m_all, s_mm[g * kRows + row0 + 8 * k]);
+      const float m_use = m_all == -INFINITY ? 0.f : m_all;
+      float l_all = 0.f;
+#pragma unroll
+      for (int g = 0; g < KG; ++g) l_all += s_ll[g * kRows + row0 + 8 * k] * exp2f(s_mm[g * kRows + row0 + 8 * k] - m_use);
+      scale[k] = exp2f(m_run[k] - m_use);
+      m_run[k] = m_all;
+      l_run[k] = l_all;
+    }
+    float* merged = reinterpret_cast<float*>(sK);  // [kRows][512] float, fits in the K tile
+#pragma unroll 1
+    for (int g = 0; g < KG; ++g) {
+      if (kg == g) {
+#pragma unroll
+        for (int nt = 0; nt < 32; ++nt) {
+#pragma unroll
+          for (int k = 0; k < 2; ++k) {
+            float2* dst = reinterpret_cast<float2*>(merged + (row0 + 8 * k) * kDv + half * kDvHalf + nt * 8 + 2 * (lane & 3));
+            float2 v = make_float2(o[nt][2 * k] * scale[k], o[nt][2 * k + 1] * scale[k]);
+            if (g > 0) {
+              const float2 prev = *dst;
+              v.x += prev.x;
+              v.y += prev.y;
+            }
+            *dst = v;
+          }
+        }
+      }
+      __syncthreads();
+    }
+    if (kg != 0) return;
+#pragma unroll
+    for (int nt = 0; nt < 32; ++nt) {
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const float2 v = *reinterpret_cast<const float2*>(merged + (row0 + 8 * k) * kDv + half * kDvHalf + nt * 8 + 2 * (lane & 3));
+        o[nt][2 * k] = v.x;
+        o[nt][2 * k + 1] = v.y;
+      }
+    }
   }
   constexpr float kLn2 = 0.6931471805599453f;
 #pragma unroll

@@ -70,7 +70,8 @@ void dispatch_ng(int ng, const AttnParams& p, dim3 grid, cudaStream_t stream) {
 }
 
 // Kernels specialized to one packed format share P between the warps of a row group.
-bool uses_shared_p(int format) {
+bool uses_shared_p(int format, int ng) {
+  if (key_groups(ng) != 1) return false;
   return format == static_cast<int>(CacheFormat::fp8_ds_mla) || format == static_cast<int>(CacheFormat::fp8_model1);
 }
 
@@ -95,7 +96,7 @@ int ctas_per_sm(int ng, int raw_stride, bool share_p) {
   const size_t smem = attention_smem_bytes(ng, raw_stride, share_p);
   const DeviceInfo& d = current_device_info();
   int by_smem = static_cast<int>(d.smem_per_sm / (smem + 1024));
-  int by_regs = 65536 / (ng * 64 * 255);
+  int by_regs = 65536 / (attention_threads(ng) * 255);
   return std::max(1, std::min(by_smem, std::max(1, by_regs)));
 }
 
@@ -111,8 +112,7 @@ AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, bool tokens_shar
   pl.format = format;
   const int hpk = h_q / std::max(h_kv, 1);
   // 64 rows per CTA unless the widest staged rows (bf16 at d_qk 576) leave no room for them.
-  const bool share_p = uses_shared_p(format);
-  const int kMaxRows = attention_smem_bytes(4, raw_stride, share_p) <= kMaxSmemPerBlock ? 64 : 48;
+  const int kMaxRows = attention_smem_bytes(4, raw_stride, uses_shared_p(format, 4)) <= kMaxSmemPerBlock ? 64 : 48;
   pl.tokens_per_cta = tokens_share_keys ? std::min(s_q, kMaxRows) : 1;
   pl.token_groups = (s_q + pl.tokens_per_cta - 1) / pl.tokens_per_cta;
   int heads_cap = std::max(1, kMaxRows / pl.tokens_per_cta);
@@ -123,7 +123,7 @@ AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, bool tokens_shar
   pl.split = allow_split && b > 0;
   if (pl.split) {
     const int64_t ctas_per_split = static_cast<int64_t>(h_kv) * pl.tiles_per_kv * pl.token_groups;
-    const int64_t slots = static_cast<int64_t>(current_device_info().sm_count) * ctas_per_sm(pl.ng, raw_stride, share_p);
+    const int64_t slots = static_cast<int64_t>(current_device_info().sm_count) * ctas_per_sm(pl.ng, raw_stride, uses_shared_p(format, pl.ng));
     pl.num_units = static_cast<int>(std::max<int64_t>(1, slots / std::max<int64_t>(1, ctas_per_split)));
     pl.max_splits = max_total_splits(b, pl.num_units);
   }
