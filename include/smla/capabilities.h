@@ -29,8 +29,17 @@ struct KernelConfig {
   int s_q = 1;
 };
 
-// Nothing when supported; otherwise one sentence naming the parameter, what is required
-// and what was given.
+// Why a configuration is not supported: the parameter, what is required, what was given, and
+// the whole sentence ("h_q must be between 1 and 128 for cuda_sm90 sparse_decode, got 256").
+struct Unsupported {
+  std::string argument;
+  std::string expected;
+  std::string given;
+  std::string sentence;
+};
+std::optional<Unsupported> check_support(const KernelConfig& config);
+
+// Nothing when supported; otherwise check_support's sentence.
 std::optional<std::string> why_not(const KernelConfig& config);
 
 struct Capability {

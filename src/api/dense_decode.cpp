@@ -81,6 +81,10 @@ void validate(const DenseDecodeArgs& a) {
     detail::check_aligned("q", q, 16);
     detail::check_cache_aligned("cache", a.cache);
     detail::check_aligned("out", a.out, 16);
+    detail::check_backend_supports({Op::dense_decode, Backend::cuda_sm90, a.cache.format, q.dtype, a.cache.d_qk(),
+                                    static_cast<int>(q.shape[2]), a.cache.h_kv(), a.cache.page_size(), 1,
+                                    static_cast<int>(q.shape[1])},
+                                   q.numel());
   }
   detail::check_no_alias("out", a.out, "q", q);
   detail::check_no_alias("out", a.out, "cache", a.cache.data);

@@ -83,6 +83,16 @@ void validate(const SparseDecodeArgs& a) {
                                 {"attn_sink", &a.attn_sink},
                                 {"lse", &a.lse}},
                                4);
+    KernelConfig k{Op::sparse_decode, Backend::cuda_sm90, a.cache.format, DType::bf16, a.cache.d_qk(),
+                   static_cast<int>(a.q.shape[2]), 1, a.cache.page_size(), static_cast<int>(a.indices.shape[2]),
+                   static_cast<int>(a.q.shape[1])};
+    detail::check_backend_supports(k, a.q.numel());
+    if (a.extra_cache.data.present()) {
+      k.format = a.extra_cache.format;
+      k.page_size = a.extra_cache.page_size();
+      k.topk = static_cast<int>(a.extra_indices.shape[2]);
+      detail::check_backend_supports(k, a.q.numel());
+    }
   }
 }
 

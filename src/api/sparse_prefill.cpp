@@ -58,6 +58,11 @@ void validate(const SparsePrefillArgs& a) {
                                 {"lse", &a.lse},
                                 {"max_logits", &a.max_logits}},
                                4);
+    detail::check_backend_supports({Op::sparse_prefill, Backend::cuda_sm90, CacheFormat::bf16, DType::bf16,
+                                    static_cast<int>(a.q.shape[2]), static_cast<int>(a.q.shape[1]), 1, 1,
+                                    static_cast<int>(a.indices.shape[a.indices.ndim - 1]),
+                                    static_cast<int>(a.q.shape[0])},
+                                   a.q.numel());
   }
 }
 

@@ -97,6 +97,11 @@ void check_cache_aligned(const char* name, const PagedCache& c) {
   check_aligned(name, pages, 16);
 }
 
+void check_backend_supports(const KernelConfig& config, int64_t rows) {
+  if (rows == 0) return;  // an empty call launches nothing, whatever its shape
+  if (auto u = check_support(config)) throw Error(u->argument, u->expected, u->given);
+}
+
 void check_value(const char* name, bool ok, const std::string& expected, const std::string& given) {
   if (!ok) throw Error(name, expected, given);
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "smla/capabilities.h"
 #include "smla/error.h"
 #include "smla/formats.h"
 #include "smla/tensor.h"
@@ -32,6 +33,9 @@ void check_aligned(const char* name, const TensorView& t, int bytes);
 // the packed formats' own offsets count (fp8_model1's [page_size, 584] view is a byte count,
 // not its layout), so the inner strides are not checked.
 void check_cache_aligned(const char* name, const PagedCache& c);
+// The backend's capability table (smla/capabilities.h) admits the configuration: what
+// why_not() reports is what a call enforces. Calls with no query rows pass.
+void check_backend_supports(const KernelConfig& config, int64_t rows);
 void check_value(const char* name, bool ok, const std::string& expected, const std::string& given);
 // A paged cache: dims, dtype for its format, packed rows, page stride covers a page.
 void check_paged_cache(const char* name, const PagedCache& c, std::initializer_list<CacheFormat> allowed);

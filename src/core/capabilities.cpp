@@ -125,15 +125,20 @@ const char* architecture(Backend b) {
   return b == Backend::cpu ? "any x86-64/arm64 CPU" : "sm_90a (H100, H200)";
 }
 
-// "<parameter> must be <requirement> for <backend> <op>[ with format F], got <value>"
-std::string sentence(const std::string& param, const std::string& requirement, const OpRule& r,
-                     const std::string& given, const FormatRule* f = nullptr) {
-  std::string s = param + " must be " + requirement + " for " + backend_name(r.backend) + " " + op_name(r.op);
-  if (f) s += std::string(" with format ") + format_name(f->format);
-  return s + ", got " + given;
+Unsupported make_unsupported(std::string argument, std::string expected, std::string given) {
+  std::string s = argument + " must be " + expected + ", got " + given;
+  return {std::move(argument), std::move(expected), std::move(given), std::move(s)};
 }
 
-std::optional<std::string> check_range(const char* param, const std::optional<Range>& range, int value,
+// "<parameter> must be <requirement> for <backend> <op>[ with format F], got <value>"
+Unsupported sentence(const std::string& param, const std::string& requirement, const OpRule& r,
+                     const std::string& given, const FormatRule* f = nullptr) {
+  std::string req = requirement + " for " + backend_name(r.backend) + " " + op_name(r.op);
+  if (f) req += std::string(" with format ") + format_name(f->format);
+  return make_unsupported(param, req, given);
+}
+
+std::optional<Unsupported> check_range(const char* param, const std::optional<Range>& range, int value,
                                        const OpRule& r) {
   if (range && !range->contains(value)) return sentence(param, range_text(*range), r, std::to_string(value));
   return std::nullopt;
@@ -161,13 +166,15 @@ const char* backend_name(Backend b) {
   return "?";
 }
 
-std::optional<std::string> why_not(const KernelConfig& c) {
+std::optional<Unsupported> check_support(const KernelConfig& c) {
   const OpRule* r = find_rule(c.op, c.backend);
   if (!r) {
     if (backend_name(c.backend)[0] == '?')
-      return "backend must be cpu or cuda_sm90, got " + std::to_string(static_cast<int>(c.backend));
-    return "op must be one of sparse_decode, sparse_prefill, dense_decode, merge_states, write_cache or "
-           "gather_cache, got " + std::to_string(static_cast<int>(c.op));
+      return make_unsupported("backend", "cpu or cuda_sm90", std::to_string(static_cast<int>(c.backend)));
+    return make_unsupported("op",
+                            "one of sparse_decode, sparse_prefill, dense_decode, merge_states, write_cache or "
+                            "gather_cache",
+                            std::to_string(static_cast<int>(c.op)));
   }
   if (!r->formats.empty()) {
     const FormatRule* f = nullptr;
@@ -194,8 +201,16 @@ std::optional<std::string> why_not(const KernelConfig& c) {
   if (auto m = check_range("s_q", r->s_q, c.s_q, *r)) return m;
   // Checked last so that a configuration the backend could never run is named as such
   // even in a build without the backend.
-  if (r->needs_cuda_build && !built_with_cuda())
-    return std::string("backend ") + backend_name(r->backend) + " requires a build with CUDA, this build has none";
+  if (r->needs_cuda_build && !built_with_cuda()) {
+    Unsupported u{"backend", "cpu (this build has no CUDA)", backend_name(r->backend), ""};
+    u.sentence = std::string("backend ") + backend_name(r->backend) + " requires a build with CUDA, this build has none";
+    return u;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> why_not(const KernelConfig& c) {
+  if (auto u = check_support(c)) return u->sentence;
   return std::nullopt;
 }
 

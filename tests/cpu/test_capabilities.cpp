@@ -7,6 +7,7 @@
 
 #include "common/test_util.h"
 #include "smla/capabilities.h"
+#include "smla/ops.h"
 
 namespace smla {
 namespace {
@@ -290,6 +291,41 @@ TEST(CapabilitiesNames, OpsBackendsAndBuild) {
   EXPECT_FALSE(built_with_cuda());
   EXPECT_FALSE(cuda_device_available());
 #endif
+}
+
+}  // namespace
+}  // namespace smla
+
+namespace smla {
+namespace {
+
+// A call on CUDA tensors is held to the capability table: what why_not() names, the call
+// rejects before launching anything. Host memory marked as CUDA is never read on this path.
+TEST(CapabilitiesEnforced, CudaSparseDecodeRejectsHeadsPastTheTable) {
+  const int64_t b = 1, s_q = 1, h_q = 256, topk = 64;
+  std::vector<uint16_t> q(b * s_q * h_q * 576, 0x3f80);
+  std::vector<uint8_t> cache_bytes(2 * 64 * 656, 0);
+  std::vector<int32_t> idx(b * s_q * topk, 0);
+  std::vector<uint16_t> out(b * s_q * h_q * kDv, 0x7fc0);
+  std::vector<float> lse(b * s_q * h_q, 7.0f);
+  const auto out_before = test::snapshot(out), lse_before = test::snapshot(lse);
+  const Device dev = cuda_device(0);
+  SparseDecodeArgs a;
+  a.q = make_view(q.data(), DType::bf16, {b, s_q, h_q, 576}, dev);
+  a.cache.format = CacheFormat::fp8_ds_mla;
+  a.cache.data = make_view(cache_bytes.data(), DType::u8, {2, 64, 656}, dev);
+  a.indices = make_view(idx.data(), DType::i32, {b, s_q, topk}, dev);
+  a.out = make_view(out.data(), DType::bf16, {b, s_q, h_q, kDv}, dev);
+  a.lse = make_view(lse.data(), DType::f32, {b, s_q, h_q}, dev);
+  KernelConfig k;
+  k.backend = Backend::cuda_sm90;
+  k.format = CacheFormat::fp8_ds_mla;
+  k.h_q = 256;
+  const auto reason = why_not(k);
+  ASSERT_TRUE(reason.has_value());
+  test::expect_error([&] { sparse_decode(a); }, {*reason});
+  EXPECT_EQ(test::snapshot(out), out_before);
+  EXPECT_EQ(test::snapshot(lse), lse_before);
 }
 
 }  // namespace
