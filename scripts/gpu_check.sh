@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one-call GPU check, run on the device machine from the repository root:
 #   build (sm_90a) -> GPU test suite against the CPU reference -> compute-sanitizer memcheck
-#   on a small case of every kernel -> ceilings + benchmark set -> summary.
+#   on a small case of every kernel -> ceilings + benchmark set -> the Python package (pip
+#   install, pytest with the CUDA tests required) -> summary.
 # Logs go to $OUT (or ./gpu-out). Needs .gpu/ from scripts/prepare_gpu_carry.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +10,7 @@ OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 SUMMARY=$OUT/summary.md
 export PATH=$PATH:/usr/local/cuda/bin
-STEPS=${STEPS:-build,tests,sanitizer,bench}
+STEPS=${STEPS:-build,tests,sanitizer,bench,python}
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
 status=0
 
@@ -33,7 +34,7 @@ fi
 
 if has tests; then
   t0=$(date +%s)
-  ./build-gpu/tests/smla_gpu_tests > "$OUT/gpu_tests.log" 2>&1
+  ./build-gpu/tests/smla_gpu_tests ${GPU_TEST_ARGS:-} > "$OUT/gpu_tests.log" 2>&1
   rc=$?
   [ $rc -ne 0 ] && status=1
   echo "- GPU tests: rc=$rc in $(( $(date +%s) - t0 )) s; $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$OUT/gpu_tests.log" | tr '\n' ' ')" >> "$SUMMARY"
@@ -62,6 +63,29 @@ if has bench; then
   cat "$OUT/bench.log" >> "$SUMMARY"
   ./build-gpu/tools/smla run > "$OUT/run.log" 2>&1
   echo "- smla run: rc=$?" >> "$SUMMARY"
+fi
+
+if has python; then
+  # pip builds its own tree (build-python/) with the sm_90a kernels; no network here, so the
+  # preinstalled nanobind and scikit-build-core are used (--no-build-isolation).
+  t0=$(date +%s)
+  SMLA_CUDA=ON CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) python3 -m pip install --no-build-isolation --no-deps . \
+    > "$OUT/python_build.log" 2>&1
+  rc=$?
+  if [ $rc -ne 0 ]; then
+    status=1
+    echo "- python: pip install rc=$rc in $(( $(date +%s) - t0 )) s" >> "$SUMMARY"
+    tail -30 "$OUT/python_build.log" >> "$SUMMARY"
+  else
+    t1=$(date +%s)
+    # SMLA_REQUIRE_CUDA=1: when the CUDA tests cannot run (torch sees no GPU, no CUDA build),
+    # pytest stops with an error instead of skipping them.
+    SMLA_REQUIRE_CUDA=1 python3 -m pytest tests/python -q -rs > "$OUT/pytest.log" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && status=1
+    echo "- python: pip install in $(( t1 - t0 )) s; pytest rc=$rc in $(( $(date +%s) - t1 )) s: $(tail -1 "$OUT/pytest.log")" >> "$SUMMARY"
+    grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -40 >> "$SUMMARY"
+  fi
 fi
 
 cat "$SUMMARY"

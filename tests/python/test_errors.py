@@ -1,0 +1,163 @@
+"""Bad input: smla.SmlaError (a ValueError) naming the argument, what was expected and what
+was given, raised before anything is written (SPEC §5)."""
+
+import pytest
+import torch
+
+import smla
+from reference import make_cache
+
+BF16, F32, I32, I64 = torch.bfloat16, torch.float32, torch.int32, torch.int64
+
+
+def sentinel(shape, dtype, device):
+    return torch.full(shape, 7, dtype=dtype, device=device)
+
+
+def expect_error(fn, *fragments, outputs=()):
+    """fn raises SmlaError whose message holds every fragment; outputs keep their values."""
+    before = [o.clone() for o in outputs]
+    with pytest.raises(smla.SmlaError) as info:
+        fn()
+    msg = str(info.value)
+    for f in fragments:
+        assert f in msg, f"{f!r} not in {msg!r}"
+    assert isinstance(info.value, ValueError)
+    for o, b in zip(outputs, before):
+        assert torch.equal(o, b), "a rejected call wrote to an output"
+    return info.value
+
+
+@pytest.fixture
+def decode_case(device):
+    b, s_q, h, topk = 2, 1, 16, 8
+    return dict(
+        q=torch.randn(b, s_q, h, 576, dtype=BF16, device=device),
+        cache=make_cache("fp8_ds_mla", 4, 16, device=device),
+        indices=torch.randint(0, 64, (b, s_q, topk), dtype=I32, device=device),
+        out=sentinel((b, s_q, h, 512), BF16, device),
+        lse=sentinel((b, s_q, h), F32, device),
+    )
+
+
+def test_sparse_decode_errors(device, decode_case):
+    c = decode_case
+    q, cache, idx, out, lse = c["q"], c["cache"], c["indices"], c["out"], c["lse"]
+    outs = (out, lse)
+
+    def call(**kw):
+        args = dict(q=q, cache=cache, indices=idx, out=out, lse=lse)
+        args.update(kw)
+        return lambda: smla.sparse_decode(args.pop("q"), args.pop("cache"), args.pop("indices"), **args)
+
+    e = expect_error(call(attn_sink=torch.zeros(16, dtype=BF16, device=device)),
+                     "attn_sink must be float32 of shape (16,), got bfloat16 (16,)", outputs=outs)
+    assert (e.argument, e.expected, e.given) == ("attn_sink", "float32 of shape (16,)", "bfloat16 (16,)")
+    expect_error(call(q=q.float()), "q must be bfloat16", "got float32 (2, 1, 16, 576)", outputs=outs)
+    expect_error(call(indices=idx.long()), "indices must be int32", "got int64", outputs=outs)
+    expect_error(call(cache_format="fp4"), "cache_format must be one of", "got 'fp4'", outputs=outs)
+    expect_error(call(cache_format="bf16"), "cache must be bfloat16", "got uint8", outputs=outs)
+    expect_error(call(topk_length=torch.zeros(3, dtype=I32, device=device)), "topk_length", "(2,)", "(3,)",
+                 outputs=outs)
+    expect_error(call(extra_indices=idx), "extra_indices must be nothing when extra_cache is absent", outputs=outs)
+    expect_error(call(softmax_scale=-1.0), "softmax_scale must be a positive finite float", outputs=outs)
+    expect_error(call(q=q[..., :512]), "q must be", "576", outputs=outs)
+    expect_error(call(lse=out), "lse", outputs=(out,))
+    bad_out = sentinel((2, 1, 16, 256), BF16, device)
+    expect_error(call(out=bad_out), "out must be bfloat16 of shape (2, 1, 16, 512)", "(2, 1, 16, 256)",
+                 outputs=(bad_out, lse))
+    expect_error(call(extra_cache=cache, extra_indices=idx, extra_cache_format="fp8"), "extra_cache_format",
+                 outputs=outs)
+
+
+def test_sparse_prefill_errors(device):
+    q = torch.randn(3, 8, 576, dtype=BF16, device=device)
+    kv = torch.randn(10, 576, dtype=BF16, device=device)
+    idx = torch.zeros(3, 4, dtype=I32, device=device)
+    out, lse, ml = sentinel((3, 8, 512), BF16, device), sentinel((3, 8), F32, device), sentinel((3, 8), F32, device)
+    outs = (out, lse, ml)
+    expect_error(lambda: smla.sparse_prefill(q, kv[:, :512], idx, out=out, lse=lse, max_logits=ml), "kv",
+                 outputs=outs)
+    expect_error(lambda: smla.sparse_prefill(q, kv, idx, topk_length=torch.zeros(3, dtype=I64, device=device),
+                                             out=out, lse=lse, max_logits=ml), "topk_length", "int64", outputs=outs)
+    expect_error(lambda: smla.sparse_prefill(q, kv, idx, out=out, lse=lse, max_logits=lse), "max_logits",
+                 outputs=(out, lse))
+
+
+def test_dense_decode_errors(device):
+    q = torch.randn(1, 1, 6, 576, dtype=BF16, device=device)
+    cache = torch.randn(4, 64, 4, 576, dtype=BF16, device=device)
+    bt, sl = torch.zeros(1, 4, dtype=I32, device=device), torch.zeros(1, dtype=I32, device=device)
+    out, lse = sentinel((1, 1, 6, 512), BF16, device), sentinel((1, 1, 6), F32, device)
+    expect_error(lambda: smla.dense_decode(q, cache, bt, sl, out=out, lse=lse),
+                 "h_q must be a multiple of h_kv = 4", "got 6", outputs=(out, lse))
+    q4 = q[:, :, :4]
+    out4, lse4 = out[:, :, :4], lse[:, :, :4]
+    expect_error(lambda: smla.dense_decode(q4, cache, bt, sl.long(), out=out4, lse=lse4),
+                 "seqlens must be int32", outputs=(out, lse))
+    fp8 = cache.to(torch.float8_e4m3fn)
+    expect_error(lambda: smla.dense_decode(q4, fp8, bt, sl, k_scale=0.0, out=out4, lse=lse4),
+                 "k_scale must be a positive finite float", outputs=(out, lse))
+    expect_error(lambda: smla.dense_decode(q4.half(), cache, bt, sl, out=out4, lse=lse4), "q must be",
+                 outputs=(out, lse))
+
+
+def test_merge_and_cache_errors(device):
+    out, lse = sentinel((3, 4, 8), F32, device), sentinel((3, 4), F32, device)
+    expect_error(lambda: smla.merge_states(torch.randn(2, 3, 4, 8, device=device), torch.randn(2, 3, 5, device=device),
+                                           out=out, lse=lse),
+                 "lse_parts must be float32 of shape (2, 3, 4), got float32 (2, 3, 5)", outputs=(out, lse))
+    cache = make_cache("fp8_model1", 2, 8, device=device)
+    kv_c, k_pe = torch.randn(3, 448, dtype=BF16, device=device), torch.randn(3, 64, dtype=BF16, device=device)
+    expect_error(lambda: smla.write_cache(kv_c, k_pe, torch.zeros(3, dtype=I32, device=device), cache),
+                 "slot_mapping must be int64", outputs=(cache,))
+    expect_error(lambda: smla.write_cache(kv_c[:, :400], k_pe, torch.zeros(3, dtype=I64, device=device), cache),
+                 "kv_c", outputs=(cache,))
+    g = sentinel((3, 512), F32, device)
+    expect_error(lambda: smla.gather_cache(cache, torch.zeros(3, dtype=I32, device=device), out=g),
+                 "out must be bfloat16 of shape (3, 512), got float32 (3, 512)", outputs=(g,))
+
+
+def test_index_utility_errors(device):
+    z = torch.zeros(3, dtype=I32, device=device)
+    o = sentinel((3, 1), I32, device)
+    expect_error(lambda: smla.sliding_window_indices(z, 0, out=o), "window must be at least 1", outputs=(o,))
+    expect_error(lambda: smla.dcp_local_seqlens(z, world=2, rank=2), "rank must be between 0 and")
+    expect_error(lambda: smla.req_id_per_token(z), "num_tokens must be given when out is not")
+    expect_error(lambda: smla.positions_to_slots(torch.zeros(1, 2, dtype=I32, device=device), 0, z, z), "page_size")
+    expect_error(lambda: smla.decode_split_schedule(z.long(), max_keys=10), "lengths", "int64")
+
+
+def test_capability_errors():
+    expect_error(lambda: smla.why_not("foo"), "op must be one of", "got 'foo'")
+    expect_error(lambda: smla.why_not("sparse_decode", backend="tpu"), "backend must be cpu or cuda_sm90")
+    expect_error(lambda: smla.why_not("sparse_decode", format="fp4"), "format must be one of")
+    expect_error(lambda: smla.empty_cache(1, 1, "xx"), "cache_format must be one of")
+
+
+def test_flash_mla_errors(device, decode_case):
+    from smla.flash_mla import flash_mla_sparse_fwd, flash_mla_with_kvcache
+    c = decode_case
+    k_cache = c["cache"].unsqueeze(2)
+    expect_error(lambda: flash_mla_with_kvcache(c["q"], k_cache, None, None, 576, None, indices=c["indices"],
+                                                is_fp8_kvcache=True), "head_dim_v must be 512, got 576")
+    expect_error(lambda: flash_mla_with_kvcache(c["q"], k_cache, None, None, 512, None, causal=True,
+                                                indices=c["indices"], is_fp8_kvcache=True), "causal must be False")
+    expect_error(lambda: flash_mla_with_kvcache(c["q"], torch.randn(4, 16, 1, 576, dtype=BF16, device=device),
+                                                None, None, 512, None), "block_table")
+    expect_error(lambda: flash_mla_with_kvcache(c["q"], torch.randn(4, 16, 1, 576, dtype=BF16, device=device),
+                                                None, None, 512, None, indices=c["indices"], is_fp8_kvcache=True),
+                 "k_cache must be an FP8 cache")
+    q = torch.randn(2, 4, 576, dtype=BF16, device=device)
+    kv = torch.randn(8, 1, 576, dtype=BF16, device=device)
+    expect_error(lambda: flash_mla_sparse_fwd(q, kv, torch.zeros(2, 1, 4, dtype=I32, device=device), 0.1, d_v=576),
+                 "d_v must be 512")
+
+
+def test_cuda_tensors_need_a_cuda_build():
+    if smla.built_with_cuda() or not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device and a build without CUDA")
+    q = torch.randn(1, 1, 4, 576, dtype=BF16, device="cuda")
+    with pytest.raises(RuntimeError, match="built without CUDA"):
+        smla.sparse_decode(q, torch.randn(2, 4, 576, dtype=BF16, device="cuda"),
+                           torch.zeros(1, 1, 4, dtype=I32, device="cuda"))
