@@ -2,6 +2,7 @@
 #pragma once
 
 #include "smla/capabilities.h"
+#include "smla/dcp.h"
 #include "smla/error.h"
 #include "smla/formats.h"
 #include "smla/metadata.h"

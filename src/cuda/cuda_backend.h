@@ -3,6 +3,7 @@
 
 #include <cstddef>
 
+#include "smla/dcp.h"
 #include "smla/metadata.h"
 #include "smla/ops.h"
 
@@ -17,6 +18,10 @@ void dense_decode(const DenseDecodeArgs& a, const Exec& exec);
 void merge_states(const MergeStatesArgs& a, const Exec& exec);
 void write_cache(const WriteCacheArgs& a, const Exec& exec);
 void gather_cache(const GatherCacheArgs& a, const Exec& exec);
+void dcp_rescale(const DcpRescaleArgs& a, const Exec& exec);
+// NCCL builds only (SMLA_WITH_NCCL).
+size_t dcp_combine_workspace_size(const DcpCombineArgs& a);
+void dcp_combine(const DcpCombineArgs& a, void* nccl_comm, const Exec& exec);
 
 void req_id_per_token(const TensorView& query_start_loc, const TensorView& out, const Exec& exec);
 void page_table_from_req_to_token(const TensorView& req_to_token, const TensorView& req_pool_indices,

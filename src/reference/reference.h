@@ -1,6 +1,7 @@
 // The CPU backend: the SPEC in code. Called after validation, on CPU tensors.
 #pragma once
 
+#include "smla/dcp.h"
 #include "smla/metadata.h"
 #include "smla/ops.h"
 
@@ -12,5 +13,6 @@ void dense_decode(const DenseDecodeArgs& a);
 void merge_states(const MergeStatesArgs& a);
 void write_cache(const WriteCacheArgs& a);
 void gather_cache(const GatherCacheArgs& a);
+void dcp_rescale(const DcpRescaleArgs& a);
 
 }  // namespace smla::ref

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/test_util.h"
+#include "smla/dcp.h"
 #include "smla/metadata.h"
 #include "smla/ops.h"
 
@@ -117,6 +118,41 @@ void run_dcp(int world, int interleave) {
   for (size_t e = 0; e < out_ref.size(); ++e) ref_out[e] = bf16_bits_to_float(out_ref[e]);
   tu::expect_out_close(out, ref_out, "sharded + merged out");
   tu::expect_lse_close(lse, ref_lse, "sharded + merged lse");
+
+  // The engine's combine: every rank rescales its partial against the all-gathered LSEs
+  // (dcp_rescale); the reduce-scatter sums the contributions, each rank receiving h / N heads.
+  if (h % world != 0) return;
+  const int hr = h / world;
+  std::vector<float> received(static_cast<size_t>(world) * b * hr * kDv, 0.f);  // [dest, T, hr, d_v]
+  std::vector<float> lse_mine(static_cast<size_t>(world) * b * hr, NAN);         // [dest, T, hr]
+  for (int r = 0; r < world; ++r) {
+    std::vector<float> scaled(static_cast<size_t>(world) * b * hr * kDv, NAN);
+    DcpRescaleArgs rs;
+    rs.out_local = make_view(&parts[static_cast<size_t>(r) * b * h * kDv], DType::f32, {b, h, kDv});
+    rs.lse_all = make_view(lse_parts.data(), DType::f32, {world, b, h});
+    rs.rank = r;
+    rs.attn_sink = make_view(sink.data(), DType::f32, {h});
+    rs.scaled = make_view(scaled.data(), DType::f32, {world, b, hr, kDv});
+    rs.lse = make_view(&lse_mine[static_cast<size_t>(r) * b * hr], DType::f32, {b, hr});
+    dcp_rescale(rs);
+    for (size_t e = 0; e < scaled.size(); ++e) received[e] += scaled[e];
+  }
+  for (int d = 0; d < world; ++d) {
+    std::vector<float> got_out, got_lse;
+    std::vector<double> want_out, want_lse;
+    for (int t = 0; t < b; ++t)
+      for (int j = 0; j < hr; ++j) {
+        const int head = d * hr + j;
+        got_lse.push_back(lse_mine[(static_cast<size_t>(d) * b + t) * hr + j]);
+        want_lse.push_back(lse_ref[static_cast<size_t>(t) * h + head]);
+        for (int k = 0; k < kDv; ++k) {
+          got_out.push_back(received[((static_cast<size_t>(d) * b + t) * hr + j) * kDv + k]);
+          want_out.push_back(bf16_bits_to_float(out_ref[(static_cast<size_t>(t) * h + head) * kDv + k]));
+        }
+      }
+    tu::expect_out_close(got_out, want_out, "rank " + std::to_string(d) + " after the reduce-scatter");
+    tu::expect_lse_close(got_lse, want_lse, "rank " + std::to_string(d) + " lse");
+  }
 }
 
 TEST(DcpAttention, ShardedDenseDecodeMergesToUnsharded) {
@@ -124,6 +160,57 @@ TEST(DcpAttention, ShardedDenseDecodeMergesToUnsharded) {
   run_dcp(4, 8);
   run_dcp(3, 16);
   run_dcp(8, 64);
+}
+
+TEST(DcpRescale, RejectsBadArgumentsAndWritesNothing) {
+  const int N = 2, T = 3, h = 4, d_v = 8;
+  std::vector<float> out_local(T * h * d_v, 1.f), lse_all(N * T * h, 0.5f), sink(h, 0.f);
+  std::vector<float> scaled(N * T * (h / N) * d_v, 7.f), lse(T * (h / N), 7.f);
+  auto args = [&] {
+    DcpRescaleArgs a;
+    a.out_local = make_view(out_local.data(), DType::f32, {T, h, d_v});
+    a.lse_all = make_view(lse_all.data(), DType::f32, {N, T, h});
+    a.rank = 1;
+    a.attn_sink = make_view(sink.data(), DType::f32, {h});
+    a.scaled = make_view(scaled.data(), DType::f32, {N, T, h / N, d_v});
+    a.lse = make_view(lse.data(), DType::f32, {T, h / N});
+    return a;
+  };
+  const auto before_scaled = tu::snapshot(scaled), before_lse = tu::snapshot(lse);
+  auto expect = [&](DcpRescaleArgs a, const std::vector<std::string>& fragments) {
+    tu::expect_error([&] { dcp_rescale(a); }, fragments);
+    EXPECT_EQ(tu::snapshot(scaled), before_scaled);
+    EXPECT_EQ(tu::snapshot(lse), before_lse);
+  };
+  { auto a = args(); a.rank = 2; expect(a, {"rank", "between 0 and 1", "got 2"}); }
+  { auto a = args(); a.rank = -1; expect(a, {"rank", "got -1"}); }
+  { auto a = args(); a.out_local.shape[1] = 3; a.lse_all.shape[2] = 3; expect(a, {"out_local", "multiple of the world size 2", "(3, 3, 8)"}); }
+  { auto a = args(); a.lse_all.dtype = DType::bf16; expect(a, {"lse_all", "float32", "bfloat16"}); }
+  { auto a = args(); a.scaled.shape[2] = 4; expect(a, {"scaled", "(2, 3, 2, 8)", "(2, 3, 4, 8)"}); }
+  { auto a = args(); a.lse.shape[1] = 4; expect(a, {"lse", "(3, 2)", "(3, 4)"}); }
+  { auto a = args(); a.attn_sink.shape[0] = 3; expect(a, {"attn_sink", "(4,)", "(3,)"}); }
+  { auto a = args(); a.scaled.data = out_local.data(); expect(a, {"scaled", "distinct from out_local"}); }
+}
+
+TEST(DcpCombine, RejectsHostTensorsAndBadRanks) {
+  const int T = 2, h = 4, d_v = 8;
+  std::vector<float> out_local(T * h * d_v, 1.f), lse_local(T * h, 0.f), out(T * h * d_v, 7.f), lse(T * h, 7.f);
+  DcpCombineArgs a;
+  a.out_local = make_view(out_local.data(), DType::f32, {T, h, d_v});
+  a.lse_local = make_view(lse_local.data(), DType::f32, {T, h});
+  a.world = 1;
+  a.out = make_view(out.data(), DType::f32, {T, h, d_v});
+  a.lse = make_view(lse.data(), DType::f32, {T, h});
+  const auto before = tu::snapshot(out);
+  int fake_comm = 0;
+  tu::expect_error([&] { dcp_combine(a, &fake_comm, {}); }, {"out_local", "on cuda", "cpu"});
+  DcpCombineArgs b = a;
+  b.rank = 1;
+  tu::expect_error([&] { dcp_combine(b, &fake_comm, {}); }, {"rank", "between 0 and 0", "got 1"});
+  b = a;
+  b.world = 0;
+  tu::expect_error([&] { dcp_combine(b, &fake_comm, {}); }, {"world", "at least 1", "got 0"});
+  EXPECT_EQ(tu::snapshot(out), before);
 }
 
 }  // namespace
