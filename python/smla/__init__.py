@@ -10,6 +10,7 @@ Bad input raises :class:`SmlaError` (a ValueError) before anything is written.
 
 from . import _smla
 from ._convert import CACHE_FORMATS, SmlaError, infer_cache_format
+from .dcp import dcp_combine, dcp_rescale
 from .capabilities import built_with_cuda, capabilities, cuda_device_available, why_not
 from .index import (
     compressed_slot_mapping,
@@ -44,8 +45,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CACHE_FORMATS", "D_ROPE", "D_V", "SmlaError", "built_with_cuda", "bytes_per_token", "capabilities",
-    "compressed_slot_mapping", "cuda_device_available", "dcp_local_length", "dcp_local_position",
-    "dcp_local_seqlens", "dcp_owner_rank", "decode_split_schedule", "dense_decode", "empty_cache", "flash_mla",
+    "compressed_slot_mapping", "cuda_device_available", "dcp_combine", "dcp_local_length", "dcp_local_position",
+    "dcp_local_seqlens", "dcp_owner_rank", "dcp_rescale", "decode_split_schedule", "dense_decode", "empty_cache", "flash_mla",
     "gather_cache", "infer_cache_format", "max_total_splits", "merge_states", "model1_aligned_page_bytes",
     "page_table_from_req_to_token", "positions_to_slots", "req_id_per_token", "sliding_window_indices",
     "sparse_decode", "sparse_prefill", "why_not", "write_cache",

@@ -6,6 +6,7 @@
 #include <nanobind/stl/string.h>
 
 #include "convert.h"
+#include "smla/dcp.h"
 #include "smla/ops.h"
 
 namespace smla::py {
@@ -182,6 +183,25 @@ void bind_ops(nb::module_& m) {
         run_released([](const MergeStatesArgs& x, const Exec& y) { merge_states(x, y); }, s, e);
       },
       arg("out_parts"), arg("lse_parts"), arg("attn_sink").none(), arg("out"), arg("lse"), arg("stream"));
+
+  // ------------------------------------------------------------------- dcp_rescale
+  m.def(
+      "dcp_rescale",
+      [](nb::handle out_local, nb::handle lse_all, int rank, nb::handle attn_sink, nb::handle scaled, nb::handle lse,
+         uintptr_t stream) {
+        Arrays a;
+        DcpRescaleArgs s;
+        s.out_local = a.view(out_local, "out_local");
+        s.lse_all = a.view(lse_all, "lse_all");
+        s.rank = rank;
+        s.attn_sink = a.view(attn_sink, "attn_sink");
+        s.scaled = a.view(scaled, "scaled");
+        s.lse = a.view(lse, "lse");
+        Exec e = make_exec(a, stream);
+        run_released([](const DcpRescaleArgs& x, const Exec& y) { dcp_rescale(x, y); }, s, e);
+      },
+      arg("out_local"), arg("lse_all"), arg("rank"), arg("attn_sink").none(), arg("scaled"), arg("lse"),
+      arg("stream"));
 
   // ------------------------------------------------------------ write_cache / gather_cache
   m.def(
