@@ -1,11 +1,14 @@
 // Gather attention on tensor cores (mma.sync m16n8k16): one CTA owns up to 64 query rows
 // (heads x tokens that share one key list) and walks its share of the key list in blocks of
-// 64 keys. Each block is gathered row by row, dequantized to 16-bit in shared memory, then
-//   S = Q K^T  (every warp of a 16-row group computes the group's full 16 x 64 scores),
+// 64 keys. Each block is staged with cp.async while the previous one computes, dequantized to
+// 16-bit in shared memory, then
+//   S = Q K^T  (packed formats: the two warps of a 16-row group split the keys and share P
+//               through shared memory; otherwise both compute the group's scores),
 //   online softmax in registers,
 //   O += P V   (the two warps of a group each own half of the 512 value columns),
-// so a thread keeps 16 x 256 / 32 = 128 accumulators. Rows padded past the real heads hold
-// zeros and are never written, so they cannot leak NaN into real heads.
+// so a thread keeps 16 x 256 / 32 = 128 accumulators. With 16 or 32 rows, key groups split
+// each block and merge at the end. Rows padded past the real heads hold zeros and are never
+// written, so they cannot leak NaN into real heads. docs/design/attention_sm90.md has the numbers.
 #pragma once
 
 #include <cuda_bf16.h>
