@@ -311,3 +311,98 @@ TEST(GpuGraph, DenseDecodeReplaysWithNewSeqlens) {
 
 }  // namespace
 }  // namespace smla::test
+
+namespace smla::test {
+namespace {
+
+// merge_states, write_cache and positions_to_slots captured in one graph, replayed with new
+// inputs written on the device: each replay matches the CPU backend on the same inputs.
+TEST(GpuGraph, MergeWriterAndIndexUtilitiesReplay) {
+  const int n = 3, T = 4, h = 8, d_v = 512, ps = 16, blocks = 8, b = 2, mb = 4, k = 5;
+  TestCache cache = make_cache(CacheFormat::fp8_ds_mla, blocks, ps, 576);
+  const size_t cache_bytes = cache.bytes.size();
+  DeviceBuffer parts(n * T * h * d_v * 4), lses(n * T * h * 4), out(T * h * d_v * 4), lse(T * h * 4);
+  DeviceBuffer kv_c(T * 512 * 2), k_pe(T * 64 * 2), slots(T * 8);
+  DeviceBuffer table(b * mb * 4), req(T * 4), pos(T * k * 4), pslots(T * k * 4);
+  const Device dev = cuda_device(0);
+  MergeStatesArgs m;
+  m.out_parts = make_view(parts.ptr, DType::f32, {n, T, h, d_v}, dev);
+  m.lse_parts = make_view(lses.ptr, DType::f32, {n, T, h}, dev);
+  m.out = make_view(out.ptr, DType::f32, {T, h, d_v}, dev);
+  m.lse = make_view(lse.ptr, DType::f32, {T, h}, dev);
+  WriteCacheArgs w;
+  w.kv_c = make_view(kv_c.ptr, DType::bf16, {T, 512}, dev);
+  w.k_pe = make_view(k_pe.ptr, DType::bf16, {T, 64}, dev);
+  w.slot_mapping = make_view(slots.ptr, DType::i64, {T}, dev);
+  w.cache = cache.dev;
+  auto run_all = [&](cudaStream_t s) {
+    merge_states(m, {s, {}});
+    write_cache(w, {s, {}});
+    positions_to_slots(make_view(table.ptr, DType::i32, {b, mb}, dev), ps, make_view(req.ptr, DType::i32, {T}, dev),
+                       make_view(pos.ptr, DType::i32, {T, k}, dev), make_view(pslots.ptr, DType::i32, {T, k}, dev),
+                       {s, {}});
+  };
+  cudaStream_t stream;
+  GPU_CHECK(cudaStreamCreate(&stream));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  GPU_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  run_all(stream);
+  GPU_CHECK(cudaStreamEndCapture(stream, &graph));
+  GPU_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int round = 0; round < 3; ++round) {
+    auto h_parts = random_f32(n * T * h * d_v, -1.f, 1.f);
+    auto h_lses = random_f32(n * T * h, -3.f, 3.f);
+    auto h_kv = random_bf16(T * 512, -2.f, 2.f);
+    auto h_pe = random_bf16(T * 64);
+    // Distinct slots (two writes to one slot may land in either order on the device), one
+    // skipped and one past the cache.
+    std::vector<int64_t> h_slots(T);
+    for (int i = 0; i < T; ++i) h_slots[i] = (round * T + i) * 3 % (blocks * ps);
+    h_slots[1] = -1;
+    h_slots[2] = blocks * ps + 3;
+    std::vector<int32_t> h_table(b * mb), h_req(T), h_pos(T * k);
+    for (auto& x : h_table) x = static_cast<int32_t>(uniform_int(-1, blocks - 1));
+    for (auto& x : h_req) x = static_cast<int32_t>(uniform_int(-1, b));
+    for (auto& x : h_pos) x = static_cast<int32_t>(uniform_int(-2, mb * ps + 2));
+    GPU_CHECK(cudaMemcpy(parts.ptr, h_parts.data(), h_parts.size() * 4, cudaMemcpyHostToDevice));
+    GPU_CHECK(cudaMemcpy(lses.ptr, h_lses.data(), h_lses.size() * 4, cudaMemcpyHostToDevice));
+    GPU_CHECK(cudaMemcpy(kv_c.ptr, h_kv.data(), h_kv.size() * 2, cudaMemcpyHostToDevice));
+    GPU_CHECK(cudaMemcpy(k_pe.ptr, h_pe.data(), h_pe.size() * 2, cudaMemcpyHostToDevice));
+    GPU_CHECK(cudaMemcpy(slots.ptr, h_slots.data(), h_slots.size() * 8, cudaMemcpyHostToDevice));
+    GPU_CHECK(cudaMemcpy(table.ptr, h_table.data(), h_table.size() * 4, cudaMemcpyHostToDevice));
+    GPU_CHECK(cudaMemcpy(req.ptr, h_req.data(), h_req.size() * 4, cudaMemcpyHostToDevice));
+    GPU_CHECK(cudaMemcpy(pos.ptr, h_pos.data(), h_pos.size() * 4, cudaMemcpyHostToDevice));
+    GPU_CHECK(cudaGraphLaunch(exec, stream));
+    GPU_CHECK(cudaStreamSynchronize(stream));
+
+    std::vector<float> out_ref(T * h * d_v), lse_ref(T * h);
+    MergeStatesArgs mr = m;
+    mr.out_parts = make_view(h_parts.data(), DType::f32, {n, T, h, d_v});
+    mr.lse_parts = make_view(h_lses.data(), DType::f32, {n, T, h});
+    mr.out = make_view(out_ref.data(), DType::f32, {T, h, d_v});
+    mr.lse = make_view(lse_ref.data(), DType::f32, {T, h});
+    merge_states(mr);
+    expect_out_close(download<float>(out, out_ref.size()), to_double(out_ref), "merge replay " + std::to_string(round));
+    expect_lse_close(download<float>(lse, lse_ref.size()), to_double(lse_ref), "merge replay lse");
+
+    WriteCacheArgs wr = w;
+    wr.kv_c = make_view(h_kv.data(), DType::bf16, {T, 512});
+    wr.k_pe = make_view(h_pe.data(), DType::bf16, {T, 64});
+    wr.slot_mapping = make_view(h_slots.data(), DType::i64, {T});
+    wr.cache = cache.host;
+    write_cache(wr);  // the host copy follows the device one write for write
+    EXPECT_EQ(download<uint8_t>(cache.dev_bytes, cache_bytes), cache.bytes) << "writer replay " << round;
+
+    std::vector<int32_t> ps_ref(T * k);
+    positions_to_slots(make_view(h_table.data(), DType::i32, {b, mb}), ps, make_view(h_req.data(), DType::i32, {T}),
+                       make_view(h_pos.data(), DType::i32, {T, k}), make_view(ps_ref.data(), DType::i32, {T, k}));
+    EXPECT_EQ(download<int32_t>(pslots, ps_ref.size()), ps_ref) << "positions_to_slots replay " << round;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+}  // namespace
+}  // namespace smla::test
