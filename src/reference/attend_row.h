@@ -2,7 +2,10 @@
 // operation (sparse_decode, sparse_prefill, dense_decode) ends here.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 
 namespace smla::ref {
 
@@ -18,5 +21,24 @@ RowResult attend_row(const float* q, const float* K, int64_t n, int d_qk, int d_
 
 // The sink's factor 1 / (1 + exp(sink - lse)), with sink = -inf -> 1, +inf -> 0.
 double sink_factor(double sink, double lse);
+
+// The merge rule of SPEC §3 for partial LSEs: logsumexp over the finite values of
+// value(0 .. n-1) (an empty part, -inf, adds nothing; +inf or NaN cannot be weighed);
+// -inf when none is finite.
+template <typename F>
+double finite_logsumexp(int64_t n, F&& value) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < n; ++i) {
+    const double l = value(i);
+    if (std::isfinite(l)) m = std::max(m, l);
+  }
+  if (!std::isfinite(m)) return m;
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double l = value(i);
+    if (std::isfinite(l)) sum += std::exp(l - m);
+  }
+  return m + std::log(sum);
+}
 
 }  // namespace smla::ref

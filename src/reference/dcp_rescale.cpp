@@ -16,19 +16,9 @@ void dcp_rescale(const DcpRescaleArgs& a) {
   parallel_for(T * h, [&](int64_t row) {
     const int64_t t = row / h, head = row % h;
     // Same rule as merge_states: only finite LSEs take part.
-    double m = -std::numeric_limits<double>::infinity();
-    for (int64_t r = 0; r < N; ++r) {
-      const double l = *a.lse_all.at<const float>({r, t, head});
-      if (std::isfinite(l)) m = std::max(m, l);
-    }
-    double lse = -std::numeric_limits<double>::infinity(), w = 0.0;
-    if (std::isfinite(m)) {
-      double sum = 0.0;
-      for (int64_t r = 0; r < N; ++r) {
-        const double l = *a.lse_all.at<const float>({r, t, head});
-        if (std::isfinite(l)) sum += std::exp(l - m);
-      }
-      lse = m + std::log(sum);
+    const double lse = finite_logsumexp(N, [&](int64_t r) { return *a.lse_all.at<const float>({r, t, head}); });
+    double w = 0.0;
+    if (std::isfinite(lse)) {
       const double mine = *a.lse_all.at<const float>({a.rank, t, head});
       if (std::isfinite(mine)) w = std::exp(mine - lse);
       if (a.attn_sink.present()) w *= sink_factor(*a.attn_sink.at<const float>({head}), lse);

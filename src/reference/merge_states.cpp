@@ -21,23 +21,9 @@ void merge_states(const MergeStatesArgs& a) {
     const int64_t t = row / h, head = row % h;
     // Only parts with a finite lse take part: an empty part (-inf) has nothing to add, and a
     // +inf or NaN lse cannot be weighed against the others. Their outputs are never read.
-    double m = -std::numeric_limits<double>::infinity();
-    bool any = false;
-    for (int64_t i = 0; i < n; ++i) {
-      const double l = *a.lse_parts.at<const float>({i, t, head});
-      if (!std::isfinite(l)) continue;
-      any = true;
-      m = std::max(m, l);
-    }
+    const double lse = finite_logsumexp(n, [&](int64_t i) { return *a.lse_parts.at<const float>({i, t, head}); });
     std::vector<double> acc(d_v, 0.0);
-    double lse = -std::numeric_limits<double>::infinity();
-    if (any) {
-      double sum = 0.0;
-      for (int64_t i = 0; i < n; ++i) {
-        const double l = *a.lse_parts.at<const float>({i, t, head});
-        if (std::isfinite(l)) sum += std::exp(l - m);
-      }
-      lse = m + std::log(sum);
+    if (std::isfinite(lse)) {
       for (int64_t i = 0; i < n; ++i) {
         const double l = *a.lse_parts.at<const float>({i, t, head});
         if (!std::isfinite(l)) continue;
