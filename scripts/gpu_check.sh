@@ -2,7 +2,8 @@
 # The one-call GPU check, run on the device machine from the repository root:
 #   build (sm_90a) -> GPU test suite against the CPU reference -> compute-sanitizer memcheck
 #   on a small case of every kernel -> ceilings + benchmark set -> the Python package (pip
-#   install, pytest with the CUDA tests required) -> summary.
+#   install, pytest with the CUDA tests required) -> on 2+ GPUs, the DCP check and combine
+#   benchmark (bench/dcp_combine.py, one process per GPU over NCCL) -> summary.
 # Logs go to $OUT (or ./gpu-out). Needs .gpu/ from scripts/prepare_gpu_carry.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +11,9 @@ OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 SUMMARY=$OUT/summary.md
 export PATH=$PATH:/usr/local/cuda/bin
-STEPS=${STEPS:-build,tests,sanitizer,bench,python}
+STEPS=${STEPS:-build,tests,sanitizer,bench,python,dcp}
+# Never NVLink multicast (SHARP) for NCCL here.
+export NCCL_NVLS_ENABLE=0
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
 status=0
 
@@ -46,7 +49,7 @@ if has tests; then
 fi
 
 if has sanitizer; then
-  small='GpuSparseDecode.V32Fp8DsMlaHeads:GpuSparseDecode.SmallBatchSplitsKv:GpuSparseDecode.V4Model1WithExtraCache:GpuSparseDecode.AllInvalid*:GpuSparsePrefill.Shapes:GpuDenseDecode.DtypesAndHeads:GpuCacheIo.*:GpuMergeStates.*:GpuMetadata.*'
+  small='GpuDcp.RescaleMatchesCpu:GpuSparseDecode.V32Fp8DsMlaHeads:GpuSparseDecode.SmallBatchSplitsKv:GpuSparseDecode.V4Model1WithExtraCache:GpuSparseDecode.AllInvalid*:GpuSparsePrefill.Shapes:GpuDenseDecode.DtypesAndHeads:GpuCacheIo.*:GpuMergeStates.*:GpuMetadata.*'
   compute-sanitizer --tool memcheck --error-exitcode 9 ./build-gpu/tests/smla_gpu_tests --gtest_filter="$small" \
     > "$OUT/memcheck.log" 2>&1
   rc=$?
@@ -85,6 +88,20 @@ if has python; then
     [ $rc -ne 0 ] && status=1
     echo "- python: pip install in $(( t1 - t0 )) s; pytest rc=$rc in $(( $(date +%s) - t1 )) s: $(tail -1 "$OUT/pytest.log")" >> "$SUMMARY"
     grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -40 >> "$SUMMARY"
+  fi
+fi
+
+if has dcp; then
+  gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+  if [ "$gpus" -lt 2 ]; then
+    echo "- DCP across GPUs: not run, this machine has $gpus GPU(s)" >> "$SUMMARY"
+  else
+    t0=$(date +%s)
+    python3 bench/dcp_combine.py --world "$gpus" --out "$OUT/dcp_combine.jsonl" > "$OUT/dcp_combine.log" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && status=1
+    echo "- DCP across $gpus GPUs (check + combine cost): rc=$rc in $(( $(date +%s) - t0 )) s" >> "$SUMMARY"
+    tail -20 "$OUT/dcp_combine.log" >> "$SUMMARY"
   fi
 fi
 

@@ -8,6 +8,10 @@ Bad input raises :class:`SmlaError` (a ValueError) before anything is written.
 ``smla.flash_mla`` offers FlashMLA-compatible entry points. See docs/PYTHON.md.
 """
 
+# torch first: it loads its own CUDA runtime and NCCL, and the extension, loaded first, would
+# bind them to the system's copies (an older NCCL then lacks symbols torch needs).
+import torch  # noqa: F401
+
 from . import _smla
 from ._convert import CACHE_FORMATS, SmlaError, infer_cache_format
 from .dcp import dcp_combine, dcp_rescale

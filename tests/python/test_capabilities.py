@@ -26,3 +26,12 @@ def test_capabilities_table():
     keys = {"op", "backend", "architectures", "q_dtypes", "formats", "d_qk", "h_q", "page_sizes", "topk", "s_q"}
     assert all(set(r) == keys for r in rows)
     assert isinstance(smla.built_with_cuda(), bool) and isinstance(smla.cuda_device_available(), bool)
+
+
+def test_import_smla_first_in_a_fresh_interpreter():
+    # An engine may import smla before torch; that must load as well as the other order.
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", "import smla, torch; print(smla.built_with_cuda())"],
+                          capture_output=True, text=True, cwd="/")
+    assert proc.returncode == 0, proc.stderr[-2000:]
