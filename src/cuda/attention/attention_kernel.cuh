@@ -512,7 +512,7 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
     const int h = kvh * hpk + head_in_kv0 + r % p.heads_tile;
     const bool empty = !(l_run[k] > 0.f);
     const float lse = empty ? -INFINITY : (m_run[k] + log2f(l_run[k])) * kLn2;
-    float factor = empty ? 0.f : 1.f / l_run[k];
+    float factor = empty ? 0.f : p.out_scale / l_run[k];
     const bool direct = n_splits == 1;
     if (direct && p.sink && !empty) {
       const float sk = __ldg(p.sink + h * p.sink_st);

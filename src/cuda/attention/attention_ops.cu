@@ -140,6 +140,17 @@ AttnParams dense_decode_params(const DenseDecodeArgs& a) {
   p.h_kv = a.cache.h_kv();
   p.scale_log2 = scale_log2(a.softmax_scale, p.d_qk);
   p.main = key_set(a.cache);
+  // fp8 values convert to 16 bits exactly; their scales go to the fp32 logits and output
+  // instead, so the tensor cores see the dequantized inputs without a second rounding.
+  if (p.q_kind == 2) {
+    p.scale_log2 *= p.q_scale;
+    p.q_scale = 1.0f;
+  }
+  if (a.cache.format == CacheFormat::fp8_e4m3) {
+    p.scale_log2 *= p.main.k_scale;
+    p.out_scale = p.main.k_scale;
+    p.main.k_scale = 1.0f;
+  }
   p.block_table = a.block_table.ptr<const int32_t>();
   p.bt_sb = a.block_table.stride[0];
   p.max_blocks = static_cast<int>(a.block_table.shape[1]);

@@ -32,7 +32,8 @@ struct AttnParams {
   int q_kind = 0;  // 0 bf16, 1 fp16, 2 fp8_e4m3 (dequantized with q_scale)
   float q_scale = 1.0f;
   int b = 0, s_q = 1, h_q = 1, h_kv = 1, d_qk = 576;
-  float scale_log2 = 0.0f;  // softmax_scale * log2(e)
+  float scale_log2 = 0.0f;  // softmax_scale * log2(e) (times q_scale and k_scale for fp8 q / cache)
+  float out_scale = 1.0f;   // fp8_e4m3 cache: k_scale, applied to O (e4m3 values are staged unscaled, exactly)
 
   KeySetParams main, extra;
   bool has_extra = false;
