@@ -20,7 +20,7 @@ status=0
 {
   echo "# smla GPU check"
   echo "- date: $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || cat .gpu/COMMIT 2>/dev/null || echo unknown)"
+  echo "- commit: $(cat .gpu/COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "- device: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null)"
   echo "- nvcc: $(nvcc --version | tail -2 | head -1)"
 } > "$SUMMARY"
