@@ -20,6 +20,7 @@
 #include "cuda/attention/attention_params.h"
 #include "cuda/common/kv_load.cuh"
 #include "cuda/common/mma.cuh"
+#include "cuda/common/wgmma.cuh"
 #include "smla/formats.h"
 
 namespace smla::cuda {
@@ -70,6 +71,11 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
   constexpr int kThreads = attention_threads(NG);
   constexpr int kKeys = kBlockN / KG;  // keys of each block this warp's key group handles
   constexpr int kNT = kKeys / 8;
+  // 64-row packed-format CTAs run both products on warpgroup MMAs: warpgroup `half` computes
+  // S for its 32 keys of all 64 rows, then O for its 256 value columns. Q and K tiles are then
+  // stored as wgmma core matrices instead of padded rows.
+  constexpr bool kWG = kShareP && NG == 4 && !kF16;
+  constexpr int kRowGroupBytes = kD * 16;  // 8 rows of a core-matrix tile
   extern __shared__ __align__(16) uint8_t smem[];
   uint16_t* sQ = reinterpret_cast<uint16_t*>(smem);
   uint16_t* sK = sQ + kRows * kSmemStride;
@@ -84,7 +90,7 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
   float* s_ll = s_mm + 4 * 64;                                                   // [KG][kRows] merge data
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int group = warp >> 1, half = warp & 1;
+  const int group = kWG ? (warp & 3) : (warp >> 1), half = kWG ? (warp >> 2) : (warp & 1);
   const int rg = group % NG, kg = group / NG;  // row group, key group
   const int key0 = kg * kKeys;
 
@@ -127,6 +133,11 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
   const int kb_begin = min(split_id * chunk, n_blocks);
   const int kb_end = min(kb_begin + chunk, n_blocks);
 
+  // Byte offset of 16-byte chunk c of row r in the Q and K tiles.
+  auto tile_off = [](int r, int c) -> int {
+    return kWG ? (r >> 3) * kRowGroupBytes + c * 128 + (r & 7) * 16 : (r * kSmemStride + 8 * c) * 2;
+  };
+
   // ---- Q tile: row r = (token t0 + r / heads_tile, head head_in_kv0 + r % heads_tile)
   constexpr int d_chunks = kD / 8;
   for (int i = tid; i < kRows * d_chunks; i += kThreads) {
@@ -144,8 +155,9 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
         v = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.q) + off) + c);
       }
     }
-    *reinterpret_cast<uint4*>(sQ + r * kSmemStride + 8 * c) = v;
+    *reinterpret_cast<uint4*>(reinterpret_cast<uint8_t*>(sQ) + tile_off(r, c)) = v;
   }
+  if constexpr (kWG) fence_proxy_async();
 
   // Per-thread rows (fragment rows g and g+8 of this warp's group) and their key limits.
   const int row0 = rg * 16 + (lane >> 2);
@@ -237,7 +249,9 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
     if (kb + 1 < kb_end) resolve(kb + 1);
     // Dequantize 64 keys x d_qk values from sRaw into sK.
     for (int i = tid; i < kBlockN * d_chunks; i += kThreads) {
-      const int j = i / d_chunks, c = i % d_chunks;
+      // Core-matrix tiles: 8 consecutive threads fill one 128-byte core matrix (8 keys).
+      const int j = kWG ? ((i >> 3) / d_chunks) * 8 + (i & 7) : i / d_chunks;
+      const int c = kWG ? (i >> 3) % d_chunks : i % d_chunks;
       uint4 v = make_uint4(0, 0, 0, 0);
       if (s_pos[buf + j] >= 0) {
         const uint8_t* raw = sRaw + j * p.raw_stride;
@@ -248,8 +262,9 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
           v = dequant_chunk(ks.format, raw, raw + Model1Layout::data_bytes, c, ks.k_scale, kF16);
         }
       }
-      *reinterpret_cast<uint4*>(sK + j * kSmemStride + 8 * c) = v;
+      *reinterpret_cast<uint4*>(reinterpret_cast<uint8_t*>(sK) + tile_off(j, c)) = v;
     }
+    if constexpr (kWG) fence_proxy_async();
     __syncthreads();  // sK ready, sRaw free, slot data of kb + 1 visible
     if (kb + 1 < kb_end) fetch(kb + 1);
 
@@ -258,19 +273,31 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
       float s[4][4];
   #pragma unroll
       for (int i = 0; i < 4; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
-      const uint32_t a_addr = sQ_base + ((group * 16 + (lane & 15)) * kSmemStride + (lane >> 4) * 8) * 2;
-      const uint32_t b_addr =
-          sK_base + ((half * 32 + (lane >> 4) * 8 + (lane & 7)) * kSmemStride + ((lane >> 3) & 1) * 8) * 2;
-  #pragma unroll 4
-      for (int ks = 0; ks < kD / 16; ++ks) {
-        uint32_t a[4];
-        ldmatrix_x4(a, a_addr + ks * 32);
+      if constexpr (kWG) {
+        // All 64 rows x this warpgroup's 32 keys; both operands K-major core-matrix tiles.
+        wgmma_fence();
   #pragma unroll
-        for (int np = 0; np < 2; ++np) {
-          uint32_t b[4];
-          ldmatrix_x4(b, b_addr + (np * 16 * kSmemStride) * 2 + ks * 32);
-          mma_16816<kF16>(s[2 * np], a, b[0], b[1]);
-          mma_16816<kF16>(s[2 * np + 1], a, b[2], b[3]);
+        for (int ks = 0; ks < kD / 16; ++ks)
+          wgmma_m64n32k16_ss(s, gmma_desc(sQ_base + ks * 256, 128, kRowGroupBytes),
+                             gmma_desc(sK_base + half * 4 * kRowGroupBytes + ks * 256, 128, kRowGroupBytes));
+        wgmma_commit();
+        wgmma_wait_all();
+        reg_fence(s);
+      } else {
+        const uint32_t a_addr = sQ_base + ((group * 16 + (lane & 15)) * kSmemStride + (lane >> 4) * 8) * 2;
+        const uint32_t b_addr =
+            sK_base + ((half * 32 + (lane >> 4) * 8 + (lane & 7)) * kSmemStride + ((lane >> 3) & 1) * 8) * 2;
+  #pragma unroll 4
+        for (int ks = 0; ks < kD / 16; ++ks) {
+          uint32_t a[4];
+          ldmatrix_x4(a, a_addr + ks * 32);
+  #pragma unroll
+          for (int np = 0; np < 2; ++np) {
+            uint32_t b[4];
+            ldmatrix_x4(b, b_addr + (np * 16 * kSmemStride) * 2 + ks * 32);
+            mma_16816<kF16>(s[2 * np], a, b[0], b[1]);
+            mma_16816<kF16>(s[2 * np + 1], a, b[2], b[3]);
+          }
         }
       }
 
@@ -330,19 +357,34 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
       pair_barrier(group);  // the group's full 16 x 64 P tile is written
 
       // ---- O += P V over this warp's 256 value columns
-      const uint32_t v_addr = sK_base + ((((lane >> 3) & 1) * 8 + (lane & 7)) * kSmemStride +
-                                         half * kDvHalf + (lane >> 4) * 8) * 2;
       const uint32_t p_addr = smem_addr(prow) + ((lane & 15) * kPStride + (lane >> 4) * 8) * 2;
+      if constexpr (kWG) {
+        // P (this warp's 16 rows) from registers; V = the K tile read MN-major: 16 keys x 256 columns.
+        uint32_t a[4][4];
   #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        uint32_t a[4];
-        ldmatrix_x4(a, p_addr + kk * 32);
+        for (int kk = 0; kk < 4; ++kk) ldmatrix_x4(a[kk], p_addr + kk * 32);
+        wgmma_fence();
   #pragma unroll
-        for (int dn = 0; dn < 16; ++dn) {
-          uint32_t b[4];
-          ldmatrix_x4_trans(b, v_addr + (kk * 16 * kSmemStride + dn * 16) * 2);
-          mma_16816<kF16>(o[2 * dn], a, b[0], b[1]);
-          mma_16816<kF16>(o[2 * dn + 1], a, b[2], b[3]);
+        for (int kk = 0; kk < 4; ++kk)
+          wgmma_m64n256k16_rs(o, a[kk], gmma_desc(sK_base + kk * 2 * kRowGroupBytes + half * 32 * 128, kRowGroupBytes, 128));
+        wgmma_commit();
+        wgmma_wait_all();
+        reg_fence(o);
+        reg_fence(a);
+      } else {
+        const uint32_t v_addr = sK_base + ((((lane >> 3) & 1) * 8 + (lane & 7)) * kSmemStride +
+                                           half * kDvHalf + (lane >> 4) * 8) * 2;
+  #pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          uint32_t a[4];
+          ldmatrix_x4(a, p_addr + kk * 32);
+  #pragma unroll
+          for (int dn = 0; dn < 16; ++dn) {
+            uint32_t b[4];
+            ldmatrix_x4_trans(b, v_addr + (kk * 16 * kSmemStride + dn * 16) * 2);
+            mma_16816<kF16>(o[2 * dn], a, b[0], b[1]);
+            mma_16816<kF16>(o[2 * dn + 1], a, b[2], b[3]);
+          }
         }
       }
     } else {
