@@ -76,6 +76,7 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
   // stored as wgmma core matrices instead of padded rows.
   constexpr bool kWG = kShareP && NG == 4 && !kF16;
   constexpr int kRowGroupBytes = kD * 16;  // 8 rows of a core-matrix tile
+  constexpr int kPhases = kThreads / kBlockN;  // threads per key when staging and dequantizing
   extern __shared__ __align__(16) uint8_t smem[];
   uint16_t* sQ = reinterpret_cast<uint16_t*>(smem);
   uint16_t* sK = sQ + kRows * kSmemStride;
@@ -177,6 +178,14 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
 
   const uint32_t sQ_base = smem_addr(sQ), sK_base = smem_addr(sK);
+  // wgmma descriptors of k-step 0. Later steps only move the start address (low 32 bits, no
+  // carry out of its field), so the high word stays loop-invariant.
+  const uint64_t desc_q = gmma_desc(sQ_base, 128, kRowGroupBytes);
+  const uint64_t desc_k = gmma_desc(sK_base + half * 4 * kRowGroupBytes, 128, kRowGroupBytes);
+  const uint64_t desc_v = gmma_desc(sK_base + half * 32 * 128, kRowGroupBytes, 128);
+  auto desc_step = [](uint64_t d, uint32_t add) {
+    return (d & 0xffffffff00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(d) + add);
+  };
   const int t_sparse = t0;  // sparse CTAs own exactly one token
 
   // Slot data of block kb into buffer kb & 1; invalid keys are masked and never dereferenced.
@@ -213,6 +222,27 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
   // Raw bytes of block kb's valid keys into sRaw, asynchronously (no registers held).
   auto fetch = [&](int kb) {
     const int buf = (kb & 1) * kBlockN;
+    if constexpr (kFmt >= 0) {
+      // Packed formats: kPhases threads per key, each copying every kPhases-th 16-byte chunk,
+      // so the slot data is read once and the chunk loop is plain address arithmetic.
+      const int j = tid % kBlockN, q = tid / kBlockN;
+      if (s_pos[buf + j] >= 0) {
+        const KeySetParams& ks = (kb * kBlockN + j < len_main) ? p.main : p.extra;
+        const uint8_t* page = ks.base + s_addr[buf + j];
+        const int off = s_off[buf + j];
+        const uint32_t dst = smem_addr(sRaw) + j * p.raw_stride;
+        if constexpr (kFmt == static_cast<int>(CacheFormat::fp8_model1)) {
+          const uint8_t* src = page + Model1Layout::data_offset(off);
+          for (int c = q; c < Model1Layout::data_bytes / 16; c += kPhases) cp_async16(dst + 16 * c, src + 16 * c);
+          if (q == kPhases - 1) cp_async8(dst + Model1Layout::data_bytes, page + Model1Layout::scales_offset(ks.page_size, off));
+        } else {
+          const uint8_t* src = page + static_cast<int64_t>(off) * DsMlaLayout::bytes_per_token;
+          for (int c = q; c < DsMlaLayout::bytes_per_token / 16; c += kPhases) cp_async16(dst + 16 * c, src + 16 * c);
+        }
+      }
+      cp_async_commit();
+      return;
+    }
     const int chunks = kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)   ? DsMlaLayout::bytes_per_token / 16
                        : kFmt == static_cast<int>(CacheFormat::fp8_model1) ? Model1Layout::data_bytes / 16 + 1
                                                                             : p.raw_stride / 16;
@@ -248,21 +278,34 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
     __syncthreads();  // raw(kb) landed; the previous block's K is no longer read
     if (kb + 1 < kb_end) resolve(kb + 1);
     // Dequantize 64 keys x d_qk values from sRaw into sK.
-    for (int i = tid; i < kBlockN * d_chunks; i += kThreads) {
-      // Core-matrix tiles: 8 consecutive threads fill one 128-byte core matrix (8 keys).
-      const int j = kWG ? ((i >> 3) / d_chunks) * 8 + (i & 7) : i / d_chunks;
-      const int c = kWG ? (i >> 3) % d_chunks : i % d_chunks;
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (s_pos[buf + j] >= 0) {
-        const uint8_t* raw = sRaw + j * p.raw_stride;
-        if constexpr (kFmt >= 0) {
-          v = dequant_chunk(kFmt, raw, raw + Model1Layout::data_bytes, c, 1.0f, kF16);
-        } else {
-          const KeySetParams& ks = (p.dense || kb * kBlockN + j < len_main) ? p.main : p.extra;
-          v = dequant_chunk(ks.format, raw, raw + Model1Layout::data_bytes, c, ks.k_scale, kF16);
+    if constexpr (kFmt >= 0) {
+      // Each thread keeps one key and every kPhases-th chunk of it; 8 consecutive threads
+      // take 8 consecutive keys, so each 8-thread store covers distinct banks in both layouts.
+      const int j = ((tid >> 3) % 8) * 8 + (tid & 7), cq = (tid >> 6) % kPhases;
+      const bool ok = s_pos[buf + j] >= 0;
+      const uint8_t* raw = sRaw + j * p.raw_stride;
+      uint8_t* dst = reinterpret_cast<uint8_t*>(sK) + tile_off(j, 0);
+      constexpr int kChunkBytes = kWG ? 128 : 16;  // distance between chunks c and c + 1
+  #pragma unroll
+      for (int k = 0; k < (d_chunks + kPhases - 1) / kPhases; ++k) {
+        const int c = cq + kPhases * k;
+        if (c < d_chunks) {
+          const uint4 v = ok ? dequant_chunk(kFmt, raw, raw + Model1Layout::data_bytes, c, 1.0f, kF16)
+                             : make_uint4(0, 0, 0, 0);
+          *reinterpret_cast<uint4*>(dst + c * kChunkBytes) = v;
         }
       }
-      *reinterpret_cast<uint4*>(reinterpret_cast<uint8_t*>(sK) + tile_off(j, c)) = v;
+    } else {
+      for (int i = tid; i < kBlockN * d_chunks; i += kThreads) {
+        const int j = i / d_chunks, c = i % d_chunks;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (s_pos[buf + j] >= 0) {
+          const KeySetParams& ks = (p.dense || kb * kBlockN + j < len_main) ? p.main : p.extra;
+          const uint8_t* raw = sRaw + j * p.raw_stride;
+          v = dequant_chunk(ks.format, raw, raw + Model1Layout::data_bytes, c, ks.k_scale, kF16);
+        }
+        *reinterpret_cast<uint4*>(reinterpret_cast<uint8_t*>(sK) + tile_off(j, c)) = v;
+      }
     }
     if constexpr (kWG) fence_proxy_async();
     __syncthreads();  // sK ready, sRaw free, slot data of kb + 1 visible
@@ -278,8 +321,7 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
         wgmma_fence();
   #pragma unroll
         for (int ks = 0; ks < kD / 16; ++ks)
-          wgmma_m64n32k16_ss(s, gmma_desc(sQ_base + ks * 256, 128, kRowGroupBytes),
-                             gmma_desc(sK_base + half * 4 * kRowGroupBytes + ks * 256, 128, kRowGroupBytes));
+          wgmma_m64n32k16_ss(s, desc_step(desc_q, ks * 16), desc_step(desc_k, ks * 16));
         wgmma_commit();
         wgmma_wait_all();
         reg_fence(s);
@@ -366,7 +408,7 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
         wgmma_fence();
   #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          wgmma_m64n256k16_rs(o, a[kk], gmma_desc(sK_base + kk * 2 * kRowGroupBytes + half * 32 * 128, kRowGroupBytes, 128));
+          wgmma_m64n256k16_rs(o, a[kk], desc_step(desc_v, kk * (2 * kRowGroupBytes / 16)));
         wgmma_commit();
         wgmma_wait_all();
         reg_fence(o);
