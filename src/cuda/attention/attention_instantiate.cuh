@@ -10,7 +10,7 @@ namespace smla::cuda {
 
 template <int NG, bool F16, int D, int FMT>
 void launch_attention_kernel(const AttnParams& p, dim3 grid, cudaStream_t stream) {
-  const size_t smem = attention_smem_bytes(NG, p.raw_stride, FMT >= 0 && key_groups(NG) == 1);
+  const size_t smem = attention_smem_bytes(NG, D, F16, FMT, p.raw_stride);
   // Raised on demand: the dynamic shared-memory limit is an attribute of the function.
   static size_t configured = 0;
   if (smem > configured) {

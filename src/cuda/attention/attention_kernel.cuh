@@ -37,15 +37,26 @@ constexpr int attention_threads(int ng) { return ng * key_groups(ng) * 64; }
 
 inline constexpr int kPStride = kBlockN + 8;  // P tile row: 144 bytes, ldmatrix conflict-free
 
+// The two warps of a row group share P (each computes the scores of half the keys) in every
+// CTA without key groups, except fp16 ones: 64-row fp16 tiles in padded rows leave no room for
+// the P tiles next to 1152-byte staged rows, and 48-row tiles cost more than the recomputation.
+constexpr bool shares_p(int ng, bool f16, int fmt) { return key_groups(ng) == 1 && (fmt >= 0 || (ng == 4 && !f16)); }
+// 64-row bf16 CTAs that share P run both products on warpgroup MMAs (wgmma): warpgroup `half`
+// computes S for its 32 keys of all 64 rows, then O for its 256 value columns. Their Q and K
+// tiles are stored as wgmma core matrices (no padding) and their P tiles are XOR-swizzled.
+constexpr bool uses_wgmma(int ng, bool f16, int fmt) { return shares_p(ng, f16, fmt) && ng == 4 && !f16; }
+
 // Shared memory: Q tile, dequantized K block, the raw bytes of the next key block (filled by
-// cp.async while the current block is computed), two sets of per-key slot data, and (share_p)
-// per 16-row group the 16 x 64 P tile and the row maxima / sums the group's two warps exchange.
-// Sharing P halves the QK^T work; with bf16/fp16 rows (1152 bytes staged) it does not fit next
-// to a 64-row tile, and 48-row tiles cost more (more CTAs read each key) than the recomputation.
-constexpr size_t attention_smem_bytes(int ng, int raw_stride, bool share_p) {
-  return static_cast<size_t>(ng * 16 + kBlockN) * kSmemStride * 2 + static_cast<size_t>(kBlockN) * raw_stride +
-         2 * kBlockN * (8 + 4 + 4) + (share_p ? static_cast<size_t>(ng) * (16 * kPStride * 2 + 2 * 2 * 16 * 4) : 0) +
-         2 * 4 * 64 * 4;  // key-group merge: row maxima and sums
+// cp.async while the current block is computed), two sets of per-key slot data, with shared P
+// per 16-row group the 16 x 64 P tile and the row maxima / sums the group's two warps exchange,
+// and with key groups their merge data. A 64-row wgmma CTA with 1152-byte bf16 rows takes
+// exactly the 227 KB limit.
+constexpr size_t attention_smem_bytes(int ng, int d_qk, bool f16, int fmt, int raw_stride) {
+  const bool wg = uses_wgmma(ng, f16, fmt);
+  const size_t tiles = wg ? static_cast<size_t>(2 * kBlockN) * d_qk * 2 : static_cast<size_t>(ng * 16 + kBlockN) * kSmemStride * 2;
+  const size_t p_tiles = shares_p(ng, f16, fmt) ? static_cast<size_t>(ng) * (16 * (wg ? kBlockN : kPStride) * 2 + 2 * 2 * 16 * 4) : 0;
+  const size_t merge = key_groups(ng) > 1 ? 2 * 4 * 64 * 4 : 0;
+  return tiles + static_cast<size_t>(kBlockN) * raw_stride + 2 * kBlockN * (8 + 4 + 4) + p_tiles + merge;
 }
 
 // The two warps of a 16-row group meet here (barrier 0 is __syncthreads).
@@ -64,31 +75,36 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 
 // kD: d_qk (576 or 512). kFmt: the cache format of every key set, or -1 to read it at run time
 // (element formats, or key sets of different formats).
-template <int NG, bool kF16, int kD, int kFmt, bool kShareP = (kFmt >= 0 && key_groups(NG) == 1)>
+template <int NG, bool kF16, int kD, int kFmt>
 __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(const AttnParams p) {
   constexpr int KG = key_groups(NG);
   constexpr int kRows = NG * 16;
   constexpr int kThreads = attention_threads(NG);
   constexpr int kKeys = kBlockN / KG;  // keys of each block this warp's key group handles
   constexpr int kNT = kKeys / 8;
-  // 64-row packed-format CTAs run both products on warpgroup MMAs: warpgroup `half` computes
-  // S for its 32 keys of all 64 rows, then O for its 256 value columns. Q and K tiles are then
-  // stored as wgmma core matrices instead of padded rows.
-  constexpr bool kWG = kShareP && NG == 4 && !kF16;
+  constexpr bool kShareP = shares_p(NG, kF16, kFmt);
+  constexpr bool kWG = uses_wgmma(NG, kF16, kFmt);
   constexpr int kRowGroupBytes = kD * 16;  // 8 rows of a core-matrix tile
+  constexpr int kTileHalves = kWG ? kBlockN * kD : kBlockN * kSmemStride;  // one Q or K tile
+  constexpr int kPS = kWG ? kBlockN : kPStride;  // P tile row (halves)
   constexpr int kPhases = kThreads / kBlockN;  // threads per key when staging and dequantizing
   extern __shared__ __align__(16) uint8_t smem[];
   uint16_t* sQ = reinterpret_cast<uint16_t*>(smem);
-  uint16_t* sK = sQ + kRows * kSmemStride;
-  uint8_t* sRaw = reinterpret_cast<uint8_t*>(sK + kBlockN * kSmemStride);    // raw key rows, raw_stride each
+  uint16_t* sK = sQ + (kWG ? kTileHalves : kRows * kSmemStride);
+  uint8_t* sRaw = reinterpret_cast<uint8_t*>(sK + kTileHalves);                  // raw key rows, raw_stride each
   int64_t* s_addr = reinterpret_cast<int64_t*>(sRaw + kBlockN * p.raw_stride);  // [2][64] page byte offset
   int32_t* s_pos = reinterpret_cast<int32_t*>(s_addr + 2 * kBlockN);            // [2][64] key position, -1 masked
   int32_t* s_off = s_pos + 2 * kBlockN;                                          // [2][64] token offset in its page
-  uint16_t* sP = reinterpret_cast<uint16_t*>(s_off + 2 * kBlockN);              // [NG][16][kPStride]
-  float* s_red = reinterpret_cast<float*>(sP + NG * 16 * kPStride);             // [NG][2][16] row maxima
+  uint16_t* sP = reinterpret_cast<uint16_t*>(s_off + 2 * kBlockN);              // [NG][16][kPS]
+  float* s_red = reinterpret_cast<float*>(sP + NG * 16 * kPS);                  // [NG][2][16] row maxima
   float* s_sum = s_red + NG * 2 * 16;                                            // [NG][2][16] row sums
-  float* s_mm = reinterpret_cast<float*>(smem + attention_smem_bytes(NG, p.raw_stride, kShareP)) - 2 * 4 * 64;
-  float* s_ll = s_mm + 4 * 64;                                                   // [KG][kRows] merge data
+  float* s_mm = reinterpret_cast<float*>(smem + attention_smem_bytes(NG, kD, kF16, kFmt, p.raw_stride)) - 2 * 4 * 64;
+  float* s_ll = s_mm + 4 * 64;                                                   // [KG][kRows] merge data (KG > 1)
+  // Half index of P element (row r, key column col); wgmma CTAs XOR the 16-byte chunk with the
+  // row so that unpadded rows stay conflict-free for ldmatrix and the score stores.
+  auto p_index = [](int r, int col) -> int {
+    return kWG ? r * kBlockN + (((col >> 3) ^ (r & 7)) << 3) + (col & 7) : r * kPStride + col;
+  };
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int group = kWG ? (warp & 3) : (warp >> 1), half = kWG ? (warp >> 2) : (warp & 1);
@@ -220,48 +236,27 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
     s_off[buf + tid] = static_cast<int32_t>(off);
   };
   // Raw bytes of block kb's valid keys into sRaw, asynchronously (no registers held).
+  // Raw bytes of block kb's valid keys into sRaw, asynchronously (no registers held): kPhases
+  // threads per key, each copying every kPhases-th 16-byte chunk, so the slot data is read once
+  // per key and the chunk loop is plain address arithmetic.
   auto fetch = [&](int kb) {
     const int buf = (kb & 1) * kBlockN;
-    if constexpr (kFmt >= 0) {
-      // Packed formats: kPhases threads per key, each copying every kPhases-th 16-byte chunk,
-      // so the slot data is read once and the chunk loop is plain address arithmetic.
-      const int j = tid % kBlockN, q = tid / kBlockN;
-      if (s_pos[buf + j] >= 0) {
-        const KeySetParams& ks = (kb * kBlockN + j < len_main) ? p.main : p.extra;
-        const uint8_t* page = ks.base + s_addr[buf + j];
-        const int off = s_off[buf + j];
-        const uint32_t dst = smem_addr(sRaw) + j * p.raw_stride;
-        if constexpr (kFmt == static_cast<int>(CacheFormat::fp8_model1)) {
-          const uint8_t* src = page + Model1Layout::data_offset(off);
-          for (int c = q; c < Model1Layout::data_bytes / 16; c += kPhases) cp_async16(dst + 16 * c, src + 16 * c);
-          if (q == kPhases - 1) cp_async8(dst + Model1Layout::data_bytes, page + Model1Layout::scales_offset(ks.page_size, off));
-        } else {
-          const uint8_t* src = page + static_cast<int64_t>(off) * DsMlaLayout::bytes_per_token;
-          for (int c = q; c < DsMlaLayout::bytes_per_token / 16; c += kPhases) cp_async16(dst + 16 * c, src + 16 * c);
-        }
-      }
-      cp_async_commit();
-      return;
-    }
-    const int chunks = kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)   ? DsMlaLayout::bytes_per_token / 16
-                       : kFmt == static_cast<int>(CacheFormat::fp8_model1) ? Model1Layout::data_bytes / 16 + 1
-                                                                            : p.raw_stride / 16;
-    const uint32_t raw_base = smem_addr(sRaw);
-    for (int i = tid; i < kBlockN * chunks; i += kThreads) {
-      const int j = i / chunks, c = i % chunks;
-      if (s_pos[buf + j] < 0) continue;
+    const int j = tid % kBlockN, q = tid / kBlockN;
+    if (s_pos[buf + j] >= 0) {
       const KeySetParams& ks = (p.dense || kb * kBlockN + j < len_main) ? p.main : p.extra;
       const uint8_t* page = ks.base + s_addr[buf + j];
       const int off = s_off[buf + j];
-      const uint32_t dst = raw_base + j * p.raw_stride + 16 * c;
+      const uint32_t dst = smem_addr(sRaw) + j * p.raw_stride;
       const int fmt = kFmt >= 0 ? kFmt : ks.format;
       if (fmt == static_cast<int>(CacheFormat::fp8_model1)) {
-        // 576 data bytes (36 chunks), then the 8 scale bytes of the token's second region.
-        if (c < Model1Layout::data_bytes / 16) cp_async16(dst, page + Model1Layout::data_offset(off) + 16 * c);
-        else if (c == Model1Layout::data_bytes / 16) cp_async8(dst, page + Model1Layout::scales_offset(ks.page_size, off));
+        // 576 data bytes, then the 8 scale bytes of the token's second region.
+        const uint8_t* src = page + Model1Layout::data_offset(off);
+        for (int c = q; c < Model1Layout::data_bytes / 16; c += kPhases) cp_async16(dst + 16 * c, src + 16 * c);
+        if (q == kPhases - 1) cp_async8(dst + Model1Layout::data_bytes, page + Model1Layout::scales_offset(ks.page_size, off));
       } else {
         const int row = fmt == static_cast<int>(CacheFormat::fp8_ds_mla) ? DsMlaLayout::bytes_per_token : key_row_bytes(ks);
-        if (16 * c < row) cp_async16(dst, page + token_offset(ks, off, kvh) + 16 * c);
+        const uint8_t* src = page + token_offset(ks, off, kvh);
+        for (int c = q; 16 * c < row; c += kPhases) cp_async16(dst + 16 * c, src + 16 * c);
       }
     }
     cp_async_commit();
@@ -277,34 +272,33 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
     cp_async_wait_all();
     __syncthreads();  // raw(kb) landed; the previous block's K is no longer read
     if (kb + 1 < kb_end) resolve(kb + 1);
-    // Dequantize 64 keys x d_qk values from sRaw into sK.
-    if constexpr (kFmt >= 0) {
-      // Each thread keeps one key and every kPhases-th chunk of it; 8 consecutive threads
-      // take 8 consecutive keys, so each 8-thread store covers distinct banks in both layouts.
+    // Dequantize 64 keys x d_qk values from sRaw into sK. Each thread keeps one key and every
+    // kPhases-th chunk of it; 8 consecutive threads take 8 consecutive keys, so each 8-thread
+    // store covers distinct banks in both tile layouts.
+    {
       const int j = ((tid >> 3) % 8) * 8 + (tid & 7), cq = (tid >> 6) % kPhases;
       const bool ok = s_pos[buf + j] >= 0;
+      const KeySetParams& ks = (p.dense || kb * kBlockN + j < len_main) ? p.main : p.extra;
+      const int fmt = kFmt >= 0 ? kFmt : ks.format;
+      const float k_scale = kFmt >= 0 ? 1.0f : ks.k_scale;
       const uint8_t* raw = sRaw + j * p.raw_stride;
       uint8_t* dst = reinterpret_cast<uint8_t*>(sK) + tile_off(j, 0);
       constexpr int kChunkBytes = kWG ? 128 : 16;  // distance between chunks c and c + 1
-  #pragma unroll
-      for (int k = 0; k < (d_chunks + kPhases - 1) / kPhases; ++k) {
+      constexpr int kSteps = (d_chunks + kPhases - 1) / kPhases;
+      auto chunk = [&](int k) {
         const int c = cq + kPhases * k;
         if (c < d_chunks) {
-          const uint4 v = ok ? dequant_chunk(kFmt, raw, raw + Model1Layout::data_bytes, c, 1.0f, kF16)
+          const uint4 v = ok ? dequant_chunk(fmt, raw, raw + Model1Layout::data_bytes, c, k_scale, kF16)
                              : make_uint4(0, 0, 0, 0);
           *reinterpret_cast<uint4*>(dst + c * kChunkBytes) = v;
         }
-      }
-    } else {
-      for (int i = tid; i < kBlockN * d_chunks; i += kThreads) {
-        const int j = i / d_chunks, c = i % d_chunks;
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (s_pos[buf + j] >= 0) {
-          const KeySetParams& ks = (p.dense || kb * kBlockN + j < len_main) ? p.main : p.extra;
-          const uint8_t* raw = sRaw + j * p.raw_stride;
-          v = dequant_chunk(ks.format, raw, raw + Model1Layout::data_bytes, c, ks.k_scale, kF16);
-        }
-        *reinterpret_cast<uint4*>(reinterpret_cast<uint8_t*>(sK) + tile_off(j, c)) = v;
+      };
+      if constexpr (kFmt >= 0) {
+  #pragma unroll
+        for (int k = 0; k < kSteps; ++k) chunk(k);
+      } else {  // the run-time format switch stays in the loop: unrolling it all costs registers
+  #pragma unroll 2
+        for (int k = 0; k < kSteps; ++k) chunk(k);
       }
     }
     if constexpr (kWG) fence_proxy_async();
@@ -375,7 +369,7 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
         m_run[k] = m_new;
       }
       // P of this warp's keys into the group's P tile; row sums stay per warp (same alpha in both).
-      uint16_t* prow = sP + group * 16 * kPStride;
+      uint16_t* prow = sP + group * 16 * kPS;
       float rs[2] = {0.f, 0.f};
   #pragma unroll
       for (int nt = 0; nt < 4; ++nt) {
@@ -383,7 +377,7 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
         for (int k = 0; k < 2; ++k) {
           const float p0 = exp2f(s[nt][2 * k] - m_use[k]), p1 = exp2f(s[nt][2 * k + 1] - m_use[k]);
           rs[k] += p0 + p1;
-          *reinterpret_cast<uint32_t*>(prow + ((lane >> 2) + 8 * k) * kPStride + half * 32 + nt * 8 + 2 * (lane & 3)) =
+          *reinterpret_cast<uint32_t*>(prow + p_index((lane >> 2) + 8 * k, half * 32 + nt * 8 + 2 * (lane & 3))) =
               pack2<kF16>(p0, p1);
         }
       }
@@ -399,12 +393,12 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
       pair_barrier(group);  // the group's full 16 x 64 P tile is written
 
       // ---- O += P V over this warp's 256 value columns
-      const uint32_t p_addr = smem_addr(prow) + ((lane & 15) * kPStride + (lane >> 4) * 8) * 2;
       if constexpr (kWG) {
         // P (this warp's 16 rows) from registers; V = the K tile read MN-major: 16 keys x 256 columns.
         uint32_t a[4][4];
   #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) ldmatrix_x4(a[kk], p_addr + kk * 32);
+        for (int kk = 0; kk < 4; ++kk)
+          ldmatrix_x4(a[kk], smem_addr(prow + p_index(lane & 15, kk * 16 + (lane >> 4) * 8)));
         wgmma_fence();
   #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
@@ -414,6 +408,7 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
         reg_fence(o);
         reg_fence(a);
       } else {
+        const uint32_t p_addr = smem_addr(prow) + ((lane & 15) * kPStride + (lane >> 4) * 8) * 2;
         const uint32_t v_addr = sK_base + ((((lane >> 3) & 1) * 8 + (lane & 7)) * kSmemStride +
                                            half * kDvHalf + (lane >> 4) * 8) * 2;
   #pragma unroll

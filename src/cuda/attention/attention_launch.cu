@@ -69,10 +69,10 @@ void dispatch_ng(int ng, const AttnParams& p, dim3 grid, cudaStream_t stream) {
   }
 }
 
-// Kernels specialized to one packed format share P between the warps of a row group.
-bool uses_shared_p(int format, int ng) {
-  if (key_groups(ng) != 1) return false;
-  return format == static_cast<int>(CacheFormat::fp8_ds_mla) || format == static_cast<int>(CacheFormat::fp8_model1);
+// The instantiation's format argument: packed formats have their own kernels.
+int kernel_format(int format, bool f16) {
+  const bool packed = format == static_cast<int>(CacheFormat::fp8_ds_mla) || format == static_cast<int>(CacheFormat::fp8_model1);
+  return packed && !f16 ? format : kAnyFormat;
 }
 
 // The instantiation for (element type, d_qk, format); see instantiations/.
@@ -92,8 +92,8 @@ void dispatch(const AttentionPlan& plan, const AttnParams& p, dim3 grid, cudaStr
   }
 }
 
-int ctas_per_sm(int ng, int raw_stride, bool share_p) {
-  const size_t smem = attention_smem_bytes(ng, raw_stride, share_p);
+int ctas_per_sm(int ng, int d_qk, bool f16, int format, int raw_stride) {
+  const size_t smem = attention_smem_bytes(ng, d_qk, f16, kernel_format(format, f16), raw_stride);
   const DeviceInfo& d = current_device_info();
   int by_smem = static_cast<int>(d.smem_per_sm / (smem + 1024));
   int by_regs = 65536 / (attention_threads(ng) * 255);
@@ -102,8 +102,8 @@ int ctas_per_sm(int ng, int raw_stride, bool share_p) {
 
 }  // namespace
 
-AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, bool tokens_share_keys, bool f16, bool allow_split,
-                             int raw_stride, int format) {
+AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, int d_qk, bool tokens_share_keys, bool f16,
+                             bool allow_split, int raw_stride, int format) {
   AttentionPlan pl;
   s_q = std::max(s_q, 1);  // empty calls return before launching; keep the tiling arithmetic defined
   h_q = std::max(h_q, 1);
@@ -112,7 +112,8 @@ AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, bool tokens_shar
   pl.format = format;
   const int hpk = h_q / std::max(h_kv, 1);
   // 64 rows per CTA unless the widest staged rows (bf16 at d_qk 576) leave no room for them.
-  const int kMaxRows = attention_smem_bytes(4, raw_stride, uses_shared_p(format, 4)) <= kMaxSmemPerBlock ? 64 : 48;
+  const int kMaxRows =
+      attention_smem_bytes(4, d_qk, f16, kernel_format(format, f16), raw_stride) <= kMaxSmemPerBlock ? 64 : 48;
   pl.tokens_per_cta = tokens_share_keys ? std::min(s_q, kMaxRows) : 1;
   pl.token_groups = (s_q + pl.tokens_per_cta - 1) / pl.tokens_per_cta;
   int heads_cap = std::max(1, kMaxRows / pl.tokens_per_cta);
@@ -123,7 +124,7 @@ AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, bool tokens_shar
   pl.split = allow_split && b > 0;
   if (pl.split) {
     const int64_t ctas_per_split = static_cast<int64_t>(h_kv) * pl.tiles_per_kv * pl.token_groups;
-    const int64_t slots = static_cast<int64_t>(current_device_info().sm_count) * ctas_per_sm(pl.ng, raw_stride, uses_shared_p(format, pl.ng));
+    const int64_t slots = static_cast<int64_t>(current_device_info().sm_count) * ctas_per_sm(pl.ng, d_qk, f16, format, raw_stride);
     pl.num_units = static_cast<int>(std::max<int64_t>(1, slots / std::max<int64_t>(1, ctas_per_split)));
     pl.max_splits = max_total_splits(b, pl.num_units);
   }

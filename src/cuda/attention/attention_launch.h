@@ -26,8 +26,8 @@ struct AttentionPlan {
 };
 
 // Shapes only (never device values), so the plan and the workspace size are graph-safe.
-AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, bool tokens_share_keys, bool f16, bool allow_split,
-                             int raw_stride, int format);
+AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, int d_qk, bool tokens_share_keys, bool f16,
+                             bool allow_split, int raw_stride, int format);
 // Staged bytes per key row for a key set (multiple of 16).
 int staged_row_bytes(const KeySetParams& ks);
 size_t attention_workspace_bytes(const AttentionPlan& plan, int b, int s_q, int h_q);

@@ -84,7 +84,8 @@ AttentionPlan sparse_decode_plan(const SparseDecodeArgs& a) {
     if (a.extra_cache.format != a.cache.format) format = -1;
   }
   return plan_attention(static_cast<int>(a.q.shape[0]), static_cast<int>(a.q.shape[1]),
-                        static_cast<int>(a.q.shape[2]), 1, false, false, true, raw, format);
+                        static_cast<int>(a.q.shape[2]), 1, static_cast<int>(a.q.shape[3]), false, false, true, raw,
+                        format);
 }
 
 // Prefill is a decode batch of s_q single-token requests over an unpaged kv: page size 1,
@@ -165,7 +166,7 @@ AttnParams dense_decode_params(const DenseDecodeArgs& a) {
 
 AttentionPlan dense_decode_plan(const DenseDecodeArgs& a) {
   return plan_attention(static_cast<int>(a.q.shape[0]), static_cast<int>(a.q.shape[1]),
-                        static_cast<int>(a.q.shape[2]), a.cache.h_kv(), true,
+                        static_cast<int>(a.q.shape[2]), a.cache.h_kv(), static_cast<int>(a.q.shape[3]), true,
                         a.cache.format == CacheFormat::fp16, true, staged_row_bytes(key_set(a.cache)), -1);
 }
 
@@ -183,8 +184,9 @@ void sparse_decode(const SparseDecodeArgs& a, const Exec& exec) {
 size_t sparse_prefill_workspace_size(const SparsePrefillArgs&) { return 0; }
 
 void sparse_prefill(const SparsePrefillArgs& a, const Exec& exec) {
-  const AttentionPlan plan = plan_attention(static_cast<int>(a.q.shape[0]), 1, static_cast<int>(a.q.shape[1]), 1,
-                                            false, false, false, 2 * static_cast<int>(a.q.shape[2]), -1);
+  const int d_qk = static_cast<int>(a.q.shape[2]);
+  const AttentionPlan plan = plan_attention(static_cast<int>(a.q.shape[0]), 1, static_cast<int>(a.q.shape[1]), 1, d_qk,
+                                            false, false, false, 2 * d_qk, -1);
   launch_attention(sparse_prefill_params(a), plan, exec.workspace, as_stream(exec.stream));
 }
 
