@@ -59,6 +59,19 @@ constexpr size_t attention_smem_bytes(int ng, int d_qk, bool f16, int fmt, int r
   return tiles + static_cast<size_t>(kBlockN) * raw_stride + 2 * kBlockN * (8 + 4 + 4) + p_tiles + merge;
 }
 
+// O *= alpha of its row (fragment rows g and g + 8). Skipped when no row of the warp raised its
+// running maximum (every alpha is exactly 1), the common case once the maxima settle.
+__device__ __forceinline__ void rescale_rows(float (&o)[32][4], const float (&alpha)[2]) {
+  if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    o[i][0] *= alpha[0];
+    o[i][1] *= alpha[0];
+    o[i][2] *= alpha[1];
+    o[i][3] *= alpha[1];
+  }
+}
+
 // The two warps of a 16-row group meet here (barrier 0 is __syncthreads).
 __device__ __forceinline__ void pair_barrier(int group) {
   asm volatile("bar.sync %0, 64;\n" ::"r"(1 + group) : "memory");
@@ -204,8 +217,18 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
   };
   const int t_sparse = t0;  // sparse CTAs own exactly one token
 
+  // Key tid of block kb: its index (sparse) or block-table entry (dense), loaded one block ahead
+  // of resolve so that the global load is in flight during a block's products.
+  auto load_key = [&](int kb) -> int64_t {
+    const int v = kb * kBlockN + tid;
+    if (tid >= kBlockN || v >= len_total) return -1;
+    if (p.dense) return __ldg(p.block_table + req * p.bt_sb + v / p.main.page_size);
+    const KeySetParams& ks = v < len_main ? p.main : p.extra;
+    const int j = v < len_main ? v : v - len_main;
+    return __ldg(ks.indices + req * ks.idx_sb + t_sparse * ks.idx_st + j);
+  };
   // Slot data of block kb into buffer kb & 1; invalid keys are masked and never dereferenced.
-  auto resolve = [&](int kb) {
+  auto resolve = [&](int kb, int64_t key) {
     if (tid >= kBlockN) return;
     const int buf = (kb & 1) * kBlockN;
     const int v = kb * kBlockN + tid;
@@ -215,16 +238,11 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
       const KeySetParams& ks = (p.dense || v < len_main) ? p.main : p.extra;
       int64_t blk = -1;
       if (p.dense) {
-        blk = __ldg(p.block_table + req * p.bt_sb + v / ks.page_size);
+        blk = key < ks.num_blocks ? key : -1;
         off = v % ks.page_size;
-        if (blk >= ks.num_blocks) blk = -1;
-      } else {
-        const int j = v < len_main ? v : v - len_main;
-        const int64_t idx = __ldg(ks.indices + req * ks.idx_sb + t_sparse * ks.idx_st + j);
-        if (idx >= 0 && idx < ks.num_blocks * ks.page_size) {
-          blk = idx / ks.page_size;
-          off = idx % ks.page_size;
-        }
+      } else if (key >= 0 && key < ks.num_blocks * ks.page_size) {
+        blk = key / ks.page_size;
+        off = key % ks.page_size;
       }
       if (blk >= 0) {
         pos = v;
@@ -235,7 +253,6 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
     s_addr[buf + tid] = page;
     s_off[buf + tid] = static_cast<int32_t>(off);
   };
-  // Raw bytes of block kb's valid keys into sRaw, asynchronously (no registers held).
   // Raw bytes of block kb's valid keys into sRaw, asynchronously (no registers held): kPhases
   // threads per key, each copying every kPhases-th 16-byte chunk, so the slot data is read once
   // per key and the chunk loop is plain address arithmetic.
@@ -262,16 +279,18 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
     cp_async_commit();
   };
 
+  int64_t next_key = -1;  // load_key(kb + 1) while block kb is processed
   if (kb_begin < kb_end) {
-    resolve(kb_begin);
+    resolve(kb_begin, load_key(kb_begin));
     __syncthreads();
     fetch(kb_begin);
+    if (kb_begin + 1 < kb_end) next_key = load_key(kb_begin + 1);
   }
   for (int kb = kb_begin; kb < kb_end; ++kb) {
     const int buf = (kb & 1) * kBlockN;
     cp_async_wait_all();
     __syncthreads();  // raw(kb) landed; the previous block's K is no longer read
-    if (kb + 1 < kb_end) resolve(kb + 1);
+    if (kb + 1 < kb_end) resolve(kb + 1, next_key);
     // Dequantize 64 keys x d_qk values from sRaw into sK. Each thread keeps one key and every
     // kPhases-th chunk of it; 8 consecutive threads take 8 consecutive keys, so each 8-thread
     // store covers distinct banks in both tile layouts.
@@ -304,6 +323,7 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
     if constexpr (kWG) fence_proxy_async();
     __syncthreads();  // sK ready, sRaw free, slot data of kb + 1 visible
     if (kb + 1 < kb_end) fetch(kb + 1);
+    if (kb + 2 < kb_end) next_key = load_key(kb + 2);
 
     if constexpr (kShareP) {
       // ---- S = Q K^T: this warp's 16 rows x its half of the 64 keys (32 keys)
@@ -383,13 +403,7 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
       }
   #pragma unroll
       for (int k = 0; k < 2; ++k) l_run[k] = l_run[k] * alpha[k] + rs[k];
-  #pragma unroll
-      for (int i = 0; i < 32; ++i) {
-        o[i][0] *= alpha[0];
-        o[i][1] *= alpha[0];
-        o[i][2] *= alpha[1];
-        o[i][3] *= alpha[1];
-      }
+      rescale_rows(o, alpha);
       pair_barrier(group);  // the group's full 16 x 64 P tile is written
 
       // ---- O += P V over this warp's 256 value columns
@@ -482,13 +496,7 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
       }
   #pragma unroll
       for (int k = 0; k < 2; ++k) l_run[k] = l_run[k] * alpha[k] + rs[k];
-  #pragma unroll
-      for (int i = 0; i < 32; ++i) {
-        o[i][0] *= alpha[0];
-        o[i][1] *= alpha[0];
-        o[i][2] *= alpha[1];
-        o[i][3] *= alpha[1];
-      }
+      rescale_rows(o, alpha);
 
       // ---- O += P V over this warp's 256 value columns
       const uint32_t v_addr = sK_base + ((key0 + ((lane >> 3) & 1) * 8 + (lane & 7)) * kSmemStride +
