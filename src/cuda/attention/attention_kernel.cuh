@@ -1,14 +1,15 @@
-// Gather attention on tensor cores (mma.sync m16n8k16): one CTA owns up to 64 query rows
-// (heads x tokens that share one key list) and walks its share of the key list in blocks of
-// 64 keys. Each block is staged with cp.async while the previous one computes, dequantized to
-// 16-bit in shared memory, then
-//   S = Q K^T  (packed formats: the two warps of a 16-row group split the keys and share P
-//               through shared memory; otherwise both compute the group's scores),
+// Gather attention on tensor cores: one CTA owns up to 64 query rows (heads x tokens that share
+// one key list) and walks its share of the key list in blocks of 64 keys. Each block is staged
+// with cp.async while the previous one computes, dequantized to 16-bit in shared memory, then
+//   S = Q K^T  (the two warps of a 16-row group split the keys and share P through shared
+//               memory; fp16 and 48-row element-format CTAs have both compute the scores),
 //   online softmax in registers,
 //   O += P V   (the two warps of a group each own half of the 512 value columns),
-// so a thread keeps 16 x 256 / 32 = 128 accumulators. With 16 or 32 rows, key groups split
-// each block and merge at the end. Rows padded past the real heads hold zeros and are never
-// written, so they cannot leak NaN into real heads. docs/design/attention_sm90.md has the numbers.
+// so a thread keeps 16 x 256 / 32 = 128 accumulators. 64-row bf16 CTAs run both products on
+// warpgroup MMAs (wgmma; warpgroup = value-column half), the others on mma.sync m16n8k16. With
+// 16 or 32 rows, key groups split each block and merge at the end. Rows padded past the real
+// heads hold zeros and are never written, so they cannot leak NaN into real heads.
+// docs/design/attention_sm90.md has the numbers.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -217,18 +218,8 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
   };
   const int t_sparse = t0;  // sparse CTAs own exactly one token
 
-  // Key tid of block kb: its index (sparse) or block-table entry (dense), loaded one block ahead
-  // of resolve so that the global load is in flight during a block's products.
-  auto load_key = [&](int kb) -> int64_t {
-    const int v = kb * kBlockN + tid;
-    if (tid >= kBlockN || v >= len_total) return -1;
-    if (p.dense) return __ldg(p.block_table + req * p.bt_sb + v / p.main.page_size);
-    const KeySetParams& ks = v < len_main ? p.main : p.extra;
-    const int j = v < len_main ? v : v - len_main;
-    return __ldg(ks.indices + req * ks.idx_sb + t_sparse * ks.idx_st + j);
-  };
   // Slot data of block kb into buffer kb & 1; invalid keys are masked and never dereferenced.
-  auto resolve = [&](int kb, int64_t key) {
+  auto resolve = [&](int kb) {
     if (tid >= kBlockN) return;
     const int buf = (kb & 1) * kBlockN;
     const int v = kb * kBlockN + tid;
@@ -238,11 +229,16 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
       const KeySetParams& ks = (p.dense || v < len_main) ? p.main : p.extra;
       int64_t blk = -1;
       if (p.dense) {
-        blk = key < ks.num_blocks ? key : -1;
+        blk = __ldg(p.block_table + req * p.bt_sb + v / ks.page_size);
         off = v % ks.page_size;
-      } else if (key >= 0 && key < ks.num_blocks * ks.page_size) {
-        blk = key / ks.page_size;
-        off = key % ks.page_size;
+        if (blk >= ks.num_blocks) blk = -1;
+      } else {
+        const int j = v < len_main ? v : v - len_main;
+        const int64_t idx = __ldg(ks.indices + req * ks.idx_sb + t_sparse * ks.idx_st + j);
+        if (idx >= 0 && idx < ks.num_blocks * ks.page_size) {
+          blk = idx / ks.page_size;
+          off = idx % ks.page_size;
+        }
       }
       if (blk >= 0) {
         pos = v;
@@ -253,6 +249,7 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
     s_addr[buf + tid] = page;
     s_off[buf + tid] = static_cast<int32_t>(off);
   };
+  // Raw bytes of block kb's valid keys into sRaw, asynchronously (no registers held).
   // Raw bytes of block kb's valid keys into sRaw, asynchronously (no registers held): kPhases
   // threads per key, each copying every kPhases-th 16-byte chunk, so the slot data is read once
   // per key and the chunk loop is plain address arithmetic.
@@ -279,18 +276,16 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
     cp_async_commit();
   };
 
-  int64_t next_key = -1;  // load_key(kb + 1) while block kb is processed
   if (kb_begin < kb_end) {
-    resolve(kb_begin, load_key(kb_begin));
+    resolve(kb_begin);
     __syncthreads();
     fetch(kb_begin);
-    if (kb_begin + 1 < kb_end) next_key = load_key(kb_begin + 1);
   }
   for (int kb = kb_begin; kb < kb_end; ++kb) {
     const int buf = (kb & 1) * kBlockN;
     cp_async_wait_all();
     __syncthreads();  // raw(kb) landed; the previous block's K is no longer read
-    if (kb + 1 < kb_end) resolve(kb + 1, next_key);
+    if (kb + 1 < kb_end) resolve(kb + 1);
     // Dequantize 64 keys x d_qk values from sRaw into sK. Each thread keeps one key and every
     // kPhases-th chunk of it; 8 consecutive threads take 8 consecutive keys, so each 8-thread
     // store covers distinct banks in both tile layouts.
@@ -323,7 +318,6 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
     if constexpr (kWG) fence_proxy_async();
     __syncthreads();  // sK ready, sRaw free, slot data of kb + 1 visible
     if (kb + 1 < kb_end) fetch(kb + 1);
-    if (kb + 2 < kb_end) next_key = load_key(kb + 2);
 
     if constexpr (kShareP) {
       // ---- S = Q K^T: this warp's 16 rows x its half of the 64 keys (32 keys)
