@@ -1,64 +1,106 @@
-"""The benchmark set of docs/PERF.md: runs `smla bench` for each configuration on the GPU and
-prints a markdown table with the fraction of the ceilings measured in the same run and the
-matching FlashMLA figure from shared/ANCHORS.md.
+"""The benchmark set of docs/PERF.md: runs `smla bench` (CUDA-graph replays, cold L2, serving-
+like inputs) for each configuration on the GPU, prints a markdown table with the fraction of the
+ceilings measured in the same run and the matching FlashMLA figure from shared/ANCHORS.md
+("Side by side", 2026-11-30, same H200 and method), and writes one JSON object per
+configuration (key, us, tflops, gbps, commit, date, check) to OUT_JSONL.
 
-usage: python3 bench/run_set.py SMLA_BINARY CEILINGS_JSON OUT_JSONL [--quick]"""
+usage: python3 bench/run_set.py SMLA_BINARY CEILINGS_JSON OUT_JSONL [--commit C] [--only PREFIX,...]
+                                [--generic]
+  --generic  also time every sparse_decode configuration on the generic gather-attention kernel
+             (SMLA_SPARSE_DECODE_KERNEL=generic), for an A/B in the same run."""
+import argparse
+import datetime
 import json
+import os
 import subprocess
-import sys
 
-# (name, smla bench flags, FlashMLA µs on the same H200 or None)
+V32 = "--op sparse_decode --format fp8_ds_mla --topk 2048"
+V4 = "--op sparse_decode --format fp8_model1 --window --topk 128 --page 256 --extra_page 64 --sink"
+
+# (key, name, smla bench flags, FlashMLA µs on the same H200 or None). Keys of the targets are
+# the issue tables' codes.
 CONFIGS = [
-    ("V3.2 decode fp8_ds_mla b128 s_q2 h128", "--op sparse_decode --b 128 --s_q 2 --h_q 128 --topk 2048", 369.5),
-    ("V3.2 decode fp8_ds_mla b128 s_q2 h16", "--op sparse_decode --b 128 --s_q 2 --h_q 16 --topk 2048", 230.3),
-    ("V3.2 decode fp8_ds_mla b128 s_q1 h128", "--op sparse_decode --b 128 --s_q 1 --h_q 128 --topk 2048", 189.8),
-    ("V3.2 decode fp8_ds_mla b128 s_q1 h64", "--op sparse_decode --b 128 --s_q 1 --h_q 64 --topk 2048", 121.3),
-    ("V3.2 decode fp8_ds_mla b128 s_q1 h16", "--op sparse_decode --b 128 --s_q 1 --h_q 16 --topk 2048", 121.3),
-    ("V3.2 decode fp8_ds_mla b1 s_q1 h128", "--op sparse_decode --b 1 --s_q 1 --h_q 128 --topk 2048", 21.5),
-    ("V3.2 decode fp8_ds_mla b32 s_q1 h128", "--op sparse_decode --b 32 --s_q 1 --h_q 128 --topk 2048", 66.8),
-    ("V4 decode fp8_model1 b128 s_q1 h64 win128+512", "--op sparse_decode --format fp8_model1 --b 128 --s_q 1 --h_q 64 "
-     "--window --topk 128 --page 256 --extra_topk 512 --extra_page 64 --sink", 52.6),
-    ("V4 decode fp8_model1 b128 s_q1 h128 win128+1024", "--op sparse_decode --format fp8_model1 --b 128 --s_q 1 "
-     "--h_q 128 --window --topk 128 --page 256 --extra_topk 1024 --extra_page 64 --sink", 109.0),
-    ("sparse prefill bf16 s_q4096 h128 topk2048 s_kv32768", "--op sparse_prefill --s_q 4096 --h_q 128 --topk 2048 "
-     "--s_kv 32768", 4121.0),
-    ("dense decode bf16 b128 s_q1 h128 seqlen8192", "--op dense_decode --format bf16 --b 128 --s_q 1 --h_q 128 "
-     "--seqlen 8192 --page 64", 461.3),
-    ("dense decode bf16 b128 s_q1 h16 seqlen8192", "--op dense_decode --format bf16 --b 128 --s_q 1 --h_q 16 "
-     "--seqlen 8192 --page 64", 311.8),
-    ("dense decode fp8_e4m3 b128 s_q1 h16 seqlen8192", "--op dense_decode --format fp8_e4m3 --b 128 --s_q 1 --h_q 16 "
-     "--seqlen 8192 --page 64", None),
+    ("sd_v32_b128_sq2_h128", "V3.2 sparse fp8 b128 s_q2 h128 topk2048", f"{V32} --b 128 --s_q 2 --h_q 128", 368.3),
+    ("sd_v32_b128_sq1_h128", "V3.2 b128 s_q1 h128", f"{V32} --b 128 --s_q 1 --h_q 128", 189.5),
+    ("sd_v32_b128_sq1_h64", "V3.2 b128 s_q1 h64", f"{V32} --b 128 --s_q 1 --h_q 64", 120.4),
+    ("sd_v32_b128_sq1_h32", "V3.2 b128 s_q1 h32 (FlashMLA padded to 64)", f"{V32} --b 128 --s_q 1 --h_q 32", 120.1),
+    ("sd_v32_b128_sq1_h16", "V3.2 b128 s_q1 h16 (FlashMLA padded to 64)", f"{V32} --b 128 --s_q 1 --h_q 16", 119.8),
+    ("sd_v32_b128_sq2_h16", "V3.2 b128 s_q2 h16 (FlashMLA padded to 64)", f"{V32} --b 128 --s_q 2 --h_q 16", 228.1),
+    ("sd_v32_b32_sq1_h128", "V3.2 b32 s_q1 h128", f"{V32} --b 32 --s_q 1 --h_q 128", 66.4),
+    ("sd_v32_b8_sq1_h128", "V3.2 b8 s_q1 h128", f"{V32} --b 8 --s_q 1 --h_q 128", 30.0),
+    ("sd_v32_b1_sq1_h128", "V3.2 b1 s_q1 h128", f"{V32} --b 1 --s_q 1 --h_q 128", 21.4),
+    ("sd_v4_b128_sq1_h64", "V4 fp8_model1 b128 s_q1 h64, 128 + 512 keys, sink", f"{V4} --b 128 --s_q 1 --h_q 64 --extra_topk 512", 61.2),
+    ("sd_v4_b128_sq2_h64", "V4 b128 s_q2 h64, 128 + 512", f"{V4} --b 128 --s_q 2 --h_q 64 --extra_topk 512", 104.4),
+    ("sd_v4_b128_sq1_h128", "V4 b128 s_q1 h128, 128 + 1024", f"{V4} --b 128 --s_q 1 --h_q 128 --extra_topk 1024", 110.5),
+    ("sd_v4_b128_sq2_h128", "V4 b128 s_q2 h128, 128 + 1024", f"{V4} --b 128 --s_q 2 --h_q 128 --extra_topk 1024", 209.5),
+    ("sp_d576_h128_k2048_s32k", "sparse prefill d576 s_q4096 h128 topk2048 s_kv32768",
+     "--op sparse_prefill --s_q 4096 --h_q 128 --topk 2048 --s_kv 32768", 3610.9),
+    ("dd_bf16_b128_sq1_h16_L8k", "dense bf16 b128 s_q1 h16 L8192", "--op dense_decode --format bf16 --b 128 --s_q 1 "
+     "--h_q 16 --seqlen 8192 --page 64", 321.2),
+    ("dd_bf16_b128_sq1_h128_L8k", "dense bf16 b128 s_q1 h128 L8192", "--op dense_decode --format bf16 --b 128 --s_q 1 "
+     "--h_q 128 --seqlen 8192 --page 64", 458.2),
+    ("dd_fp8_b128_sq1_h16_L8k", "dense fp8_e4m3 b128 s_q1 h16 L8192", "--op dense_decode --format fp8_e4m3 --b 128 "
+     "--s_q 1 --h_q 16 --seqlen 8192 --page 64", None),
 ]
 
 
+def run_one(smla, flags, env=None):
+    cmd = [smla, "bench", "--backend", "cuda", "--json", "/tmp/smla_bench.json"] + flags.split()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
+    if proc.returncode != 0:
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        return None, lines[-1] if lines else f"rc {proc.returncode}"
+    with open("/tmp/smla_bench.json") as f:
+        return json.load(f)["results"][0], None
+
+
 def main():
-    smla, ceilings_path, out_path = sys.argv[1:4]
-    with open(ceilings_path) as f:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("smla")
+    ap.add_argument("ceilings")
+    ap.add_argument("out")
+    ap.add_argument("--commit", default=os.environ.get("SMLA_COMMIT", "unknown"))
+    ap.add_argument("--only", default="")
+    ap.add_argument("--generic", action="store_true")
+    args = ap.parse_args()
+    with open(args.ceilings) as f:
         ceil = json.load(f)
+    date = datetime.date.today().isoformat()
+    only = [p for p in args.only.split(",") if p]
     rows = []
-    with open(out_path, "w") as out:
-        for name, flags, anchor in CONFIGS:
-            cmd = [smla, "bench", "--backend", "cuda", "--json", "/tmp/smla_bench.json"] + flags.split()
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
-            if proc.returncode != 0:
-                rows.append(f"| {name} | failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]} |")
+    with open(args.out, "w") as out:
+        for key, name, flags, anchor in CONFIGS:
+            if only and not any(key.startswith(p) for p in only):
                 continue
-            with open("/tmp/smla_bench.json") as f:
-                r = json.load(f)["results"][0]
-            r["name"], r["flashmla_us"] = name, anchor
-            out.write(json.dumps(r) + "\n")
-            us = r["time_ms"] * 1e3
-            ratio = f"{anchor / us:.2f}x" if anchor else "-"
-            rows.append(
-                f"| {name} | {us:.1f} | {r['tflops']:.1f} | {r['gbps']:.0f} | "
-                f"{100 * r['tflops'] / ceil['bf16_mm_TFLOPs']:.0f}% | {100 * r['gbps'] / ceil['copy_GBps']:.0f}% | "
-                f"{anchor if anchor else '-'} | {ratio} | {r['status']} {r.get('max_err', 0):.1e} |")
-            print(rows[-1], flush=True)
+            variants = [("", None)]
+            if args.generic and key.startswith("sd_"):
+                variants.append((" [generic]", dict(os.environ, SMLA_SPARSE_DECODE_KERNEL="generic")))
+            for suffix, env in variants:
+                r, err = run_one(args.smla, flags, env)
+                if r is None:
+                    rows.append(f"| `{key}`{suffix} | {name} | failed: {err} |")
+                    print(rows[-1], flush=True)
+                    continue
+                us = r["time_ms"] * 1e3
+                rec = {"key": key + ("_generic" if suffix else ""), "name": name, "us": round(us, 2),
+                       "tflops": r["tflops"], "gbps": r["gbps"], "commit": args.commit, "date": date,
+                       "check": r["status"], "max_err": r.get("max_err"), "lse_err": r.get("lse_err"),
+                       "flashmla_us": anchor, "ratio_vs_flashmla": round(anchor / us, 3) if anchor else None,
+                       "pct_mm_ceiling": round(100 * r["tflops"] / ceil["bf16_mm_TFLOPs"], 1),
+                       "pct_copy_ceiling": round(100 * r["gbps"] / ceil["copy_GBps"], 1),
+                       "shape": r.get("shape"), "flags": flags}
+                out.write(json.dumps(rec) + "\n")
+                ratio = f"{anchor / us:.2f}x" if anchor else "-"
+                rows.append(
+                    f"| `{key}`{suffix} | {name} | {us:.1f} | {r['tflops']:.1f} | {r['gbps']:.0f} | "
+                    f"{rec['pct_mm_ceiling']:.0f}% | {rec['pct_copy_ceiling']:.0f}% | "
+                    f"{anchor if anchor else '-'} | {ratio} | {r['status']} {r.get('max_err', 0) or 0:.1e} |")
+                print(rows[-1], flush=True)
     print()
     print(f"Ceilings in this run: copy {ceil['copy_GBps']} GB/s, bf16 matmul {ceil['bf16_mm_TFLOPs']} TFLOP/s")
     print()
-    print("| config | µs | TFLOP/s | GB/s | % mm ceiling | % copy ceiling | FlashMLA µs | FlashMLA/smla | check |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| key | config | µs | TFLOP/s | GB/s | % mm ceiling | % copy ceiling | FlashMLA µs | FlashMLA/smla | check |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(row)
 

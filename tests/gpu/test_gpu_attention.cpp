@@ -1,6 +1,8 @@
 // The CUDA attention kernels against the CPU backend (float64, itself tested against
 // independent computations in tests/cpu), on fresh random inputs with hostile indices.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "gpu/gpu_util.h"
@@ -15,7 +17,39 @@ struct SparseCase {
   bool topk_length, sink, extra;
   int extra_topk = 0, extra_page = 64;
   int check_b = -1;  // requests checked against the CPU (all when -1)
+  // Every third page of each cache is NaN bytes; entries inside the lengths never name one,
+  // entries past them always do: a kernel that reads (or fails to zero) a key it must skip
+  // shows NaN.
+  bool nan_past_length = false;
 };
+
+bool poisoned_page(int64_t slot, int page_size) { return (slot / page_size) % 3 == 2; }
+
+// Fills the poisoned pages with 0xff (NaN in e4m3, bf16 and float32 scales) and re-uploads.
+void poison_pages(TestCache& c) {
+  const int64_t stride = c.host.data.stride[0] * static_cast<int64_t>(dtype_size(c.host.data.dtype));
+  const int ps = c.host.page_size();
+  for (int64_t blk = 0; blk < c.host.num_blocks(); ++blk)
+    if (poisoned_page(blk * ps, ps)) std::memset(c.bytes.data() + blk * stride, 0xff, static_cast<size_t>(stride));
+  cudaMemcpy(c.dev_bytes.ptr, c.bytes.data(), c.bytes.size(), cudaMemcpyHostToDevice);
+}
+
+// Entries j < len of each list move off poisoned pages; valid entries past len move onto one.
+void steer_indices(std::vector<int32_t>& idx, int lists_per_req, int topk, const std::vector<int32_t>& len,
+                   int64_t slots, int page_size) {
+  for (size_t l = 0; l < idx.size() / topk; ++l) {
+    const int n = len.empty() ? topk : std::clamp(len[l / lists_per_req], 0, topk);
+    for (int j = 0; j < topk; ++j) {
+      int32_t& x = idx[l * topk + j];
+      if (x < 0 || x >= slots) continue;
+      if (j < n && poisoned_page(x, page_size)) x -= page_size;
+      if (j >= n && !poisoned_page(x, page_size)) {
+        const int64_t y = (x / page_size / 3 * 3 + 2) * static_cast<int64_t>(page_size) + x % page_size;
+        x = y < slots ? static_cast<int32_t>(y) : -1;
+      }
+    }
+  }
+}
 
 void run_sparse_decode(const SparseCase& c) {
   SCOPED_TRACE(std::string(format_name(c.format)) + " b=" + std::to_string(c.b) + " s_q=" + std::to_string(c.s_q) +
@@ -40,6 +74,14 @@ void run_sparse_decode(const SparseCase& c) {
     eidx = hostile_indices(static_cast<size_t>(c.b) * c.s_q * c.extra_topk, 64LL * c.extra_page);
     etl.resize(c.b);
     for (auto& x : etl) x = static_cast<int32_t>(uniform_int(0, c.extra_topk));
+  }
+  if (c.nan_past_length) {
+    poison_pages(cache);
+    steer_indices(idx, c.s_q, c.topk, c.topk_length ? tl : std::vector<int32_t>{}, slots, c.page_size);
+    if (c.extra) {
+      poison_pages(extra);
+      steer_indices(eidx, c.s_q, c.extra_topk, etl, 64LL * c.extra_page, c.extra_page);
+    }
   }
 
   SparseDecodeArgs a;
@@ -105,6 +147,32 @@ TEST(GpuSparseDecode, V32Fp8DsMlaHeads) {
     run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 3, 2, h, 256, 64, 64, true, true, false});
 }
 
+TEST(GpuSparseDecode, HeadTilesAndTokens) {
+  // 16-, 32- and 64-row tiles, balanced tiles (h 96 = 2 x 48, h 40 = one padded 64-row tile),
+  // s_q up to 4 (MTP).
+  for (int h : {8, 24, 32, 40, 96})
+    for (int s_q : {1, 3})
+      run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 2, s_q, h, 320, 64, 64, true, true, false});
+  run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 3, 4, 128, 200, 64, 64, true, true, false});
+  run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 2, 4, 16, 200, 64, 64, true, true, false});
+}
+
+TEST(GpuSparseDecode, NanPagesPastLengthsAreNeverUsed) {
+  for (int h : {16, 32, 64, 128}) {
+    SparseCase c{CacheFormat::fp8_ds_mla, 576, 4, 2, h, 384, 64, 48, true, true, false};
+    c.nan_past_length = true;
+    run_sparse_decode(c);
+  }
+  for (int h : {16, 64}) {
+    SparseCase c{CacheFormat::fp8_model1, 512, 4, 2, h, 128, 256, 12, true, true, true, 512, 64};
+    c.nan_past_length = true;
+    run_sparse_decode(c);
+  }
+  SparseCase c{CacheFormat::bf16, 576, 3, 1, 64, 300, 16, 96, true, true, false};
+  c.nan_past_length = true;
+  run_sparse_decode(c);
+}
+
 TEST(GpuSparseDecode, V32RealShapeSampled) {
   // b 128, s_q 2, topk 2048: the whole batch on the GPU (splits off), 4 requests checked.
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 128, 2, 128, 2048, 64, 4096, false, false, false, 0, 64, 4});
@@ -126,6 +194,8 @@ TEST(GpuSparseDecode, PageSizes) {
 TEST(GpuSparseDecode, Bf16Cache) {
   run_sparse_decode({CacheFormat::bf16, 576, 2, 2, 24, 300, 64, 32, true, true, false});
   run_sparse_decode({CacheFormat::bf16, 512, 2, 1, 8, 100, 16, 64, true, false, false});
+  run_sparse_decode({CacheFormat::bf16, 576, 2, 2, 128, 300, 64, 32, true, true, false});
+  run_sparse_decode({CacheFormat::bf16, 512, 3, 1, 64, 260, 32, 32, true, true, false});
 }
 
 TEST(GpuSparseDecode, V4Model1WithExtraCache) {
@@ -133,6 +203,7 @@ TEST(GpuSparseDecode, V4Model1WithExtraCache) {
   run_sparse_decode({CacheFormat::fp8_model1, 512, 4, 2, 64, 128, 256, 16, true, true, true, 512, 64});
   run_sparse_decode({CacheFormat::fp8_model1, 512, 2, 1, 128, 128, 256, 16, false, true, true, 512, 64});
   run_sparse_decode({CacheFormat::fp8_model1, 512, 64, 1, 16, 128, 256, 64, true, true, true, 512, 64, 3});
+  run_sparse_decode({CacheFormat::fp8_model1, 512, 8, 2, 128, 128, 256, 16, true, true, true, 1024, 64, 2});
 }
 
 TEST(GpuSparseDecode, AllInvalidIndicesGiveZeroAndMinusInf) {

@@ -35,15 +35,16 @@ const std::vector<FlagSpec> kFlags = {
     {"warmup", "N", "untimed calls first (default 5 on CUDA, 1 on the CPU)"},
     {"check_rows", "N", "rows judged against the float64 recomputation (default 8; 0: none)"},
     {"seed", "N", "input seed (default: fresh each run, printed)"},
+    {"eager", "", "CUDA: time plain calls instead of CUDA-graph replays"},
     {"json", "FILE", "also write the result as JSON"},
 };
 
 const char* kUsage =
     "usage: smla bench --op NAME [config flags] [--backend cuda|cpu] [--iters N] [--warmup N] [--json FILE]\n"
     "\n"
-    "Times one configuration: median of --iters calls after --warmup; on CUDA with events and a\n"
-    "512 MB memset before every timed call (cold L2), as ANCHORS.md measured FlashMLA. FLOPs and\n"
-    "bytes as SPEC §7 counts them.\n"
+    "Times one configuration: median of --iters calls after --warmup; on CUDA, replays of the call\n"
+    "captured in a CUDA graph (--eager: plain calls), events around each and a 512 MB memset before\n"
+    "it (cold L2), as ANCHORS.md measured FlashMLA. FLOPs and bytes as SPEC §7 counts them.\n"
     "\n";
 
 int positive(const Args& a, const std::string& name, int64_t fallback) {
@@ -55,7 +56,7 @@ int positive(const Args& a, const std::string& name, int64_t fallback) {
 
 // A configuration flag another operation uses is a mistake worth stopping for.
 void reject_unused(const Args& a, Op op) {
-  static const std::vector<std::string> common{"op", "backend", "iters", "warmup", "check_rows", "seed", "json"};
+  static const std::vector<std::string> common{"op", "backend", "iters", "warmup", "check_rows", "seed", "json", "eager"};
   std::vector<std::string> used;
   switch (op) {
     case Op::sparse_decode:
@@ -151,6 +152,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
   MeasureOptions opt;
   opt.warmup = static_cast<int>(a.integer("warmup", cuda ? 5 : 1));
   opt.iters = positive(a, "iters", cuda ? 90 : 3);
+  opt.graph = !a.flag("eager");
   if (opt.warmup < 0) throw UsageError("--warmup must be >= 0");
   const int64_t check_rows = a.integer("check_rows", 8);
   if (check_rows < 0) throw UsageError("--check_rows must be >= 0");

@@ -25,7 +25,7 @@ Measurement measure(Workload& w, Backend b, int64_t units, const MeasureOptions&
             e.workspace = Workspace{ws.data(), ws.bytes()};
             w.launch(b, units, e);
           },
-          o.warmup, o.iters);
+          o.warmup, o.iters, o.graph);
       w.fetch(b);
     }
   } catch (const Error& e) {

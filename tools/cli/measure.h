@@ -14,6 +14,7 @@ namespace smla::cli {
 struct MeasureOptions {
   int warmup = 1;
   int iters = 3;
+  bool graph = true;  // CUDA: capture the call once and time graph replays (as engines run decode)
 };
 
 struct Measurement {

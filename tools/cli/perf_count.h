@@ -48,12 +48,13 @@ inline KeyCount count_keys(const int32_t* idx, int64_t n, int64_t num_slots, std
   return k;
 }
 
-// A set of sparse key lists: `lists` lists of `topk` int32 entries, contiguous; optional
+// A set of sparse key lists: `lists` lists of `topk` int32 entries, `stride` apart (0: topk); optional
 // lengths (one per `lists_per_length` consecutive lists) cut each list to its first entries.
 struct KeySet {
   const int32_t* indices = nullptr;
   int64_t lists = 0;
   int64_t topk = 0;
+  int64_t stride = 0;
   const int32_t* lengths = nullptr;
   int64_t lists_per_length = 1;
   int64_t num_slots = 0;
@@ -69,7 +70,7 @@ inline PerfCount count_sparse_keys(const std::vector<KeySet>& sets, int64_t head
     for (int64_t l = 0; l < s.lists; ++l) {
       int64_t n = s.topk;
       if (s.lengths) n = std::clamp<int64_t>(s.lengths[l / s.lists_per_length], 0, s.topk);
-      const KeyCount k = count_keys(s.indices + l * s.topk, n, s.num_slots, scratch);
+      const KeyCount k = count_keys(s.indices + l * (s.stride ? s.stride : s.topk), n, s.num_slots, scratch);
       c.flops += attention_flops(static_cast<double>(k.valid), heads, d_qk);
       c.bytes += static_cast<double>(k.distinct) * static_cast<double>(s.bytes_per_token);
     }

@@ -67,10 +67,32 @@ Timing time_cpu(const std::function<void()>& call, int warmup, int iters) {
   return summarize(ms);
 }
 
-Timing time_cuda(const std::function<void(void* stream)>& call, int warmup, int iters) {
+Timing time_cuda(const std::function<void(void* stream)>& call_once, int warmup, int iters, bool graph) {
 #if SMLA_WITH_CUDA
   auto stream = static_cast<cudaStream_t>(cuda_stream());
   const Buffer& flush = flush_buffer();
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  if (graph) {
+    call_once(stream);  // first call outside the capture: one-time setup (function attributes)
+    check(cudaStreamSynchronize(stream), "first call");
+    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    call_once(stream);
+    check(cudaStreamEndCapture(stream, &g), "cudaStreamEndCapture");
+    check(cudaGraphInstantiate(&exec, g, 0), "cudaGraphInstantiate");
+  }
+  auto call = [&](cudaStream_t s) {
+    if (graph) check(cudaGraphLaunch(exec, s), "cudaGraphLaunch");
+    else call_once(s);
+  };
+  struct GraphGuard {
+    cudaGraph_t& g;
+    cudaGraphExec_t& e;
+    ~GraphGuard() {
+      if (e) cudaGraphExecDestroy(e);
+      if (g) cudaGraphDestroy(g);
+    }
+  } guard{g, exec};
   for (int i = 0; i < warmup; ++i) call(stream);
   check(cudaStreamSynchronize(stream), "warm-up");
   check(cudaGetLastError(), "warm-up launch");
@@ -93,9 +115,10 @@ Timing time_cuda(const std::function<void(void* stream)>& call, int warmup, int 
   }
   return summarize(ms);
 #else
-  (void)call;
+  (void)call_once;
   (void)warmup;
   (void)iters;
+  (void)graph;
   throw RuntimeError("this smla binary was built without CUDA (configure with -DSMLA_CUDA=ON)");
 #endif
 }

@@ -16,9 +16,11 @@ struct Timing {
 // Wall clock (std::chrono::steady_clock) around each call.
 Timing time_cpu(const std::function<void()>& call, int warmup, int iters);
 
-// CUDA events on cuda_stream() around each call; the call gets that stream. Throws
-// smla::RuntimeError in a build without CUDA.
-Timing time_cuda(const std::function<void(void* stream)>& call, int warmup, int iters);
+// CUDA events on cuda_stream() around each call; the call gets that stream. With `graph`, the
+// call is captured once into a CUDA graph and its replays are timed (launch gaps excluded, as
+// ANCHORS.md timed FlashMLA); the memset stays outside the graph. Throws smla::RuntimeError in
+// a build without CUDA.
+Timing time_cuda(const std::function<void(void* stream)>& call, int warmup, int iters, bool graph = false);
 
 // The device-to-device copy ceiling (GB/s, read + write counted) from a 1 GiB cudaMemcpy,
 // measured like the calls; 0 in a build without CUDA.

@@ -7,15 +7,22 @@
 namespace smla::cli {
 namespace {
 
-// One key set: a paged cache and its [b, s_q, topk] index lists.
+// Padding that makes q and the index lists non-contiguous views, as an engine's are (q is a
+// slice of a larger projection, index rows come from a wider top-k buffer).
+constexpr int64_t kQHeadPad = 64;   // elements after each q head row
+constexpr int64_t kIndexPad = 16;   // entries after each index list
+
+// One key set: a paged cache and its [b, s_q, topk] index lists (rows `stride` apart).
 struct KeySetData {
   CacheFormat format = CacheFormat::fp8_ds_mla;
   int page = 64;
-  int64_t region = 0;  // slots per request
+  int64_t region = 0;  // positions per request
   int topk = 0;
+  int64_t stride = 0;  // entries between consecutive index lists
   Array cache, indices;
 
   int64_t num_slots() const { return cache.shape[0] * page; }
+  const int32_t* list(int64_t l) const { return indices.h<int32_t>() + l * stride; }
 };
 
 class SparseDecode final : public Workload {
@@ -36,8 +43,10 @@ class SparseDecode final : public Workload {
     build_set(main_, s.page, s.region, s.topk, s.window, rng, stream_seed(seed, 1));
     if (s.extra_topk > 0) build_set(extra_, s.extra_page, s.extra_region, s.extra_topk, false, rng, stream_seed(seed, 2));
 
-    q_ = Array::make(DType::bf16, {s.b, s.s_q, s.h_q, d_qk_});
-    fill_bf16(q_.h<uint16_t>(), q_.numel(), stream_seed(seed, 3));
+    const int64_t qs = d_qk_ + kQHeadPad;
+    q_ = Array::make_strided(DType::bf16, {s.b, s.s_q, s.h_q, d_qk_}, {s.s_q * s.h_q * qs, s.h_q * qs, qs, 1},
+                             static_cast<size_t>(s.b * s.s_q * s.h_q * qs) * 2);
+    fill_bf16(q_.h<uint16_t>(), static_cast<int64_t>(q_.host.bytes() / 2), stream_seed(seed, 3));
     if (s.sink) {
       sink_ = Array::make(DType::f32, {s.h_q});
       // Around the lse of a few hundred to a few thousand keys, so the sink visibly scales out.
@@ -89,44 +98,60 @@ class SparseDecode final : public Workload {
     gather(main_, list, keys);
     if (s_.extra_topk > 0) gather(extra_, list, keys);
     const double sink = s_.sink ? sink_.h<float>()[h] : 0.0;
-    return attend_f64(bf16_row(q_, row, d_qk_), keys, d_qk_, 1.0 / std::sqrt(static_cast<double>(d_qk_)),
-                      s_.sink ? &sink : nullptr);
+    std::vector<double> q(static_cast<size_t>(d_qk_));
+    const uint16_t* qrow = q_.h<uint16_t>() + list * q_.stride[1] + h * q_.stride[2];  // list = i * s_q + t
+    for (int k = 0; k < d_qk_; ++k) q[static_cast<size_t>(k)] = bf16_bits_to_float(qrow[k]);
+    return attend_f64(q, keys, d_qk_, 1.0 / std::sqrt(static_cast<double>(d_qk_)), s_.sink ? &sink : nullptr);
   }
 
  private:
+  // Like a serving cache after hours of traffic: request i's positions map to slots through a
+  // block table that is a random permutation of the whole cache, and every slot no list names
+  // holds NaN bytes (a kernel that reads one shows it).
   void build_set(KeySetData& k, int page, int64_t region, int topk, bool window, Rng& rng, uint64_t seed) {
     k.format = s_.format;
     k.page = page;
     k.region = (region + page - 1) / page * page;
     k.topk = topk;
+    k.stride = topk + kIndexPad;
     if (window && s_.s_q > k.region)
       throw UsageError("the sliding window needs s_q <= seqlen (tokens per request)");
     if (!window && topk > k.region)
       throw UsageError("topk " + std::to_string(topk) + " needs at least that many tokens per request, got " +
                        std::to_string(k.region) + " (raise --seqlen)");
-    const int64_t b = s_.b, s_q = s_.s_q;
-    k.cache = make_cache_array(k.format, d_qk_, b * k.region / page, page, false);
-    k.indices = Array::make(DType::i32, {b, s_q, topk});
+    const int64_t b = s_.b, s_q = s_.s_q, pages_per_req = k.region / page;
+    k.cache = make_cache_array(k.format, d_qk_, b * pages_per_req, page, false);
+    k.cache.host.fill(0xff);
+    std::vector<int32_t> all(static_cast<size_t>(b * pages_per_req)), table(all.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
+    sample_distinct(rng, all, static_cast<int64_t>(all.size()), table.data());
+    auto slot = [&](int64_t req, int64_t pos) -> int32_t {
+      return static_cast<int32_t>(table[static_cast<size_t>(req * pages_per_req + pos / page)] * int64_t(page) + pos % page);
+    };
+    k.indices = Array::make_strided(DType::i32, {b, s_q, topk}, {s_q * k.stride, k.stride, 1},
+                                    static_cast<size_t>(b * s_q * k.stride) * 4);
     int32_t* idx = k.indices.h<int32_t>();
-    std::vector<int32_t> perm(static_cast<size_t>(k.region));
+    std::fill(idx, idx + b * s_q * k.stride, -1);
+    std::vector<int32_t> perm(static_cast<size_t>(k.region)), pos(static_cast<size_t>(topk));
     for (int64_t p = 0; p < k.region; ++p) perm[static_cast<size_t>(p)] = static_cast<int32_t>(p);
     for (int64_t i = 0; i < b; ++i) {
       for (int64_t t = 0; t < s_q; ++t) {
-        int32_t* list = idx + (i * s_q + t) * topk;
+        int32_t* list = idx + (i * s_q + t) * k.stride;
         if (window) {
-          const int64_t pos = k.region - s_q + t;
+          const int64_t at = k.region - s_q + t;
           for (int j = 0; j < topk; ++j) {
-            const int64_t p = pos - topk + 1 + j;
-            list[j] = p >= 0 ? static_cast<int32_t>(i * k.region + p) : -1;
+            const int64_t p = at - topk + 1 + j;
+            list[j] = p >= 0 ? slot(i, p) : -1;
           }
         } else {
-          sample_distinct(rng, perm, topk, list);
-          for (int j = 0; j < topk; ++j) list[j] += static_cast<int32_t>(i * k.region);
+          sample_distinct(rng, perm, topk, pos.data());
+          for (int j = 0; j < topk; ++j) list[j] = slot(i, pos[static_cast<size_t>(j)]);
         }
+        mix_invalid(list, 1, topk, invalid_per_list(topk), rng);
       }
     }
-    mix_invalid(idx, b * s_q, topk, invalid_per_list(topk), rng);
-    write_random_rows(paged_cache(k.cache, k.format, kCPU), touched_slots(idx, k.indices.numel(), k.num_slots()), seed);
+    write_random_rows(paged_cache(k.cache, k.format, kCPU), touched_slots(idx, b * s_q * k.stride, k.num_slots()),
+                      seed);
   }
 
   KeySet key_set(const KeySetData& k, int64_t units) const {
@@ -134,6 +159,7 @@ class SparseDecode final : public Workload {
     ks.indices = k.indices.h<int32_t>();
     ks.lists = units * s_.s_q;
     ks.topk = k.topk;
+    ks.stride = k.stride;
     ks.num_slots = k.num_slots();
     ks.bytes_per_token = bytes_per_token(k.format, d_qk_);
     return ks;
@@ -141,7 +167,7 @@ class SparseDecode final : public Workload {
 
   void gather(const KeySetData& k, int64_t list, std::vector<double>& keys) const {
     const PagedCache c = paged_cache(k.cache, k.format, kCPU);
-    const int32_t* idx = k.indices.h<int32_t>() + list * k.topk;
+    const int32_t* idx = k.list(list);
     for (int j = 0; j < k.topk; ++j) {
       if (idx[j] < 0 || idx[j] >= k.num_slots()) continue;
       const size_t at = keys.size();

@@ -66,12 +66,14 @@ class Workload {
   std::vector<Array*> inputs_;
 };
 
-// V3.2 / V4 sparse decode. Request i owns cache slots [i * region, (i + 1) * region) (whole
-// pages). Main keys: `topk` distinct slots of the request's region, or with `window` the
-// positions [pos - topk + 1, pos] of query token t at pos = region - s_q + t (V4's sliding
-// window; negative positions are -1). Extra keys (extra_topk > 0): distinct slots of a second
-// cache of the same format, region extra_region per request. A few entries of every list
-// are -1. Only slots some list names are written: the kernels never read the others.
+// V3.2 / V4 sparse decode, inputs as a serving engine has them (SPEC §7): request i has
+// `region` positions whose pages come from a random permutation of the whole cache (b * region
+// slots). Main keys: `topk` distinct positions of the request, or with `window` the positions
+// [pos - topk + 1, pos] of query token t at pos = region - s_q + t (V4's sliding window;
+// negative positions are -1), mapped to slots through the request's pages. Extra keys
+// (extra_topk > 0): the same from a second cache of the same format, region extra_region per
+// request. A few entries of every list are -1. q and the index lists are non-contiguous views;
+// only slots some list names are written, every other slot holds NaN bytes.
 struct SparseDecodeSpec {
   int64_t b = 2;
   int s_q = 1;

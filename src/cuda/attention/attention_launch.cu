@@ -10,6 +10,7 @@
 #include "cuda/attention/combine_kernel.cuh"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_info.h"
+#include "cuda/sparse_decode/launch.h"
 #include "metadata/index_math.h"
 #include "smla/metadata.h"
 
@@ -131,6 +132,27 @@ AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, int d_qk, bool t
   return pl;
 }
 
+AttentionPlan plan_sparse_decode(int b, int s_q, int h_q, int format) {
+  AttentionPlan pl;
+  s_q = std::max(s_q, 1);
+  h_q = std::max(h_q, 1);
+  pl.family = AttentionPlan::Family::sparse_decode;
+  pl.format = format;
+  pl.rows = sparse_decode_family::tile_rows(h_q);
+  pl.tokens_per_cta = 1;
+  pl.token_groups = s_q;
+  pl.tiles_per_kv = (h_q + pl.rows - 1) / pl.rows;
+  pl.heads_tile = (h_q + pl.tiles_per_kv - 1) / pl.tiles_per_kv;  // balanced tiles (h_q 96: 2 x 48)
+  pl.split = b > 0;
+  if (pl.split) {
+    const int64_t ctas_per_split = static_cast<int64_t>(pl.tiles_per_kv) * pl.token_groups;
+    const int64_t slots = current_device_info().sm_count;  // one CTA per SM
+    pl.num_units = static_cast<int>(std::max<int64_t>(1, slots / std::max<int64_t>(1, ctas_per_split)));
+    pl.max_splits = max_total_splits(b, pl.num_units);
+  }
+  return pl;
+}
+
 int staged_row_bytes(const KeySetParams& ks) { return (key_row_bytes(ks) + 15) / 16 * 16; }
 
 size_t attention_workspace_bytes(const AttentionPlan& plan, int b, int s_q, int h_q) {
@@ -163,7 +185,11 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
     SMLA_CUDA_CHECK_LAUNCH();
     grid.x = static_cast<unsigned>(plan.max_splits);
   }
-  dispatch(plan, p, grid, stream);
+  if (plan.family == AttentionPlan::Family::sparse_decode) {
+    sparse_decode_family::launch(p, plan.rows, grid, stream);
+  } else {
+    dispatch(plan, p, grid, stream);
+  }
   if (plan.split) {
     combine_splits_kernel<<<dim3(p.b, p.s_q, (p.h_q + kCombineWarps - 1) / kCombineWarps), kCombineWarps * 32, 0,
                             stream>>>(p);

@@ -23,6 +23,10 @@ struct AttentionPlan {
   int64_t max_splits = 0;  // workspace bound: b + num_units
   int raw_stride = 656;    // staged bytes per key row (widest format of the key sets)
   int format = -1;         // the format of every key set, or -1 when it is read at run time
+  // The kernel family: the generic gather-attention kernel, or the warp-specialized sparse-
+  // decode family (src/cuda/sparse_decode/) with `rows` rows per head tile.
+  enum class Family { generic, sparse_decode } family = Family::generic;
+  int rows = 64;
 };
 
 // Shapes only (never device values), so the plan and the workspace size are graph-safe.
@@ -30,6 +34,9 @@ AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, int d_qk, bool t
                              bool allow_split, int raw_stride, int format);
 // Staged bytes per key row for a key set (multiple of 16).
 int staged_row_bytes(const KeySetParams& ks);
+// The sparse-decode family's tiling: head tiles of up to 64 rows (16 or 32 for h_q <= 32), one
+// query token and one CTA per SM (its shared memory), split-KV to fill the GPU.
+AttentionPlan plan_sparse_decode(int b, int s_q, int h_q, int format);
 size_t attention_workspace_bytes(const AttentionPlan& plan, int b, int s_q, int h_q);
 // Fills p.split_offsets / part_o / part_lse from the workspace and launches plan, attention
 // and combine kernels on `stream`.

@@ -6,6 +6,7 @@
 #include "cuda/attention/attention_launch.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/sparse_decode/launch.h"
 
 namespace smla::cuda {
 
@@ -77,6 +78,13 @@ AttnParams sparse_decode_params(const SparseDecodeArgs& a) {
 }
 
 AttentionPlan sparse_decode_plan(const SparseDecodeArgs& a) {
+  const int b = static_cast<int>(a.q.shape[0]), s_q = static_cast<int>(a.q.shape[1]);
+  const int h_q = static_cast<int>(a.q.shape[2]), d_qk = static_cast<int>(a.q.shape[3]);
+  const bool extra = a.extra_cache.data.present();
+  const int fmt = static_cast<int>(a.cache.format);
+  if (!sparse_decode_family::disabled_by_env() &&
+      sparse_decode_family::takes(fmt, extra ? static_cast<int>(a.extra_cache.format) : fmt, extra, d_qk))
+    return plan_sparse_decode(b, s_q, h_q, fmt);
   int raw = staged_row_bytes(key_set(a.cache));
   int format = static_cast<int>(a.cache.format);
   if (a.extra_cache.data.present()) {

@@ -1,0 +1,38 @@
+// FP8 (e4m3) to bf16 on the CUDA cores: the exact e4m3 -> f16 conversion, the scale applied
+// in float32, one rounding to bf16 (SPEC §2: a kernel may round the dequantized value to bf16).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+namespace smla::cuda {
+
+// Two e4m3 values (the low 16 bits of `pair`) times `scale` -> bf16x2.
+__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t pair, float scale) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xffffu), __NV_E4M3);
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x * scale, f.y * scale);
+  return *reinterpret_cast<const uint32_t*>(&b);
+}
+
+// 16 e4m3 values (one 16-byte load) times one scale -> 16 bf16 values (two 16-byte stores).
+__device__ __forceinline__ void e4m3x16_to_bf16(const uint4& in, float scale, uint4& lo, uint4& hi) {
+  lo.x = e4m3x2_to_bf16x2(in.x, scale);
+  lo.y = e4m3x2_to_bf16x2(in.x >> 16, scale);
+  lo.z = e4m3x2_to_bf16x2(in.y, scale);
+  lo.w = e4m3x2_to_bf16x2(in.y >> 16, scale);
+  hi.x = e4m3x2_to_bf16x2(in.z, scale);
+  hi.y = e4m3x2_to_bf16x2(in.z >> 16, scale);
+  hi.z = e4m3x2_to_bf16x2(in.w, scale);
+  hi.w = e4m3x2_to_bf16x2(in.w >> 16, scale);
+}
+
+// fp8_model1's UE8M0 scale byte: 2^(byte - 127); byte 0 is 2^-127, a float32 subnormal.
+__device__ __forceinline__ float ue8m0_to_float(uint32_t byte) {
+  return byte == 0 ? 5.877471754111438e-39f : __uint_as_float(byte << 23);
+}
+
+}  // namespace smla::cuda

@@ -1,0 +1,55 @@
+// Compile-time shape of the warp-specialized sparse-decode kernel: thread roles, register
+// budgets and the shared-memory plan. docs/design/sparse_decode_sm90.md has the cycle budget.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace smla::cuda::sparse_decode_family {
+
+inline constexpr int kKeys = 64;              // keys per block (one K tile)
+inline constexpr int kStages = 2;             // K tiles in flight between producer and consumers
+inline constexpr int kConsumerThreads = 256;  // two consumer warpgroups
+inline constexpr int kProducerThreads = 128;  // one producer warpgroup
+inline constexpr int kThreads = kConsumerThreads + kProducerThreads;
+
+// Register budgets (setmaxnreg; 168 per thread at entry, 512 per lane slot across the three
+// warpgroups). 64-row CTAs: WG0 holds S (32), O[:, 0:256] (128) and P; WG1 O[:, 256:512].
+// 16/32-row CTAs: every consumer warp holds a 16 x 256 slice of O and its own S. Set from
+// ptxas: WG1 needs 160 (below, ptxas ignores every setmaxnreg, C7507); WG0 at 184 serializes
+// its wgmmas (C7512); these values compile every instantiation without spills.
+inline constexpr int kRegsWg0 = 200, kRegsWg1 = 160, kRegsProducerWide = 152;
+inline constexpr int kRegsConsumerNarrow = 176, kRegsProducerNarrow = 160;
+static_assert(kRegsWg0 + kRegsWg1 + kRegsProducerWide <= 512, "64-row register budget");
+static_assert(2 * kRegsConsumerNarrow + kRegsProducerNarrow <= 512, "narrow register budget");
+
+// Named barriers among the consumer warpgroups (0 is __syncthreads).
+inline constexpr int kBarPReady = 1;   // WG0 -> WG1: P and the row rescale factors are in shared memory
+inline constexpr int kBarPFree = 2;    // WG1 -> WG0: WG1 has read them
+inline constexpr int kBarFinal = 3;    // WG0 -> WG1: final row factors; narrow CTAs: key-group merge
+inline constexpr int kBarMerge = 4;    // narrow CTAs: merge steps
+
+// Key groups of a narrow (16 or 32-row) CTA: the eight consumer warps are row groups x key
+// groups x value-column halves; each key group walks its share of every 64-key block.
+constexpr int narrow_key_groups(int rows) { return rows == 16 ? 4 : 2; }
+
+// Shared memory, in bytes from the dynamic base (no swizzle: 16-byte alignment suffices). Q and K tiles are wgmma core-
+// matrix tiles: element (r, k) at (r / 8) * 16 * D + (k / 8) * 128 + (r % 8) * 16 + (k % 8) * 2.
+template <int kRows, int kD>
+struct Smem {
+  static constexpr bool kWide = kRows == 64;
+  static constexpr size_t kQBytes = static_cast<size_t>(kRows) * kD * 2;
+  static constexpr size_t kKBytes = static_cast<size_t>(kKeys) * kD * 2;
+  static constexpr size_t q = 0;
+  static constexpr size_t k = q + kQBytes;                          // [kStages] K tiles
+  static constexpr size_t p = k + kStages * kKBytes;                // 64 x 64 bf16 P (wide only)
+  static constexpr size_t scale = p + (kWide ? kKeys * 64 * 2 : 0);  // float[64] row rescale factors
+  static constexpr size_t factor = scale + 64 * 4;                  // float[64] final row factors
+  static constexpr size_t merge = factor + 64 * 4;                  // narrow: float[2][4][32] (m, l)
+  static constexpr size_t valid = merge + (kWide ? 0 : 2 * 4 * 32 * 4);  // uint8[kStages][8] key masks
+  static constexpr size_t bars = valid + 16 * kStages;              // uint64 full[kStages], empty[kStages]
+  static constexpr size_t bytes = bars + 2 * kStages * 8;
+};
+static_assert(Smem<64, 576>::bytes <= 232448, "64-row d576 tile exceeds the 227 KB opt-in limit");
+
+}  // namespace smla::cuda::sparse_decode_family

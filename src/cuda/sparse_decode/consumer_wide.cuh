@@ -1,0 +1,208 @@
+// The two consumer warpgroups of a 64-row CTA (64 heads of one token):
+//   WG0: S = Q K^T (36 or 32 x wgmma m64n64k16, Q and K from shared memory), mask, online
+//        softmax, P -> shared memory with the row rescale factors, then O[:, 0:256] += P V
+//        (4 x m64n256k16, P from registers);
+//   WG1: waits for P, rescales O[:, 256:512], O[:, 256:512] += P V (P and V from shared memory).
+// WG0 owns the softmax state; at the end it publishes each row's final factor for WG1.
+// Each warpgroup releases a K tile (one arrive per warp) once its wgmmas reading it completed.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/barriers.cuh"
+#include "cuda/common/mma.cuh"
+#include "cuda/common/online_softmax.cuh"
+#include "cuda/common/wgmma.cuh"
+#include "cuda/sparse_decode/epilogue.cuh"
+#include "cuda/sparse_decode/producer.cuh"
+
+namespace smla::cuda::sparse_decode_family {
+
+template <int kD>
+struct WideTiles {
+  static constexpr int kRowGroup = 16 * kD;  // bytes of 8 rows of a Q or K tile
+  using S = Smem<64, kD>;
+  // Descriptors of k-step 0; later steps add to the start address in the low word only.
+  __device__ static uint64_t q(uint8_t* smem) { return gmma_desc(smem_addr(smem + S::q), 128, kRowGroup); }
+  __device__ static uint64_t k(uint8_t* smem, int s) {
+    return gmma_desc(smem_addr(smem + S::k + s * S::kKBytes), 128, kRowGroup);
+  }
+  // V = the K tile read MN-major; `half` selects value columns 256 half ... + 255.
+  __device__ static uint64_t v(uint8_t* smem, int s, int half) {
+    return gmma_desc(smem_addr(smem + S::k + s * S::kKBytes + half * 32 * 128), kRowGroup, 128);
+  }
+  __device__ static uint64_t p(uint8_t* smem) { return gmma_desc(smem_addr(smem + S::p), 128, 8 * 128); }
+};
+
+__device__ __forceinline__ uint64_t desc_add(uint64_t d, uint32_t units16) {
+  return (d & 0xffffffff00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(d) + units16);
+}
+
+__device__ __forceinline__ uint64_t load_valid_mask(const uint8_t* valid_stage) {
+  const uint2 v = *reinterpret_cast<const uint2*>(valid_stage);
+  return (static_cast<uint64_t>(v.y) << 32) | v.x;
+}
+
+template <int kD>
+__device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem) {
+  using T = WideTiles<kD>;
+  using S = Smem<64, kD>;
+  const int lane = threadIdx.x & 31, wq = (threadIdx.x >> 5) & 3;  // warp within the warpgroup
+  const int g = lane >> 2, c = lane & 3;
+  const int r0 = 16 * wq + g, r1 = r0 + 8;
+  float* s_scale = reinterpret_cast<float*>(smem + S::scale);
+  float* s_factor = reinterpret_cast<float*>(smem + S::factor);
+  uint8_t* s_p = smem + S::p;
+  // P tile (64 x 64 bf16, K-major core matrices): element (r, key) at
+  // (r / 8) * 1024 + (key / 8) * 128 + (r % 8) * 16 + (key % 8) * 2.
+  uint8_t* p_row0 = s_p + (r0 >> 3) * 1024 + (r0 & 7) * 16 + 4 * c;
+  uint8_t* p_row1 = p_row0 + 1024;
+
+  float o[32][4];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  RowState st0, st1;
+  const uint64_t dq = T::q(smem);
+
+  for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
+    const int i = kb - w.kb_begin, s = i & 1;
+    const Stage<64, kD> stage(smem, s);
+    mbar_wait(stage.full, (i / kStages) & 1);
+
+    // ---- S = Q K^T: 64 heads x 64 keys
+    float sc[8][4];
+    const uint64_t dk = T::k(smem, s);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) wgmma_m64n64k16_ss(sc, desc_add(dq, ks * 16), desc_add(dk, ks * 16), ks > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    reg_fence(sc);
+
+    // ---- mask, online softmax (log2 domain)
+    const uint64_t vm = load_valid_mask(stage.valid) >> (2 * c);
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const bool ok = (vm >> (nt * 8 + e)) & 1u;
+        sc[nt][e] = ok ? sc[nt][e] * p.scale_log2 : -INFINITY;
+        sc[nt][2 + e] = ok ? sc[nt][2 + e] * p.scale_log2 : -INFINITY;
+        mx0 = fmaxf(mx0, sc[nt][e]);
+        mx1 = fmaxf(mx1, sc[nt][2 + e]);
+      }
+    }
+    float m0, m1;
+    const float a0 = update_max(st0, quad_max(mx0), m0);
+    const float a1 = update_max(st1, quad_max(mx1), m1);
+    uint32_t pk[8][2];
+    float rs0 = 0.f, rs1 = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      const float e0 = exp2f(sc[nt][0] - m0), e1 = exp2f(sc[nt][1] - m0);
+      const float e2 = exp2f(sc[nt][2] - m1), e3 = exp2f(sc[nt][3] - m1);
+      rs0 += e0 + e1;
+      rs1 += e2 + e3;
+      pk[nt][0] = pack2<false>(e0, e1);
+      pk[nt][1] = pack2<false>(e2, e3);
+    }
+    st0.l = st0.l * a0 + rs0;
+    st1.l = st1.l * a1 + rs1;
+
+    // ---- hand P and the rescale factors to WG1 (single-buffered: wait until it read the last)
+    if (i > 0) named_bar_sync(kBarPFree, kConsumerThreads);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      *reinterpret_cast<uint32_t*>(p_row0 + nt * 128) = pk[nt][0];
+      *reinterpret_cast<uint32_t*>(p_row1 + nt * 128) = pk[nt][1];
+    }
+    if (c == 0) {
+      s_scale[r0] = a0;
+      s_scale[r1] = a1;
+    }
+    fence_proxy_async();  // WG1 reads P with wgmma
+    named_bar_arrive(kBarPReady, kConsumerThreads);
+
+    // ---- O[:, 0:256] += P V
+    rescale_o(o, a0, a1);
+    uint32_t a[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      a[kk][0] = pk[2 * kk][0];
+      a[kk][1] = pk[2 * kk][1];
+      a[kk][2] = pk[2 * kk + 1][0];
+      a[kk][3] = pk[2 * kk + 1][1];
+    }
+    const uint64_t dv = T::v(smem, s, 0);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wgmma_m64n256k16_rs(o, a[kk], desc_add(dv, kk * (2 * T::kRowGroup / 16)));
+    wgmma_commit();
+    wgmma_wait<0>();
+    reg_fence(o);
+    reg_fence(a);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(stage.empty);
+  }
+
+  // ---- epilogue: full row sums, final factors for WG1, this half of O
+  if (w.kb_end > w.kb_begin) named_bar_sync(kBarPFree, kConsumerThreads);  // WG1 is past its last P
+  st0.l = quad_sum(st0.l);
+  st1.l = quad_sum(st1.l);
+  const RowResult res0 = finish_row(p, w, w.head0 + r0, st0.m, st0.l, r0 < w.heads);
+  const RowResult res1 = finish_row(p, w, w.head0 + r1, st1.m, st1.l, r1 < w.heads);
+  if (c == 0) {
+    s_factor[r0] = res0.factor;
+    s_factor[r1] = res1.factor;
+  }
+  named_bar_arrive(kBarFinal, kConsumerThreads);
+  if (r0 < w.heads) {
+    store_o_row(p, w, w.head0 + r0, 0, o, 0, res0.factor);
+    if (c == 0) store_lse(p, w, w.head0 + r0, res0.lse);
+  }
+  if (r1 < w.heads) {
+    store_o_row(p, w, w.head0 + r1, 0, o, 1, res1.factor);
+    if (c == 0) store_lse(p, w, w.head0 + r1, res1.lse);
+  }
+}
+
+template <int kD>
+__device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem) {
+  using T = WideTiles<kD>;
+  using S = Smem<64, kD>;
+  const int lane = threadIdx.x & 31, wq = (threadIdx.x >> 5) & 3;
+  const int r0 = 16 * wq + (lane >> 2), r1 = r0 + 8;
+  const float* s_scale = reinterpret_cast<const float*>(smem + S::scale);
+  const float* s_factor = reinterpret_cast<const float*>(smem + S::factor);
+
+  float o[32][4];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  const uint64_t dp = T::p(smem);
+
+  for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
+    const int i = kb - w.kb_begin, s = i & 1;
+    const Stage<64, kD> stage(smem, s);
+    mbar_wait(stage.full, (i / kStages) & 1);
+    named_bar_sync(kBarPReady, kConsumerThreads);
+    rescale_o(o, s_scale[r0], s_scale[r1]);
+    const uint64_t dv = T::v(smem, s, 1);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_m64n256k16_ss_tb(o, desc_add(dp, kk * 16), desc_add(dv, kk * (2 * T::kRowGroup / 16)), 1);
+    wgmma_commit();
+    wgmma_wait<0>();
+    reg_fence(o);
+    named_bar_arrive(kBarPFree, kConsumerThreads);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(stage.empty);
+  }
+
+  named_bar_sync(kBarFinal, kConsumerThreads);
+  if (r0 < w.heads) store_o_row(p, w, w.head0 + r0, 256, o, 0, s_factor[r0]);
+  if (r1 < w.heads) store_o_row(p, w, w.head0 + r1, 256, o, 1, s_factor[r1]);
+}
+
+}  // namespace smla::cuda::sparse_decode_family

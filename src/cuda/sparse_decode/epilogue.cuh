@@ -1,0 +1,73 @@
+// Writing a consumer warp's rows of O: bf16 into `out` when the CTA holds the whole key list
+// of its request (sink applied here), float32 partials plus the partial lse otherwise (merged
+// and sink-scaled by the combine kernel).
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/attention/attention_params.h"
+#include "cuda/common/kv_load.cuh"
+#include "cuda/common/sink.cuh"
+#include "cuda/sparse_decode/work.cuh"
+
+namespace smla::cuda::sparse_decode_family {
+
+inline constexpr float kLn2 = 0.6931471805599453f;
+
+// Final factor of a row: 1 / l (0 for an empty row), times the sink's factor when unsplit.
+// `real`: the row is a head of the call (padded rows of a tile are never written).
+struct RowResult {
+  float factor, lse;
+};
+
+__device__ __forceinline__ RowResult finish_row(const AttnParams& p, const Work& w, int head, float m, float l,
+                                                bool real = true) {
+  const bool empty = !(l > 0.f);
+  RowResult r;
+  r.lse = empty ? -INFINITY : (m + log2f(l)) * kLn2;
+  r.factor = empty ? 0.f : p.out_scale / l;
+  if (real && w.n_splits == 1 && p.sink && !empty) r.factor *= sink_factor_dev(__ldg(p.sink + head * p.sink_st), r.lse);
+  return r;
+}
+
+// Fragment row k (0: row g, 1: row g + 8) of a 16 x 256 accumulator slice o[32][4] (mma.sync C
+// layout), columns col0 + 8 nt + 2c, + 1, times `factor`.
+__device__ __forceinline__ void store_o_row(const AttnParams& p, const Work& w, int head, int col0,
+                                            const float (&o)[32][4], int k, float factor) {
+  const int c = threadIdx.x & 3;
+  if (w.n_splits == 1) {
+    uint16_t* row = static_cast<uint16_t*>(p.out) + w.req * p.o_sb + w.t * p.o_st + head * p.o_sh + col0;
+#pragma unroll
+    for (int nt = 0; nt < 32; ++nt)
+      *reinterpret_cast<uint32_t*>(row + nt * 8 + 2 * c) = to16x2(o[nt][2 * k] * factor, o[nt][2 * k + 1] * factor, false);
+  } else {
+    const int64_t prow = (static_cast<int64_t>(w.split_slot) * p.s_q + w.t) * p.h_q + head;
+    float* row = p.part_o + prow * kDv + col0;
+#pragma unroll
+    for (int nt = 0; nt < 32; ++nt)
+      *reinterpret_cast<float2*>(row + nt * 8 + 2 * c) = make_float2(o[nt][2 * k] * factor, o[nt][2 * k + 1] * factor);
+  }
+}
+
+__device__ __forceinline__ void store_lse(const AttnParams& p, const Work& w, int head, float lse) {
+  if (w.n_splits == 1) {
+    p.lse[w.req * p.l_sb + w.t * p.l_st + head * p.l_sh] = lse;
+  } else {
+    p.part_lse[(static_cast<int64_t>(w.split_slot) * p.s_q + w.t) * p.h_q + head] = lse;
+  }
+}
+
+// O *= alpha of its row (fragment rows g and g + 8); skipped when no row of the warp moved its
+// running maximum (every alpha exactly 1), the common case once the maxima settle.
+__device__ __forceinline__ void rescale_o(float (&o)[32][4], float a0, float a1) {
+  if (!__any_sync(0xffffffffu, a0 != 1.f || a1 != 1.f)) return;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    o[i][0] *= a0;
+    o[i][1] *= a0;
+    o[i][2] *= a1;
+    o[i][3] *= a1;
+  }
+}
+
+}  // namespace smla::cuda::sparse_decode_family

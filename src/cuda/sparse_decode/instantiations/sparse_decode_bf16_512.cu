@@ -1,0 +1,5 @@
+#include "cuda/sparse_decode/instantiate.cuh"
+
+namespace smla::cuda::sparse_decode_family {
+SMLA_INSTANTIATE_SPARSE_DECODE(512, static_cast<int>(CacheFormat::bf16))
+}  // namespace smla::cuda::sparse_decode_family

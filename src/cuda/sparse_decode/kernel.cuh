@@ -1,0 +1,83 @@
+// The warp-specialized sparse-decode kernel (sm_90a): one CTA per (split of a request's key
+// list, head tile, query token), three warpgroups:
+//   WG0, WG1  consumers: 64-row tiles on wgmma (consumer_wide.cuh), 16/32-row tiles on
+//             mma.sync (consumer_narrow.cuh);
+//   WG2       producer: gathers and dequantizes 64-key blocks into two K tiles (producer.cuh).
+// Producer and consumers meet on mbarriers only ("full" per K tile: the rows are in; "empty":
+// every consumer warp is done with it), so gathers and dequantization overlap the MMAs.
+// docs/design/sparse_decode_sm90.md has the design and its numbers.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/attention/attention_params.h"
+#include "cuda/common/barriers.cuh"
+#include "cuda/sparse_decode/config.h"
+#include "cuda/sparse_decode/consumer_narrow.cuh"
+#include "cuda/sparse_decode/consumer_wide.cuh"
+#include "cuda/sparse_decode/producer.cuh"
+#include "cuda/sparse_decode/work.cuh"
+
+namespace smla::cuda::sparse_decode_family {
+
+// Q rows r < heads of this tile's token into the core-matrix tile; padded rows are zeros (their
+// scores are finite and they are never written out).
+template <int kRows, int kD>
+__device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8_t* smem) {
+  constexpr int kChunks = kD / 8;
+  for (int i = threadIdx.x; i < kRows * kChunks; i += kThreads) {
+    const int r = i / kChunks, ch = i % kChunks;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (r < w.heads) {
+      const uint16_t* row = static_cast<const uint16_t*>(p.q) + w.req * p.q_sb + w.t * p.q_st + (w.head0 + r) * p.q_sh;
+      v = __ldg(reinterpret_cast<const uint4*>(row) + ch);
+    }
+    *reinterpret_cast<uint4*>(smem + Smem<kRows, kD>::q + (r >> 3) * 16 * kD + ch * 128 + (r & 7) * 16) = v;
+  }
+}
+
+template <int kRows, int kD, int kFmt>
+__global__ void __launch_bounds__(kThreads, 1) sparse_decode_kernel(const __grid_constant__ AttnParams p) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  using S = Smem<kRows, kD>;
+  const Work w = make_work(p);
+  if (!w.active) return;  // uniform across the CTA
+
+  if (threadIdx.x == 0) {
+    uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::bars);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(bars + s, kProducerThreads);                   // full: every producer thread
+      mbar_init(bars + kStages + s, kConsumerThreads / 32);    // empty: one arrive per consumer warp
+    }
+  }
+  load_q<kRows, kD>(p, w, smem);
+  fence_proxy_async();  // Q is read by wgmma
+  __syncthreads();
+
+  const int wg = threadIdx.x / 128;
+  constexpr bool kBf16 = kFmt == static_cast<int>(CacheFormat::bf16);
+  if constexpr (kRows == 64) {
+    if (wg == 0) {
+      setmaxnreg_inc<kRegsWg0>();
+      consume_wg0<kD>(p, w, smem);
+    } else if (wg == 1) {
+      setmaxnreg_dec<kRegsWg1>();
+      consume_wg1<kD>(p, w, smem);
+    } else {
+      setmaxnreg_dec<kRegsProducerWide>();
+      if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
+      else produce_packed<kRows, kFmt>(p, w, smem);
+    }
+  } else {
+    if (wg < 2) {
+      setmaxnreg_inc<kRegsConsumerNarrow>();
+      consume_narrow<kRows, kD>(p, w, smem);
+    } else {
+      setmaxnreg_dec<kRegsProducerNarrow>();
+      if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
+      else produce_packed<kRows, kFmt>(p, w, smem);
+    }
+  }
+}
+
+}  // namespace smla::cuda::sparse_decode_family

@@ -1,0 +1,54 @@
+#include "cuda/sparse_decode/launch.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "smla/error.h"
+#include "smla/formats.h"
+
+namespace smla::cuda::sparse_decode_family {
+
+template <int kRows, int kD, int kFmt>
+void launch_instance(const AttnParams& p, dim3 grid, cudaStream_t stream);
+
+namespace {
+
+constexpr int kDs = static_cast<int>(CacheFormat::fp8_ds_mla);
+constexpr int kM1 = static_cast<int>(CacheFormat::fp8_model1);
+constexpr int kBf = static_cast<int>(CacheFormat::bf16);
+
+template <int kD, int kFmt>
+void by_rows(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream) {
+  switch (rows) {
+    case 16: launch_instance<16, kD, kFmt>(p, grid, stream); break;
+    case 32: launch_instance<32, kD, kFmt>(p, grid, stream); break;
+    default: launch_instance<64, kD, kFmt>(p, grid, stream); break;
+  }
+}
+
+}  // namespace
+
+int tile_rows(int h_q) { return h_q <= 16 ? 16 : (h_q <= 32 ? 32 : 64); }
+
+bool takes(int format, int extra_format, bool has_extra, int d_qk) {
+  if (has_extra && extra_format != format) return false;
+  return (format == kDs && d_qk == 576) || (format == kM1 && d_qk == 512) || (format == kBf && (d_qk == 576 || d_qk == 512));
+}
+
+void launch(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream) {
+  const int fmt = p.main.format;
+  if (fmt == kDs) by_rows<576, kDs>(p, rows, grid, stream);
+  else if (fmt == kM1) by_rows<512, kM1>(p, rows, grid, stream);
+  else if (p.d_qk == 576) by_rows<576, kBf>(p, rows, grid, stream);
+  else by_rows<512, kBf>(p, rows, grid, stream);
+}
+
+bool disabled_by_env() {
+  static const bool off = [] {
+    const char* v = std::getenv("SMLA_SPARSE_DECODE_KERNEL");
+    return v != nullptr && std::strcmp(v, "generic") == 0;
+  }();
+  return off;
+}
+
+}  // namespace smla::cuda::sparse_decode_family

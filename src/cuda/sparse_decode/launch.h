@@ -1,0 +1,22 @@
+// Host side of the warp-specialized sparse-decode kernel family: which configurations it takes,
+// its head tiling, and the launch of one instantiation.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/attention/attention_params.h"
+
+namespace smla::cuda::sparse_decode_family {
+
+// Rows of a CTA's head tile: 16 or 32 (mma.sync, h_q <= 32) or 64 (wgmma).
+int tile_rows(int h_q);
+// Whether the family takes key sets of these formats at this d_qk (both sets one format).
+bool takes(int format, int extra_format, bool has_extra, int d_qk);
+// Launches the kernel for (rows, format, d_qk) on `grid` (x: requests or split slots,
+// y: head tiles, z: query tokens).
+void launch(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream);
+// Opt-out for A/B measurements: SMLA_SPARSE_DECODE_KERNEL=generic routes sparse_decode to the
+// generic gather-attention kernel (read once per process).
+bool disabled_by_env();
+
+}  // namespace smla::cuda::sparse_decode_family

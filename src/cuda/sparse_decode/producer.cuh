@@ -1,0 +1,253 @@
+// The producer warpgroup: gathers the key rows of each 64-key block from the paged cache and
+// writes them, as bf16, into a K tile (wgmma core-matrix layout) for the consumers.
+//
+// Lane mapping (as in every packed format): warp w, lane l takes key 8w + l % 8 of a 32-key
+// round and the 16-byte quarter q = l / 8 of each 64-byte chunk of the row, so the four lanes of
+// a key read 64 contiguous bytes per load and their 16-byte stores fill four distinct 128-byte
+// lines of the tile (no bank conflicts). A block is two rounds.
+//
+// Latency: block kb + 2 is prefetched into L2 with one bulk prefetch per row (no registers, no
+// shared memory), the indices of block kb + 4 are loaded, and the registers hold two rounds:
+// round 0 of block kb + 1 is loaded while round 1 of block kb is dequantized.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/barriers.cuh"
+#include "cuda/common/fp8.cuh"
+#include "cuda/common/gather.cuh"
+#include "cuda/common/wgmma.cuh"
+#include "cuda/sparse_decode/config.h"
+#include "cuda/sparse_decode/work.cuh"
+#include "smla/formats.h"
+
+namespace smla::cuda::sparse_decode_family {
+
+// Byte layout of the packed FP8 formats as the producer reads them (smla/formats.h).
+template <int kFmt>
+struct PackedRow;
+
+template <>
+struct PackedRow<static_cast<int>(CacheFormat::fp8_ds_mla)> {
+  using L = DsMlaLayout;
+  static constexpr int kD = L::d_qk;
+  static constexpr int kLatentChunks = L::d_latent / 64;  // 64-byte chunks of e4m3
+  using Scales = float4;
+  __device__ static const uint8_t* row(const KeyAddr& a) {
+    return a.page + static_cast<int64_t>(a.off) * L::bytes_per_token;
+  }
+  __device__ static const uint8_t* rope(const uint8_t* row) { return row + L::rope_offset; }
+  __device__ static Scales load_scales(const KeyAddr&, const uint8_t* row) {
+    const uint4 v = ldg_nc_v4(row + L::scale_offset);
+    return make_float4(__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w));
+  }
+  // Chunk i covers latent values 64i .. 64i + 63: tile i / 2 of 128.
+  __device__ static float scale(const Scales& s, int i) {
+    const int t = i * 64 / L::tile;
+    return t == 0 ? s.x : t == 1 ? s.y : t == 2 ? s.z : s.w;
+  }
+  __device__ static void prefetch(const KeyAddr& a) { prefetch_l2_bulk(row(a), L::bytes_per_token); }
+};
+
+template <>
+struct PackedRow<static_cast<int>(CacheFormat::fp8_model1)> {
+  using L = Model1Layout;
+  static constexpr int kD = L::d_qk;
+  static constexpr int kLatentChunks = L::d_latent / 64;
+  using Scales = uint2;  // 7 UE8M0 bytes and a pad byte
+  __device__ static const uint8_t* row(const KeyAddr& a) { return a.page + L::data_offset(a.off); }
+  __device__ static const uint8_t* rope(const uint8_t* row) { return row + L::rope_offset; }
+  __device__ static Scales load_scales(const KeyAddr& a, const uint8_t*) {
+    return ldg_nc_v2(a.page + L::scales_offset(a.page_size, a.off));
+  }
+  // Chunk i covers latent values 64i .. 64i + 63: exactly tile i.
+  __device__ static float scale(const Scales& s, int i) {
+    return ue8m0_to_float(((i < 4 ? s.x : s.y) >> (8 * (i & 3))) & 0xffu);
+  }
+  __device__ static void prefetch(const KeyAddr& a) {
+    prefetch_l2_bulk(row(a), L::data_bytes);
+    prefetch_l2_line(a.page + L::scales_offset(a.page_size, a.off));
+  }
+};
+
+// The indices of blocks kb .. kb + 3 (two rounds each), rotated one block per step so that every
+// index is loaded three blocks before its rows are.
+struct IndexQueue {
+  int32_t v[4][2];
+};
+
+// Lane roles inside the producer warpgroup.
+struct ProducerLane {
+  int lane, warp, q, key;  // key: the lane's key within a 32-key round
+  __device__ ProducerLane() {
+    const int pt = static_cast<int>(threadIdx.x) - kConsumerThreads;
+    lane = pt & 31;
+    warp = pt >> 5;
+    q = lane >> 3;
+    key = warp * 8 + (lane & 7);
+  }
+  __device__ int pos(int kb, int round) const { return kb * kKeys + round * 32 + key; }
+};
+
+// The round's valid keys as one byte per warp: bit i = key 8 * warp + i of the round.
+__device__ __forceinline__ void publish_valid(uint8_t* valid_stage, const ProducerLane& pl, int round, bool ok) {
+  const unsigned bal = __ballot_sync(0xffffffffu, ok);
+  if (pl.lane == 0) valid_stage[round * 4 + pl.warp] = static_cast<uint8_t>(bal & 0xffu);
+}
+
+template <int kFmt>
+struct PackedRound {
+  using F = PackedRow<kFmt>;
+  uint4 lat[F::kLatentChunks];
+  uint4 rope[2];
+  typename F::Scales sc;
+  bool ok;
+
+  __device__ void load(const AttnParams& p, const Work& w, const ProducerLane& pl, int v, int32_t idx) {
+    const KeyAddr a = key_addr(p, w, v, idx);
+    ok = a.page != nullptr;
+    if (ok) {
+      const uint8_t* r = F::row(a);
+#pragma unroll
+      for (int i = 0; i < F::kLatentChunks; ++i) lat[i] = ldg_nc_v4(r + i * 64 + pl.q * 16);
+      rope[0] = ldg_nc_v4(F::rope(r) + pl.q * 32);
+      rope[1] = ldg_nc_v4(F::rope(r) + pl.q * 32 + 16);
+      sc = F::load_scales(a, r);
+    }
+  }
+
+  // Dequantized into row j of the K tile; a skipped key is written as zeros (its logit is
+  // masked, and zero V keeps NaN bytes of unused slots out of P V).
+  __device__ void store(uint8_t* tile, const ProducerLane& pl, int j) const {
+    constexpr int kRowGroup = 16 * F::kD;
+    uint8_t* dst = tile + (j >> 3) * kRowGroup + (j & 7) * 16;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int i = 0; i < F::kLatentChunks; ++i) {
+      uint4 lo = zero, hi = zero;
+      if (ok) e4m3x16_to_bf16(lat[i], F::scale(sc, i), lo, hi);
+      const int c = 8 * i + 2 * pl.q;
+      *reinterpret_cast<uint4*>(dst + c * 128) = lo;
+      *reinterpret_cast<uint4*>(dst + (c + 1) * 128) = hi;
+    }
+    const int c = F::kLatentChunks * 8 + 2 * pl.q;
+    *reinterpret_cast<uint4*>(dst + c * 128) = ok ? rope[0] : zero;
+    *reinterpret_cast<uint4*>(dst + (c + 1) * 128) = ok ? rope[1] : zero;
+  }
+};
+
+template <int kRows, int kD>
+struct Stage {
+  uint8_t* tile;
+  uint8_t* valid;
+  uint64_t* full;
+  uint64_t* empty;
+  __device__ Stage(uint8_t* smem, int s) {
+    using S = Smem<kRows, kD>;
+    tile = smem + S::k + s * S::kKBytes;
+    valid = smem + S::valid + 16 * s;
+    full = reinterpret_cast<uint64_t*>(smem + S::bars) + s;
+    empty = reinterpret_cast<uint64_t*>(smem + S::bars) + kStages + s;
+  }
+};
+
+__device__ __forceinline__ void init_queue(IndexQueue& iq, const AttnParams& p, const Work& w, const ProducerLane& pl) {
+#pragma unroll
+  for (int d = 0; d < 4; ++d)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) iq.v[d][r] = w.kb_begin + d < w.kb_end ? load_key_index(p, w, pl.pos(w.kb_begin + d, r)) : -1;
+}
+
+// Drops block kb, loads block kb + 4.
+__device__ __forceinline__ void rotate_queue(IndexQueue& iq, const AttnParams& p, const Work& w, const ProducerLane& pl,
+                                             int kb) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    iq.v[0][r] = iq.v[1][r];
+    iq.v[1][r] = iq.v[2][r];
+    iq.v[2][r] = iq.v[3][r];
+    iq.v[3][r] = kb + 4 < w.kb_end ? load_key_index(p, w, pl.pos(kb + 4, r)) : -1;
+  }
+}
+
+template <int kFmt>
+__device__ __forceinline__ void prefetch_block(const AttnParams& p, const Work& w, const ProducerLane& pl, int kb,
+                                               const int32_t (&idx)[2]) {
+  if (pl.q != 0 || kb >= w.kb_end) return;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const KeyAddr a = key_addr(p, w, pl.pos(kb, r), idx[r]);
+    if (a.page) PackedRow<kFmt>::prefetch(a);
+  }
+}
+
+// fp8_ds_mla / fp8_model1: global -> registers -> dequantize -> K tile.
+template <int kRows, int kFmt>
+__device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem) {
+  constexpr int kD = PackedRow<kFmt>::kD;
+  const ProducerLane pl;
+  if (w.kb_begin >= w.kb_end) return;
+  IndexQueue iq;
+  init_queue(iq, p, w, pl);
+  prefetch_block<kFmt>(p, w, pl, w.kb_begin, iq.v[0]);
+  prefetch_block<kFmt>(p, w, pl, w.kb_begin + 1, iq.v[1]);
+  PackedRound<kFmt> a, b;
+  a.load(p, w, pl, pl.pos(w.kb_begin, 0), iq.v[0][0]);
+  for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
+    const int i = kb - w.kb_begin;
+    const Stage<kRows, kD> st(smem, i & 1);
+    prefetch_block<kFmt>(p, w, pl, kb + 2, iq.v[2]);
+    b.load(p, w, pl, pl.pos(kb, 1), iq.v[0][1]);
+    if (i >= kStages) mbar_wait(st.empty, ((i / kStages) - 1) & 1);
+    publish_valid(st.valid, pl, 0, a.ok);
+    a.store(st.tile, pl, pl.key);
+    rotate_queue(iq, p, w, pl, kb);
+    if (kb + 1 < w.kb_end) a.load(p, w, pl, pl.pos(kb + 1, 0), iq.v[0][0]);
+    publish_valid(st.valid, pl, 1, b.ok);
+    b.store(st.tile, pl, 32 + pl.key);
+    fence_proxy_async();  // generic-proxy stores, read next by wgmma (async proxy)
+    mbar_arrive(st.full);
+  }
+}
+
+// bf16 rows need no conversion: cp.async straight into the K tile (zero-fill for skipped
+// keys), one block in flight while the previous one is handed over.
+template <int kRows, int kD>
+__device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem) {
+  constexpr int kRowBytes = kD * 2;
+  constexpr int kRowGroup = 16 * kD;
+  const ProducerLane pl;
+  if (w.kb_begin >= w.kb_end) return;
+  IndexQueue iq;
+  init_queue(iq, p, w, pl);
+  for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
+    const int i = kb - w.kb_begin;
+    const Stage<kRows, kD> st(smem, i & 1);
+    if (i >= kStages) mbar_wait(st.empty, ((i / kStages) - 1) & 1);
+    const uint32_t tile = static_cast<uint32_t>(__cvta_generic_to_shared(st.tile));
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int j = r * 32 + pl.key;
+      const KeyAddr a = key_addr(p, w, pl.pos(kb, r), iq.v[0][r]);
+      const bool ok = a.page != nullptr;
+      const uint8_t* src = ok ? a.page + static_cast<int64_t>(a.off) * kRowBytes : p.main.base;
+      const uint32_t dst = tile + (j >> 3) * kRowGroup + (j & 7) * 16;
+#pragma unroll
+      for (int ch = 0; ch < kRowBytes / 64; ++ch)
+        cp_async_16_zfill(dst + (4 * ch + pl.q) * 128, src + ch * 64 + pl.q * 16, ok ? 16 : 0);
+      publish_valid(st.valid, pl, r, ok);
+    }
+    cp_async_commit_group();
+    rotate_queue(iq, p, w, pl, kb);
+    if (i >= 1) {
+      cp_async_wait_group<1>();
+      fence_proxy_async();
+      mbar_arrive(Stage<kRows, kD>(smem, (i - 1) & 1).full);
+    }
+  }
+  cp_async_wait_group<0>();
+  fence_proxy_async();
+  mbar_arrive(Stage<kRows, kD>(smem, (w.kb_end - w.kb_begin - 1) & 1).full);
+}
+
+}  // namespace smla::cuda::sparse_decode_family

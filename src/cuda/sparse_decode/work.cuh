@@ -1,0 +1,90 @@
+// What one sparse-decode CTA owns: its request and query token, its head tile, its split of
+// the request's key list (main keys first, then the extra key set), and where key v of that
+// list lives. Every value read from device memory is untrusted: lengths are clamped and an
+// index names a key only when 0 <= index < num_blocks * page_size.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/attention/attention_params.h"
+#include "cuda/common/kv_load.cuh"
+#include "cuda/sparse_decode/config.h"
+
+namespace smla::cuda::sparse_decode_family {
+
+struct Work {
+  int req = 0, t = 0;             // request, query token
+  int split_slot = 0;             // row block of the split-KV partials (blockIdx.x)
+  int n_splits = 1;
+  int head0 = 0, heads = 0;       // first head of the tile, real heads in it
+  int len_main = 0, len_total = 0;
+  int kb_begin = 0, kb_end = 0;   // key blocks of this split
+  bool active = true;             // false: a CTA past the schedule's splits (writes nothing)
+};
+
+__device__ __forceinline__ Work make_work(const AttnParams& p) {
+  Work w;
+  int split_id = 0;
+  if (p.split_offsets) {
+    const int x = blockIdx.x;
+    if (x >= __ldg(p.split_offsets + p.b)) {
+      w.active = false;
+      return w;
+    }
+    int lo = 0, hi = p.b - 1;  // last request with split_offsets[r] <= x
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) >> 1;
+      if (__ldg(p.split_offsets + mid) <= x) lo = mid; else hi = mid - 1;
+    }
+    w.req = lo;
+    split_id = x - __ldg(p.split_offsets + lo);
+    w.n_splits = __ldg(p.split_offsets + lo + 1) - __ldg(p.split_offsets + lo);
+  } else {
+    w.req = blockIdx.x;
+  }
+  w.split_slot = blockIdx.x;
+  w.t = blockIdx.z;
+  w.head0 = blockIdx.y * p.heads_tile;
+  w.heads = min(p.heads_tile, p.h_q - w.head0);
+  w.len_main = sparse_len(p.main, w.req);
+  w.len_total = w.len_main + (p.has_extra ? sparse_len(p.extra, w.req) : 0);
+  const int n_blocks = (w.len_total + kKeys - 1) / kKeys;
+  const int chunk = (n_blocks + w.n_splits - 1) / max(w.n_splits, 1);
+  w.kb_begin = min(split_id * chunk, n_blocks);
+  w.kb_end = min(w.kb_begin + chunk, n_blocks);
+  return w;
+}
+
+// Index of key v of this CTA's list, or -1 past its end (the value itself is still untrusted).
+__device__ __forceinline__ int32_t load_key_index(const AttnParams& p, const Work& w, int v) {
+  if (v >= w.len_total) return -1;
+  if (v < w.len_main) return __ldg(p.main.indices + w.req * p.main.idx_sb + w.t * p.main.idx_st + v);
+  return __ldg(p.extra.indices + w.req * p.extra.idx_sb + w.t * p.extra.idx_st + (v - w.len_main));
+}
+
+// Where key v's bytes are: its page and the token's offset in it, or page == nullptr when the
+// index names no slot of its cache. Fields are selected one by one (no reference into the
+// kernel parameters, which would copy them to local memory).
+struct KeyAddr {
+  const uint8_t* page = nullptr;
+  int off = 0;
+  int page_size = 1;
+};
+
+__device__ __forceinline__ KeyAddr key_addr(const AttnParams& p, const Work& w, int v, int32_t idx) {
+  const bool main = v < w.len_main;
+  const uint8_t* base = main ? p.main.base : p.extra.base;
+  const int64_t stride = main ? p.main.page_stride : p.extra.page_stride;
+  const int ps = main ? p.main.page_size : p.extra.page_size;
+  const int64_t nb = main ? p.main.num_blocks : p.extra.num_blocks;
+  KeyAddr a;
+  a.page_size = ps;
+  if (v < w.len_total && idx >= 0 && static_cast<int64_t>(idx) < nb * ps) {
+    const int blk = idx / ps;
+    a.off = idx - blk * ps;
+    a.page = base + static_cast<int64_t>(blk) * stride;
+  }
+  return a;
+}
+
+}  // namespace smla::cuda::sparse_decode_family
