@@ -13,15 +13,16 @@ inline constexpr int kConsumerThreads = 256;  // two consumer warpgroups
 inline constexpr int kProducerThreads = 128;  // one producer warpgroup
 inline constexpr int kThreads = kConsumerThreads + kProducerThreads;
 
-// Register budgets (setmaxnreg; 168 per thread at entry, 512 per lane slot across the three
-// warpgroups). 64-row CTAs: WG0 holds S (32), O[:, 0:256] (128) and P; WG1 O[:, 256:512].
+// Register budgets (setmaxnreg). A CTA's register pool is what it was launched with: 168 per
+// thread (384 threads, 8-register granularity), so the three warpgroups share 504 per lane slot;
+// a warpgroup that asks for more than the others released waits forever. 64-row CTAs: WG0 holds S (32), O[:, 0:256] (128) and P; WG1 O[:, 256:512].
 // 16/32-row CTAs: every consumer warp holds a 16 x 256 slice of O and its own S. Set from
 // ptxas: WG1 needs 160 (below, ptxas ignores every setmaxnreg, C7507); WG0 at 184 serializes
 // its wgmmas (C7512); these values compile every instantiation without spills.
-inline constexpr int kRegsWg0 = 200, kRegsWg1 = 160, kRegsProducerWide = 152;
-inline constexpr int kRegsConsumerNarrow = 176, kRegsProducerNarrow = 160;
-static_assert(kRegsWg0 + kRegsWg1 + kRegsProducerWide <= 512, "64-row register budget");
-static_assert(2 * kRegsConsumerNarrow + kRegsProducerNarrow <= 512, "narrow register budget");
+inline constexpr int kRegsWg0 = 200, kRegsWg1 = 160, kRegsProducerWide = 144;
+inline constexpr int kRegsConsumerNarrow = 176, kRegsProducerNarrow = 152;
+static_assert(kRegsWg0 + kRegsWg1 + kRegsProducerWide <= 504, "64-row register budget");
+static_assert(2 * kRegsConsumerNarrow + kRegsProducerNarrow <= 504, "narrow register budget");
 
 // Named barriers among the consumer warpgroups (0 is __syncthreads).
 inline constexpr int kBarPReady = 1;   // WG0 -> WG1: P and the row rescale factors are in shared memory
