@@ -7,6 +7,13 @@
 
 namespace smla::cuda::sparse_decode_family {
 
+// Measurement builds only (-DSMLA_SD_VARIANT=n; 0 is the shipped kernel): 1 no L2 prefetch,
+// 2 per-line L2 prefetch, 3 no fp8 conversion, 4 no gathers, 5 per-line prefetch 3 blocks ahead.
+#ifndef SMLA_SD_VARIANT
+#define SMLA_SD_VARIANT 0
+#endif
+inline constexpr int kVariant = SMLA_SD_VARIANT;
+
 inline constexpr int kKeys = 64;              // keys per block (one K tile)
 inline constexpr int kStages = 2;             // K tiles in flight between producer and consumers
 inline constexpr int kConsumerThreads = 256;  // two consumer warpgroups

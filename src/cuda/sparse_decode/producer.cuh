@@ -47,6 +47,12 @@ struct PackedRow<static_cast<int>(CacheFormat::fp8_ds_mla)> {
     return t == 0 ? s.x : t == 1 ? s.y : t == 2 ? s.z : s.w;
   }
   __device__ static void prefetch(const KeyAddr& a) { prefetch_l2_bulk(row(a), L::bytes_per_token); }
+  // Lane q of the key's four: two 128-byte lines of the row (together every line it spans).
+  __device__ static void prefetch_lines(const KeyAddr& a, int q) {
+    const uint8_t* r = row(a);
+    prefetch_l2_line(r + q * 128);
+    prefetch_l2_line(r + min((q + 4) * 128, L::bytes_per_token - 1));
+  }
 };
 
 template <>
@@ -67,6 +73,12 @@ struct PackedRow<static_cast<int>(CacheFormat::fp8_model1)> {
   __device__ static void prefetch(const KeyAddr& a) {
     prefetch_l2_bulk(row(a), L::data_bytes);
     prefetch_l2_line(a.page + L::scales_offset(a.page_size, a.off));
+  }
+  __device__ static void prefetch_lines(const KeyAddr& a, int q) {
+    const uint8_t* r = row(a);
+    prefetch_l2_line(r + q * 128);
+    prefetch_l2_line(r + min((q + 4) * 128, L::data_bytes - 1));
+    if (q == 0) prefetch_l2_line(a.page + L::scales_offset(a.page_size, a.off));
   }
 };
 
@@ -106,6 +118,13 @@ struct PackedRound {
   __device__ void load(const AttnParams& p, const Work& w, const ProducerLane& pl, int v, int32_t idx) {
     const KeyAddr a = key_addr(p, w, v, idx);
     ok = a.page != nullptr;
+    if constexpr (kVariant == 4) {  // experiment: no gathers (converts zeros)
+#pragma unroll
+      for (int i = 0; i < F::kLatentChunks; ++i) lat[i] = make_uint4(0, 0, 0, 0);
+      rope[0] = rope[1] = make_uint4(0, 0, 0, 0);
+      sc = typename F::Scales{};
+      return;
+    }
     if (ok) {
       const uint8_t* r = F::row(a);
 #pragma unroll
@@ -125,7 +144,11 @@ struct PackedRound {
 #pragma unroll
     for (int i = 0; i < F::kLatentChunks; ++i) {
       uint4 lo = zero, hi = zero;
-      if (ok) e4m3x16_to_bf16(lat[i], F::scale(sc, i), lo, hi);
+      if constexpr (kVariant == 3) {  // experiment: no conversion (raw bytes stored)
+        lo = hi = ok ? lat[i] : zero;
+      } else if (ok) {
+        e4m3x16_to_bf16(lat[i], F::scale(sc, i), lo, hi);
+      }
       const int c = 8 * i + 2 * pl.q;
       *reinterpret_cast<uint4*>(dst + c * 128) = lo;
       *reinterpret_cast<uint4*>(dst + (c + 1) * 128) = hi;
@@ -173,11 +196,15 @@ __device__ __forceinline__ void rotate_queue(IndexQueue& iq, const AttnParams& p
 template <int kFmt>
 __device__ __forceinline__ void prefetch_block(const AttnParams& p, const Work& w, const ProducerLane& pl, int kb,
                                                const int32_t (&idx)[2]) {
-  if (pl.q != 0 || kb >= w.kb_end) return;
+  if (kb >= w.kb_end || kVariant == 1) return;
+  constexpr bool lines = kVariant == 2 || kVariant == 5;
+  if (!lines && pl.q != 0) return;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const KeyAddr a = key_addr(p, w, pl.pos(kb, r), idx[r]);
-    if (a.page) PackedRow<kFmt>::prefetch(a);
+    if (!a.page) continue;
+    if constexpr (lines) PackedRow<kFmt>::prefetch_lines(a, pl.q);
+    else PackedRow<kFmt>::prefetch(a);
   }
 }
 
@@ -191,12 +218,14 @@ __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem
   init_queue(iq, p, w, pl);
   prefetch_block<kFmt>(p, w, pl, w.kb_begin, iq.v[0]);
   prefetch_block<kFmt>(p, w, pl, w.kb_begin + 1, iq.v[1]);
+  if constexpr (kVariant == 5) prefetch_block<kFmt>(p, w, pl, w.kb_begin + 2, iq.v[2]);
   PackedRound<kFmt> a, b;
   a.load(p, w, pl, pl.pos(w.kb_begin, 0), iq.v[0][0]);
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin;
     const Stage<kRows, kD> st(smem, i & 1);
-    prefetch_block<kFmt>(p, w, pl, kb + 2, iq.v[2]);
+    if constexpr (kVariant == 5) prefetch_block<kFmt>(p, w, pl, kb + 3, iq.v[3]);
+    else prefetch_block<kFmt>(p, w, pl, kb + 2, iq.v[2]);
     b.load(p, w, pl, pl.pos(kb, 1), iq.v[0][1]);
     if (i >= kStages) mbar_wait(st.empty, ((i / kStages) - 1) & 1);
     publish_valid(st.valid, pl, 0, a.ok);
