@@ -8,7 +8,9 @@
 namespace smla::cuda::sparse_decode_family {
 
 // Measurement builds only (-DSMLA_SD_VARIANT=n; 0 is the shipped kernel): 1 no L2 prefetch,
-// 2 per-line L2 prefetch, 3 no fp8 conversion, 4 no gathers, 5 per-line prefetch 3 blocks ahead.
+// 2 per-line L2 prefetch, 3 no fp8 conversion, 4 no gathers, 5 per-line prefetch 3 blocks ahead,
+// 6 the producer only hands over tiles (consumer speed), 7 the consumers only release tiles
+// (producer speed), 8 per-line prefetch and loads with a 256-byte L2 prefetch hint.
 #ifndef SMLA_SD_VARIANT
 #define SMLA_SD_VARIANT 0
 #endif

@@ -46,6 +46,11 @@ __device__ void consume_narrow(const AttnParams& p, const Work& w, uint8_t* smem
     const int i = kb - w.kb_begin;
     const Stage<kRows, kD> stage(smem, i & 1);
     mbar_wait(stage.full, (i / kStages) & 1);
+    if constexpr (kVariant == 7) {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(stage.empty);
+      continue;
+    }
     const uint32_t k_base = smem_addr(stage.tile);
 
     // ---- S = Q K^T for this warp's 16 rows x kGroupKeys keys

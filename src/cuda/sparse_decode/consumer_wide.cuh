@@ -68,6 +68,11 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem) {
     const int i = kb - w.kb_begin, s = i & 1;
     const Stage<64, kD> stage(smem, s);
     mbar_wait(stage.full, (i / kStages) & 1);
+    if constexpr (kVariant == 7) {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(stage.empty);
+      continue;
+    }
 
     // ---- S = Q K^T: 64 heads x 64 keys
     float sc[8][4];
@@ -147,7 +152,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem) {
   }
 
   // ---- epilogue: full row sums, final factors for WG1, this half of O
-  if (w.kb_end > w.kb_begin) named_bar_sync(kBarPFree, kConsumerThreads);  // WG1 is past its last P
+  if (kVariant != 7 && w.kb_end > w.kb_begin) named_bar_sync(kBarPFree, kConsumerThreads);  // WG1 is past its last P
   st0.l = quad_sum(st0.l);
   st1.l = quad_sum(st1.l);
   const RowResult res0 = finish_row(p, w, w.head0 + r0, st0.m, st0.l, r0 < w.heads);
@@ -185,6 +190,11 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem) {
     const int i = kb - w.kb_begin, s = i & 1;
     const Stage<64, kD> stage(smem, s);
     mbar_wait(stage.full, (i / kStages) & 1);
+    if constexpr (kVariant == 7) {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(stage.empty);
+      continue;
+    }
     named_bar_sync(kBarPReady, kConsumerThreads);
     rescale_o(o, s_scale[r0], s_scale[r1]);
     const uint64_t dv = T::v(smem, s, 1);

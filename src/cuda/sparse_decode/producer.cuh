@@ -128,7 +128,10 @@ struct PackedRound {
     if (ok) {
       const uint8_t* r = F::row(a);
 #pragma unroll
-      for (int i = 0; i < F::kLatentChunks; ++i) lat[i] = ldg_nc_v4(r + i * 64 + pl.q * 16);
+      for (int i = 0; i < F::kLatentChunks; ++i) {
+        if constexpr (kVariant == 8) lat[i] = ldg_nc_v4_l2_256(r + i * 64 + pl.q * 16);
+        else lat[i] = ldg_nc_v4(r + i * 64 + pl.q * 16);
+      }
       rope[0] = ldg_nc_v4(F::rope(r) + pl.q * 32);
       rope[1] = ldg_nc_v4(F::rope(r) + pl.q * 32 + 16);
       sc = F::load_scales(a, r);
@@ -197,7 +200,7 @@ template <int kFmt>
 __device__ __forceinline__ void prefetch_block(const AttnParams& p, const Work& w, const ProducerLane& pl, int kb,
                                                const int32_t (&idx)[2]) {
   if (kb >= w.kb_end || kVariant == 1) return;
-  constexpr bool lines = kVariant == 2 || kVariant == 5;
+  constexpr bool lines = kVariant == 2 || kVariant == 5 || kVariant == 8;
   if (!lines && pl.q != 0) return;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -214,6 +217,17 @@ __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem
   constexpr int kD = PackedRow<kFmt>::kD;
   const ProducerLane pl;
   if (w.kb_begin >= w.kb_end) return;
+  if constexpr (kVariant == 6) {
+    for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
+      const int i = kb - w.kb_begin;
+      const Stage<kRows, kD> st(smem, i & 1);
+      if (i >= kStages) mbar_wait(st.empty, ((i / kStages) - 1) & 1);
+      publish_valid(st.valid, pl, 0, true);
+      publish_valid(st.valid, pl, 1, true);
+      mbar_arrive(st.full);
+    }
+    return;
+  }
   IndexQueue iq;
   init_queue(iq, p, w, pl);
   prefetch_block<kFmt>(p, w, pl, w.kb_begin, iq.v[0]);
