@@ -7,10 +7,8 @@
 
 namespace smla::cuda::sparse_decode_family {
 
-// Measurement builds only (-DSMLA_SD_VARIANT=n; 0 is the shipped kernel): 1 no L2 prefetch,
-// 2 per-line L2 prefetch, 3 no fp8 conversion, 4 no gathers, 5 per-line prefetch 3 blocks ahead,
-// 6 the producer only hands over tiles (consumer speed), 7 the consumers only release tiles
-// (producer speed), 8 per-line prefetch and loads with a 256-byte L2 prefetch hint.
+// Measurement builds only (-DSMLA_SD_VARIANT=n; 0 is the shipped kernel): 3 no fp8 conversion,
+// 4 no gathers, 7 the consumers only release tiles (producer speed).
 #ifndef SMLA_SD_VARIANT
 #define SMLA_SD_VARIANT 0
 #endif
@@ -19,19 +17,20 @@ inline constexpr int kVariant = SMLA_SD_VARIANT;
 inline constexpr int kKeys = 64;              // keys per block (one K tile)
 inline constexpr int kStages = 2;             // K tiles in flight between producer and consumers
 inline constexpr int kConsumerThreads = 256;  // two consumer warpgroups
-inline constexpr int kProducerThreads = 128;  // one producer warpgroup
+inline constexpr int kProducerThreads = 256;  // two producer warpgroups (one 32-key round of a block each)
 inline constexpr int kThreads = kConsumerThreads + kProducerThreads;
 
-// Register budgets (setmaxnreg). A CTA's register pool is what it was launched with: 168 per
-// thread (384 threads, 8-register granularity), so the three warpgroups share 504 per lane slot;
-// a warpgroup that asks for more than the others released waits forever. 64-row CTAs: WG0 holds S (32), O[:, 0:256] (128) and P; WG1 O[:, 256:512].
-// 16/32-row CTAs: every consumer warp holds a 16 x 256 slice of O and its own S. Set from
+// Register budgets (setmaxnreg). A CTA's register pool is what it was launched with: 128 per
+// thread (512 threads), so the four warpgroups share 512 per lane slot; a warpgroup that asks
+// for more than the others released waits forever. 64-row CTAs: WG0 holds S (32), O[:, 0:256]
+// (128) and P; WG1 O[:, 256:512]. 16/32-row CTAs: every consumer warp holds a 16 x 256 slice of
+// O and its own S. A producer thread holds one 32-key round of loads (44 registers). From
 // ptxas: WG1 needs 160 (below, ptxas ignores every setmaxnreg, C7507); WG0 at 184 serializes
-// its wgmmas (C7512); these values compile every instantiation without spills.
-inline constexpr int kRegsWg0 = 200, kRegsWg1 = 160, kRegsProducerWide = 144;
-inline constexpr int kRegsConsumerNarrow = 176, kRegsProducerNarrow = 152;
-static_assert(kRegsWg0 + kRegsWg1 + kRegsProducerWide <= 504, "64-row register budget");
-static_assert(2 * kRegsConsumerNarrow + kRegsProducerNarrow <= 504, "narrow register budget");
+// its wgmmas (C7512).
+inline constexpr int kRegsWg0 = 192, kRegsWg1 = 160, kRegsProducerWide = 80;
+inline constexpr int kRegsConsumerNarrow = 168, kRegsProducerNarrow = 88;
+static_assert(kRegsWg0 + kRegsWg1 + 2 * kRegsProducerWide <= 512, "64-row register budget");
+static_assert(2 * kRegsConsumerNarrow + 2 * kRegsProducerNarrow <= 512, "narrow register budget");
 
 // Named barriers among the consumer warpgroups (0 is __syncthreads).
 inline constexpr int kBarPReady = 1;   // WG0 -> WG1: P and the row rescale factors are in shared memory

@@ -38,6 +38,11 @@ __device__ __forceinline__ uint64_t desc_add(uint64_t d, uint32_t units16) {
   return (d & 0xffffffff00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(d) + units16);
 }
 
+// The two 128-column halves of a warpgroup's 64 x 256 accumulator (m64n128 wgmmas: 64
+// accumulators each fit the kernel's 128-register entry budget, which ptxas checks per instruction).
+__device__ __forceinline__ float (&o_lo(float (&o)[32][4]))[16][4] { return *reinterpret_cast<float(*)[16][4]>(&o[0]); }
+__device__ __forceinline__ float (&o_hi(float (&o)[32][4]))[16][4] { return *reinterpret_cast<float(*)[16][4]>(&o[16]); }
+
 __device__ __forceinline__ uint64_t load_valid_mask(const uint8_t* valid_stage) {
   const uint2 v = *reinterpret_cast<const uint2*>(valid_stage);
   return (static_cast<uint64_t>(v.y) << 32) | v.x;
@@ -142,7 +147,11 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem) {
     const uint64_t dv = T::v(smem, s, 0);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_m64n256k16_rs(o, a[kk], desc_add(dv, kk * (2 * T::kRowGroup / 16)));
+    for (int kk = 0; kk < 4; ++kk) {
+      const uint64_t d = desc_add(dv, kk * (2 * T::kRowGroup / 16));
+      wgmma_m64n128k16_rs(o_lo(o), a[kk], d);
+      wgmma_m64n128k16_rs(o_hi(o), a[kk], desc_add(d, 128 * 16 / 16));
+    }
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence(o);
@@ -200,8 +209,11 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem) {
     const uint64_t dv = T::v(smem, s, 1);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      wgmma_m64n256k16_ss_tb(o, desc_add(dp, kk * 16), desc_add(dv, kk * (2 * T::kRowGroup / 16)), 1);
+    for (int kk = 0; kk < 4; ++kk) {
+      const uint64_t d = desc_add(dv, kk * (2 * T::kRowGroup / 16));
+      wgmma_m64n128k16_ss_tb(o_lo(o), desc_add(dp, kk * 16), d, 1);
+      wgmma_m64n128k16_ss_tb(o_hi(o), desc_add(dp, kk * 16), desc_add(d, 128 * 16 / 16), 1);
+    }
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence(o);

@@ -1,8 +1,9 @@
 // The warp-specialized sparse-decode kernel (sm_90a): one CTA per (split of a request's key
-// list, head tile, query token), three warpgroups:
+// list, head tile, query token), four warpgroups:
 //   WG0, WG1  consumers: 64-row tiles on wgmma (consumer_wide.cuh), 16/32-row tiles on
 //             mma.sync (consumer_narrow.cuh);
-//   WG2       producer: gathers and dequantizes 64-key blocks into two K tiles (producer.cuh).
+//   WG2, WG3  producers: gather and dequantize 64-key blocks (32 keys each) into two K tiles
+//             (producer.cuh).
 // Producer and consumers meet on mbarriers only ("full" per K tile: the rows are in; "empty":
 // every consumer warp is done with it), so gathers and dequantization overlap the MMAs.
 // docs/design/sparse_decode_sm90.md has the design and its numbers.
@@ -61,7 +62,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_decode_kernel(const __grid
       setmaxnreg_inc<kRegsWg0>();
       consume_wg0<kD>(p, w, smem);
     } else if (wg == 1) {
-      setmaxnreg_dec<kRegsWg1>();
+      setmaxnreg_inc<kRegsWg1>();
       consume_wg1<kD>(p, w, smem);
     } else {
       setmaxnreg_dec<kRegsProducerWide>();

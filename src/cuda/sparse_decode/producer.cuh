@@ -1,14 +1,15 @@
-// The producer warpgroup: gathers the key rows of each 64-key block from the paged cache and
-// writes them, as bf16, into a K tile (wgmma core-matrix layout) for the consumers.
+// The producer warpgroups: gather the key rows of each 64-key block from the paged cache and
+// write them, as bf16, into a K tile (wgmma core-matrix layout) for the consumers.
 //
-// Lane mapping (as in every packed format): warp w, lane l takes key 8w + l % 8 of a 32-key
-// round and the 16-byte quarter q = l / 8 of each 64-byte chunk of the row, so the four lanes of
-// a key read 64 contiguous bytes per load and their 16-byte stores fill four distinct 128-byte
-// lines of the tile (no bank conflicts). A block is two rounds.
+// Lane mapping (as in every packed format): producer warpgroup r takes round r (keys 32r ..
+// 32r + 31) of every block; its warp w, lane l takes key 8w + l % 8 of the round and the 16-byte
+// quarter q = l / 8 of each 64-byte chunk of the row, so the four lanes of a key read 64
+// contiguous bytes per load and their 16-byte stores fill four distinct 128-byte lines of the
+// tile (no bank conflicts).
 //
-// Latency: block kb + 2 is prefetched into L2 with one bulk prefetch per row (no registers, no
-// shared memory), the indices of block kb + 4 are loaded, and the registers hold two rounds:
-// round 0 of block kb + 1 is loaded while round 1 of block kb is dequantized.
+// Latency: the rows of block kb + 2 are prefetched into L2 (128-byte lines, two per lane: no
+// registers, no shared memory), the indices of block kb + 4 are loaded, and two warpgroups (two
+// warps per scheduler) keep loads in flight while the other converts.
 #pragma once
 
 #include <cstdint>
@@ -82,23 +83,25 @@ struct PackedRow<static_cast<int>(CacheFormat::fp8_model1)> {
   }
 };
 
-// The indices of blocks kb .. kb + 3 (two rounds each), rotated one block per step so that every
-// index is loaded three blocks before its rows are.
+// The lane's key index in blocks kb .. kb + 3, rotated one block per step so that every index is
+// loaded three blocks before its row is.
 struct IndexQueue {
-  int32_t v[4][2];
+  int32_t v[4];
 };
 
-// Lane roles inside the producer warpgroup.
+// Lane roles inside the producer warpgroups.
 struct ProducerLane {
-  int lane, warp, q, key;  // key: the lane's key within a 32-key round
+  int lane, warp, q, round, key;  // key: the lane's key within its 32-key round
   __device__ ProducerLane() {
     const int pt = static_cast<int>(threadIdx.x) - kConsumerThreads;
+    round = pt >> 7;
     lane = pt & 31;
-    warp = pt >> 5;
+    warp = (pt >> 5) & 3;
     q = lane >> 3;
     key = warp * 8 + (lane & 7);
   }
-  __device__ int pos(int kb, int round) const { return kb * kKeys + round * 32 + key; }
+  __device__ int row_in_block() const { return round * 32 + key; }
+  __device__ int pos(int kb) const { return kb * kKeys + row_in_block(); }
 };
 
 // The round's valid keys as one byte per warp: bit i = key 8 * warp + i of the round.
@@ -128,10 +131,7 @@ struct PackedRound {
     if (ok) {
       const uint8_t* r = F::row(a);
 #pragma unroll
-      for (int i = 0; i < F::kLatentChunks; ++i) {
-        if constexpr (kVariant == 8) lat[i] = ldg_nc_v4_l2_256(r + i * 64 + pl.q * 16);
-        else lat[i] = ldg_nc_v4(r + i * 64 + pl.q * 16);
-      }
+      for (int i = 0; i < F::kLatentChunks; ++i) lat[i] = ldg_nc_v4_l2_256(r + i * 64 + pl.q * 16);
       rope[0] = ldg_nc_v4(F::rope(r) + pl.q * 32);
       rope[1] = ldg_nc_v4(F::rope(r) + pl.q * 32 + 16);
       sc = F::load_scales(a, r);
@@ -179,36 +179,24 @@ struct Stage {
 
 __device__ __forceinline__ void init_queue(IndexQueue& iq, const AttnParams& p, const Work& w, const ProducerLane& pl) {
 #pragma unroll
-  for (int d = 0; d < 4; ++d)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) iq.v[d][r] = w.kb_begin + d < w.kb_end ? load_key_index(p, w, pl.pos(w.kb_begin + d, r)) : -1;
+  for (int d = 0; d < 4; ++d) iq.v[d] = w.kb_begin + d < w.kb_end ? load_key_index(p, w, pl.pos(w.kb_begin + d)) : -1;
 }
 
 // Drops block kb, loads block kb + 4.
 __device__ __forceinline__ void rotate_queue(IndexQueue& iq, const AttnParams& p, const Work& w, const ProducerLane& pl,
                                              int kb) {
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    iq.v[0][r] = iq.v[1][r];
-    iq.v[1][r] = iq.v[2][r];
-    iq.v[2][r] = iq.v[3][r];
-    iq.v[3][r] = kb + 4 < w.kb_end ? load_key_index(p, w, pl.pos(kb + 4, r)) : -1;
-  }
+  iq.v[0] = iq.v[1];
+  iq.v[1] = iq.v[2];
+  iq.v[2] = iq.v[3];
+  iq.v[3] = kb + 4 < w.kb_end ? load_key_index(p, w, pl.pos(kb + 4)) : -1;
 }
 
 template <int kFmt>
-__device__ __forceinline__ void prefetch_block(const AttnParams& p, const Work& w, const ProducerLane& pl, int kb,
-                                               const int32_t (&idx)[2]) {
-  if (kb >= w.kb_end || kVariant == 1) return;
-  constexpr bool lines = kVariant == 2 || kVariant == 5 || kVariant == 8;
-  if (!lines && pl.q != 0) return;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const KeyAddr a = key_addr(p, w, pl.pos(kb, r), idx[r]);
-    if (!a.page) continue;
-    if constexpr (lines) PackedRow<kFmt>::prefetch_lines(a, pl.q);
-    else PackedRow<kFmt>::prefetch(a);
-  }
+__device__ __forceinline__ void prefetch_key(const AttnParams& p, const Work& w, const ProducerLane& pl, int kb,
+                                             int32_t idx) {
+  if (kb >= w.kb_end) return;
+  const KeyAddr a = key_addr(p, w, pl.pos(kb), idx);
+  if (a.page) PackedRow<kFmt>::prefetch_lines(a, pl.q);
 }
 
 // fp8_ds_mla / fp8_model1: global -> registers -> dequantize -> K tile.
@@ -217,37 +205,20 @@ __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem
   constexpr int kD = PackedRow<kFmt>::kD;
   const ProducerLane pl;
   if (w.kb_begin >= w.kb_end) return;
-  if constexpr (kVariant == 6) {
-    for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
-      const int i = kb - w.kb_begin;
-      const Stage<kRows, kD> st(smem, i & 1);
-      if (i >= kStages) mbar_wait(st.empty, ((i / kStages) - 1) & 1);
-      publish_valid(st.valid, pl, 0, true);
-      publish_valid(st.valid, pl, 1, true);
-      mbar_arrive(st.full);
-    }
-    return;
-  }
   IndexQueue iq;
   init_queue(iq, p, w, pl);
-  prefetch_block<kFmt>(p, w, pl, w.kb_begin, iq.v[0]);
-  prefetch_block<kFmt>(p, w, pl, w.kb_begin + 1, iq.v[1]);
-  if constexpr (kVariant == 5) prefetch_block<kFmt>(p, w, pl, w.kb_begin + 2, iq.v[2]);
-  PackedRound<kFmt> a, b;
-  a.load(p, w, pl, pl.pos(w.kb_begin, 0), iq.v[0][0]);
+  prefetch_key<kFmt>(p, w, pl, w.kb_begin, iq.v[0]);
+  prefetch_key<kFmt>(p, w, pl, w.kb_begin + 1, iq.v[1]);
+  PackedRound<kFmt> rd;
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin;
     const Stage<kRows, kD> st(smem, i & 1);
-    if constexpr (kVariant == 5) prefetch_block<kFmt>(p, w, pl, kb + 3, iq.v[3]);
-    else prefetch_block<kFmt>(p, w, pl, kb + 2, iq.v[2]);
-    b.load(p, w, pl, pl.pos(kb, 1), iq.v[0][1]);
-    if (i >= kStages) mbar_wait(st.empty, ((i / kStages) - 1) & 1);
-    publish_valid(st.valid, pl, 0, a.ok);
-    a.store(st.tile, pl, pl.key);
+    rd.load(p, w, pl, pl.pos(kb), iq.v[0]);
+    prefetch_key<kFmt>(p, w, pl, kb + 2, iq.v[2]);
     rotate_queue(iq, p, w, pl, kb);
-    if (kb + 1 < w.kb_end) a.load(p, w, pl, pl.pos(kb + 1, 0), iq.v[0][0]);
-    publish_valid(st.valid, pl, 1, b.ok);
-    b.store(st.tile, pl, 32 + pl.key);
+    if (i >= kStages) mbar_wait(st.empty, ((i / kStages) - 1) & 1);
+    publish_valid(st.valid, pl, pl.round, rd.ok);
+    rd.store(st.tile, pl, pl.row_in_block());
     fence_proxy_async();  // generic-proxy stores, read next by wgmma (async proxy)
     mbar_arrive(st.full);
   }
@@ -268,18 +239,15 @@ __device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem) 
     const Stage<kRows, kD> st(smem, i & 1);
     if (i >= kStages) mbar_wait(st.empty, ((i / kStages) - 1) & 1);
     const uint32_t tile = static_cast<uint32_t>(__cvta_generic_to_shared(st.tile));
+    const int j = pl.row_in_block();
+    const KeyAddr a = key_addr(p, w, pl.pos(kb), iq.v[0]);
+    const bool ok = a.page != nullptr;
+    const uint8_t* src = ok ? a.page + static_cast<int64_t>(a.off) * kRowBytes : p.main.base;
+    const uint32_t dst = tile + (j >> 3) * kRowGroup + (j & 7) * 16;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int j = r * 32 + pl.key;
-      const KeyAddr a = key_addr(p, w, pl.pos(kb, r), iq.v[0][r]);
-      const bool ok = a.page != nullptr;
-      const uint8_t* src = ok ? a.page + static_cast<int64_t>(a.off) * kRowBytes : p.main.base;
-      const uint32_t dst = tile + (j >> 3) * kRowGroup + (j & 7) * 16;
-#pragma unroll
-      for (int ch = 0; ch < kRowBytes / 64; ++ch)
-        cp_async_16_zfill(dst + (4 * ch + pl.q) * 128, src + ch * 64 + pl.q * 16, ok ? 16 : 0);
-      publish_valid(st.valid, pl, r, ok);
-    }
+    for (int ch = 0; ch < kRowBytes / 64; ++ch)
+      cp_async_16_zfill(dst + (4 * ch + pl.q) * 128, src + ch * 64 + pl.q * 16, ok ? 16 : 0);
+    publish_valid(st.valid, pl, pl.round, ok);
     cp_async_commit_group();
     rotate_queue(iq, p, w, pl, kb);
     if (i >= 1) {
