@@ -47,8 +47,8 @@ struct PackedRow<static_cast<int>(CacheFormat::fp8_ds_mla)> {
     const int t = i * 64 / L::tile;
     return t == 0 ? s.x : t == 1 ? s.y : t == 2 ? s.z : s.w;
   }
-  __device__ static void prefetch(const KeyAddr& a) { prefetch_l2_bulk(row(a), L::bytes_per_token); }
-  // Lane q of the key's four: two 128-byte lines of the row (together every line it spans).
+  // Lane q of the key's four: two 128-byte lines of the row (together every line it spans; one
+  // bulk prefetch per row measured slower: its uniform operands serialize the lanes).
   __device__ static void prefetch_lines(const KeyAddr& a, int q) {
     const uint8_t* r = row(a);
     prefetch_l2_line(r + q * 128);
@@ -70,10 +70,6 @@ struct PackedRow<static_cast<int>(CacheFormat::fp8_model1)> {
   // Chunk i covers latent values 64i .. 64i + 63: exactly tile i.
   __device__ static float scale(const Scales& s, int i) {
     return ue8m0_to_float(((i < 4 ? s.x : s.y) >> (8 * (i & 3))) & 0xffu);
-  }
-  __device__ static void prefetch(const KeyAddr& a) {
-    prefetch_l2_bulk(row(a), L::data_bytes);
-    prefetch_l2_line(a.page + L::scales_offset(a.page_size, a.off));
   }
   __device__ static void prefetch_lines(const KeyAddr& a, int q) {
     const uint8_t* r = row(a);
