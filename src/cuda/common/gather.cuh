@@ -1,6 +1,6 @@
 // Random-row gathers from a paged cache: 16-byte non-coherent loads that bypass L1 (each row is
-// read once), bulk L2 prefetches that put whole rows in flight without registers or shared
-// memory, and 16-byte cp.async (zero-filling for skipped rows).
+// read once), L2 line prefetches that put rows in flight without registers or shared memory,
+// and 16-byte cp.async (zero-filling for skipped rows).
 #pragma once
 
 #include <cstdint>
@@ -30,10 +30,6 @@ __device__ __forceinline__ uint2 ldg_nc_v2(const void* p) {
   return v;
 }
 
-// `bytes` (a multiple of 16) from a 16-byte aligned address into L2, asynchronously.
-__device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
-}
 // The 128-byte line holding `p` into L2.
 __device__ __forceinline__ void prefetch_l2_line(const void* p) {
   asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
