@@ -1,6 +1,6 @@
 """The benchmark set of docs/PERF.md: runs `smla bench` (CUDA-graph replays, cold L2, serving-
 like inputs) for each configuration on the GPU, prints a markdown table with the fraction of the
-ceilings measured in the same run and the matching FlashMLA figure from shared/ANCHORS.md
+ceilings measured in the same run and the matching FlashMLA figure from docs/BENCHMARKS.md
 ("Side by side", 2026-11-30, same H200 and method), and writes one JSON object per
 configuration (key, us, tflops, gbps, commit, date, check) to OUT_JSONL.
 

@@ -33,9 +33,11 @@ if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
 fi
 
 # The Python package (make python / make pytest): build with nanobind + scikit-build-core,
-# test with pytest, numpy and torch. Only what is missing is installed.
+# test with pytest, numpy and torch; matplotlib for bench/plot.py (tests/python/test_bench_plot.py).
+# Only what is missing is installed.
 py_missing=()
-for mod_pkg in nanobind:nanobind scikit_build_core:scikit-build-core pytest:pytest numpy:numpy torch:torch; do
+for mod_pkg in nanobind:nanobind scikit_build_core:scikit-build-core pytest:pytest numpy:numpy torch:torch \
+               matplotlib:matplotlib; do
   "$PYTHON" -c "import ${mod_pkg%%:*}" 2>/dev/null || py_missing+=("${mod_pkg#*:}")
 done
 if [ ${#py_missing[@]} -gt 0 ]; then

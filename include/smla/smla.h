@@ -9,3 +9,4 @@
 #include "smla/numeric.h"
 #include "smla/ops.h"
 #include "smla/tensor.h"
+#include "smla/version.h"

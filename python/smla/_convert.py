@@ -76,38 +76,104 @@ class device_of:
         return False
 
 
-def infer_cache_format(cache: torch.Tensor, name: str = "cache") -> str:
+# What each format stores, as the inference reads it (docs/PYTHON.md).
+_FORMAT_TENSORS = {
+    "bf16": "bfloat16",
+    "fp16": "float16",
+    "fp8_e4m3": "float8_e4m3fn or uint8 rows of 576 or 512 bytes",
+    "fp8_ds_mla": "uint8 or float8_e4m3fn rows of 656 bytes",
+    "fp8_model1": "uint8 or float8_e4m3fn rows of 584 bytes",
+}
+_ROW_BYTES = {"fp8_e4m3": (576, 512), "fp8_ds_mla": (656,), "fp8_model1": (584,)}
+_BYTE_DTYPES = (torch.uint8, torch.float8_e4m3fn)
+
+
+def describe(t: torch.Tensor) -> str:
+    """A tensor as the core's messages render one: 'bfloat16 (2, 3)'."""
+    return f"{dtype_name(t.dtype)} {tuple(t.shape)}"
+
+
+def _as_read(cache: torch.Tensor) -> str:
+    """The cache as the inference reads it: 'uint8 rows of 600 bytes' for 1-byte dtypes."""
+    if cache.dtype in _BYTE_DTYPES and cache.dim() > 0:
+        return f"{dtype_name(cache.dtype)} rows of {cache.shape[-1]} bytes"
+    return describe(cache)
+
+
+def _formats_text(formats) -> str:
+    parts = [f"{f} ({_FORMAT_TENSORS[f]})" for f in formats]
+    return "a cache of format " + (", ".join(parts[:-1]) + " or " + parts[-1] if len(parts) > 1 else parts[0])
+
+
+def infer_cache_format(cache: torch.Tensor, name: str = "cache", formats=CACHE_FORMATS) -> str:
     """The format a cache tensor's dtype and row width imply: bfloat16 -> bf16, float16 ->
     fp16, uint8 or float8_e4m3fn rows of 656 bytes -> fp8_ds_mla, of 584 bytes -> fp8_model1,
-    other uint8 / float8_e4m3fn rows -> fp8_e4m3. Any other dtype gives bf16, which the core
-    then rejects naming the dtype it expected."""
+    of 576 or 512 bytes -> fp8_e4m3. Raises SmlaError naming ``name`` when no format fits, or
+    when the one that does is not among ``formats`` (those the operation takes); the message
+    says what was read from the tensor, as no format was named by the caller."""
     if not isinstance(cache, torch.Tensor):
         raise error(name, "a torch.Tensor", type(cache).__name__)
-    row = cache.shape[-1] if cache.dim() > 0 else 0
-    if cache.dtype == torch.float16:
-        return "fp16"
-    if cache.dtype in (torch.uint8, torch.float8_e4m3fn):
-        if row == 656:
-            return "fp8_ds_mla"
-        if row == 584:
-            return "fp8_model1"
-        return "fp8_e4m3"
-    return "bf16"
+    fmt, source = None, "its dtype"
+    if cache.dtype == torch.bfloat16:
+        fmt = "bf16"
+    elif cache.dtype == torch.float16:
+        fmt = "fp16"
+    elif cache.dtype in _BYTE_DTYPES:
+        source = "its dtype and row width"
+        row = cache.shape[-1] if cache.dim() > 0 else None
+        fmt = next((f for f, widths in _ROW_BYTES.items() if row in widths), None)
+    if fmt is None:
+        why = ("no cache format has that dtype" if cache.dtype not in _BYTE_DTYPES
+               else "no cache format has that row width" if cache.dim() > 0 else "no cache format has that shape")
+        raise error(name, _formats_text(formats), f"{_as_read(cache)} ({why})")
+    if fmt not in formats:
+        raise error(name, _formats_text(formats), f"{_as_read(cache)} (format {fmt}, inferred from {source})")
+    return fmt
 
 
-def cache_arg(cache: torch.Tensor, cache_format: Optional[str], name: str = "cache"):
-    """(tensor to pass, format). The packed formats take uint8 or float8_e4m3fn tensors
-    (FlashMLA's tests use float8) and fp8_e4m3 takes float8_e4m3fn or uint8: either is passed
-    to the core as the dtype the format defines."""
-    fmt = infer_cache_format(cache, name) if cache_format is None else cache_format
+def cache_arg(cache: torch.Tensor, cache_format: Optional[str], name: str = "cache", formats=CACHE_FORMATS):
+    """(tensor to pass, format). ``formats`` are those the operation takes (only an inferred
+    format is held to them here; a named one is the core's to judge, as ``<name>.format``).
+    The packed formats take uint8 or float8_e4m3fn tensors (FlashMLA's tests use float8) and
+    fp8_e4m3 takes float8_e4m3fn or uint8: either is passed to the core as the dtype the
+    format defines."""
+    fmt = infer_cache_format(cache, name, formats) if cache_format is None else cache_format
     if fmt not in CACHE_FORMATS:
         raise error(f"{name}_format", "one of " + ", ".join(CACHE_FORMATS), repr(fmt))
-    if isinstance(cache, torch.Tensor):
+    if isinstance(cache, torch.Tensor) and fmt in _ROW_BYTES and cache.dtype in _BYTE_DTYPES:
+        # The core would see the reinterpreted dtype; a row-width error names the one given.
+        if fmt in formats and cache.dim() > 0 and cache.shape[-1] not in _ROW_BYTES[fmt]:
+            raise error(name, f"{_FORMAT_TENSORS[fmt]} for format {fmt}", _as_read(cache))
         if fmt in ("fp8_ds_mla", "fp8_model1") and cache.dtype == torch.float8_e4m3fn:
             cache = cache.view(torch.uint8)
         elif fmt == "fp8_e4m3" and cache.dtype == torch.uint8:
             cache = cache.view(torch.float8_e4m3fn)
     return cache, fmt
+
+
+_DEVICE_TYPES = ("cpu", "cuda")
+
+
+def check_device_type(name: str, t) -> None:
+    """A tensor on a device smla runs on. A meta tensor has no data: the custom op would
+    dispatch it to the fake implementation and return uninitialized outputs."""
+    if isinstance(t, torch.Tensor) and t.device.type not in _DEVICE_TYPES:
+        raise error(name, "on cpu or a cuda device", f"on {t.device}")
+
+
+def check_devices(*named) -> None:
+    """(name, tensor or None) pairs: every tensor on cpu or a cuda device, and all on the
+    device of the first (named as the core names its reference argument). Checked in the
+    wrappers, before anything is allocated or dispatched; FakeTensors report the device they
+    stand for, so tracing passes through."""
+    present = [(n, t) for n, t in named if isinstance(t, torch.Tensor)]
+    for n, t in present:
+        check_device_type(n, t)
+    if present:
+        ref_name, ref = present[0]
+        for n, t in present[1:]:
+            if t.device != ref.device:
+                raise error(n, f"on {ref.device} like {ref_name}", f"on {t.device}")
 
 
 def dtype_name(dtype) -> str:

@@ -11,7 +11,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from . import _smla
-from ._convert import device_of, dl, stream_of
+from ._convert import check_devices, describe, device_of, dl, error, stream_of
 
 _LIB = "smla"
 
@@ -35,8 +35,10 @@ def dcp_rescale(out_local: Tensor, lse_all: Tensor, rank: int, *,
     no sink), lse_all [N, T, h] float32 (every rank's lse). Returns ``(scaled [N, T, h/N, d_v]
     float32, lse [T, h/N] float32)``: summing ``scaled`` over the ranks gives, at index d, the
     merged output of rank d's heads; ``lse`` is the merged lse of this rank's heads."""
-    n, t, h = lse_all.shape
-    d_v = out_local.shape[-1]
+    check_devices(("out_local", out_local), ("lse_all", lse_all), ("attn_sink", attn_sink))
+    # Sizes for the outputs; malformed inputs get placeholders the core then rejects, naming them.
+    n, t, h = lse_all.shape if lse_all.dim() == 3 else (1, 0, 0)
+    d_v = out_local.shape[-1] if out_local.dim() > 0 else 0
     scaled = out_local.new_empty((n, t, h // max(n, 1), d_v), dtype=torch.float32)
     lse = out_local.new_empty((t, h // max(n, 1)), dtype=torch.float32)
     torch.ops.smla.dcp_rescale(out_local, lse_all, int(rank), attn_sink, scaled, lse)
@@ -50,9 +52,19 @@ def dcp_combine(out_local: Tensor, lse_local: Tensor, group: Optional[dist.Proce
     size N. Returns ``(out [T, h/N, d_v] float32, lse [T, h/N] float32)`` for this rank's heads
     ``rank * h/N ...``, with the sink applied once. Collectives run on ``group`` (NCCL for CUDA
     tensors; gloo on the CPU, where the reduce-scatter is an all-reduce and a slice)."""
+    check_devices(("out_local", out_local), ("lse_local", lse_local), ("attn_sink", attn_sink))
+    # lse_local is gathered into lse_all before the core sees anything: its shape is checked
+    # here, so that a mismatch names lse_local (not lse_all) and no collective runs first.
+    if out_local.dim() != 3:
+        raise error("out_local", "a tensor of shape (T, h, d_v)", describe(out_local))
+    t, h = out_local.shape[0], out_local.shape[1]
+    if tuple(lse_local.shape) != (t, h):
+        raise error("lse_local", f"a tensor of shape ({t}, {h}) (T and h of out_local)", describe(lse_local))
     world = dist.get_world_size(group)
     rank = dist.get_rank(group)
-    t, h = lse_local.shape
+    if h < 1 or h % world != 0:  # the core's rule, before the gather rather than after it
+        raise error("out_local", f"a tensor of shape (T, h, d_v) with h a positive multiple of the world size {world}",
+                    describe(out_local))
     lse_all = lse_local.new_empty((world, t, h), dtype=torch.float32)
     dist.all_gather_into_tensor(lse_all.view(world * t, h), lse_local.contiguous().float(), group=group)
     scaled, lse = dcp_rescale(out_local, lse_all, rank, attn_sink=attn_sink)

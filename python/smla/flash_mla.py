@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from . import ops
-from ._convert import error, infer_cache_format
+from ._convert import SmlaError, check_device_type, check_devices, describe, error, infer_cache_format
 
 __all__ = ["FlashMLASchedMeta", "get_mla_metadata", "flash_mla_with_kvcache", "flash_mla_sparse_fwd"]
 
@@ -76,6 +76,7 @@ def get_mla_metadata(
     smla computes its schedule on the device during each call. No host synchronization."""
     if cache_seqlens is None:
         return FlashMLASchedMeta(), None
+    check_device_type("cache_seqlens", cache_seqlens)
     device = cache_seqlens.device
     if device.type == "cuda":
         num_sm_parts = torch.cuda.get_device_properties(device).multi_processor_count
@@ -100,12 +101,20 @@ def _record_config(meta, q, k_cache, causal, is_fp8_kvcache, indices, extra_k_ca
     )
 
 
+def _cache_format(cache: Tensor, name: str, formats, attention: str) -> str:
+    """The format inferred from the cache (FlashMLA takes none), among those ``attention``
+    (sparse or dense) takes; the message says which attention the call asked for."""
+    try:
+        return infer_cache_format(cache, name, formats)
+    except SmlaError as e:
+        raise error(e.argument, f"{e.expected} for {attention} attention", e.given) from None
+
+
 def _sparse_cache_format(cache: Tensor, is_fp8_kvcache: bool, name: str) -> str:
-    fmt = infer_cache_format(cache, name)
-    if is_fp8_kvcache and fmt in ("bf16", "fp16"):
+    if is_fp8_kvcache and isinstance(cache, Tensor) and cache.dtype in (torch.bfloat16, torch.float16):
         raise error(name, "an FP8 cache (uint8 or float8_e4m3fn rows of 656 or 584 bytes) with is_fp8_kvcache=True",
-                    f"{str(cache.dtype).replace('torch.', '')} {tuple(cache.shape)}")
-    return fmt
+                    describe(cache))
+    return _cache_format(cache, name, ops.SPARSE_FORMATS, "sparse")
 
 
 def _scalar(x, name: str) -> float:
@@ -161,6 +170,18 @@ def flash_mla_with_kvcache(
     Returns ``(out [b, s_q, h_q, 512] bfloat16 (float16 for float16 q), lse [b, h_q, s_q]
     float32)``, lse +inf for rows with no valid key.
     """
+    # The tensors the call reads on the device share q's device. The others are read on the
+    # host (descales) or not at all (scheduling placeholders; block_table and cache_seqlens in
+    # a sparse call): any cpu or cuda device will do.
+    sparse = indices is not None
+    check_devices(("q", q), ("k_cache", k_cache), ("block_table", None if sparse else block_table),
+                  ("cache_seqlens", None if sparse else cache_seqlens), ("indices", indices), ("attn_sink", attn_sink),
+                  ("extra_k_cache", extra_k_cache), ("extra_indices_in_kvcache", extra_indices_in_kvcache),
+                  ("topk_length", topk_length), ("extra_topk_length", extra_topk_length))
+    for name, value in (("block_table", block_table), ("cache_seqlens", cache_seqlens), ("descale_q", descale_q),
+                        ("descale_k", descale_k), ("num_splits", num_splits),
+                        ("tile_scheduler_metadata", tile_scheduler_metadata)):
+        check_device_type(name, value)
     if head_dim_v != ops.D_V:
         raise error("head_dim_v", str(ops.D_V), str(head_dim_v))
     _record_config(tile_scheduler_metadata, q, k_cache, causal, is_fp8_kvcache, indices, extra_k_cache,
@@ -193,10 +214,7 @@ def flash_mla_with_kvcache(
         raise error("block_table", "a [b, max_blocks] int32 tensor for dense attention", "None")
     if cache_seqlens is None:
         raise error("cache_seqlens", "a [b] int32 tensor for dense attention", "None")
-    fmt = infer_cache_format(k_cache, "k_cache")
-    if fmt not in ("bf16", "fp16", "fp8_e4m3"):
-        raise error("k_cache", "a bfloat16, float16 or float8_e4m3fn cache for dense attention",
-                    f"{str(k_cache.dtype).replace('torch.', '')} {tuple(k_cache.shape)}")
+    fmt = _cache_format(k_cache, "k_cache", ops.DENSE_FORMATS, "dense")
     out, lse = ops.dense_decode(
         q, k_cache, block_table, cache_seqlens, cache_format=fmt, k_scale=_scalar(descale_k, "descale_k"),
         causal=causal, q_scale=_scalar(descale_q, "descale_q"), attn_sink=attn_sink, softmax_scale=softmax_scale,
@@ -222,6 +240,7 @@ def flash_mla_sparse_fwd(
     float32)``, lse +inf and max_logits -inf for rows with no valid key. With
     ``indexer_topk > 0`` a fourth tensor, ``lse_indexer`` [s_q, h_q]: the lse over the first
     ``indexer_topk`` entries of each index row (computed by a second call)."""
+    check_devices(("q", q), ("kv", kv), ("indices", indices), ("attn_sink", attn_sink), ("topk_length", topk_length))
     if d_v != ops.D_V:
         raise error("d_v", str(ops.D_V), str(d_v))
     out, lse, max_logits = ops.sparse_prefill(q, kv, indices, topk_length=topk_length, attn_sink=attn_sink,

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from . import _smla
-from ._convert import device_of, dl, error, stream_of
+from ._convert import check_devices, device_of, dl, error, stream_of
 
 _LIB = "smla"
 
@@ -24,6 +24,12 @@ def _register(name: str, fn):
     op = torch.library.custom_op(f"{_LIB}::{name}", mutates_args=("out",))(fn)
     op.register_fake(lambda *args, **kwargs: None)
     return op
+
+
+def _rows(t: Tensor) -> int:
+    """Size of dim 0 for sizing an output; 0 for a 0-d tensor, which the core then rejects
+    naming it."""
+    return t.shape[0] if t.dim() > 0 else 0
 
 
 # ------------------------------------------------------------------------ req_id_per_token
@@ -40,6 +46,7 @@ def req_id_per_token(query_start_loc: Tensor, num_tokens: Optional[int] = None, 
     """``out[t]`` = the request r with ``query_start_loc[r] <= t < query_start_loc[r+1]``, or -1.
     query_start_loc [b+1] int32; out [num_tokens] int32 (pass ``num_tokens`` or ``out``: the
     token count is not read from the device)."""
+    check_devices(("query_start_loc", query_start_loc), ("out", out))
     if out is None:
         if num_tokens is None:
             raise error("num_tokens", "given when out is not", "None")
@@ -66,11 +73,13 @@ def page_table_from_req_to_token(req_to_token: Tensor, req_pool_indices: Tensor,
     page_size`` with ``r = req_pool_indices[i]`` for ``p < ceil(seq_lens[i] / page_size)``, -1
     elsewhere. Returns block_table [b, max_pages] int32 (default max_pages:
     ceil(max_ctx / page_size))."""
+    check_devices(("req_to_token", req_to_token), ("req_pool_indices", req_pool_indices), ("seq_lens", seq_lens),
+                  ("out", out))
     if out is None:
         if max_pages is None:
             max_ctx = req_to_token.shape[-1] if req_to_token.dim() > 0 else 0
             max_pages = -(-max_ctx // max(int(page_size), 1))
-        out = req_to_token.new_empty((req_pool_indices.shape[0], max_pages), dtype=torch.int32)
+        out = req_to_token.new_empty((_rows(req_pool_indices), max_pages), dtype=torch.int32)
     torch.ops.smla.page_table_from_req_to_token(req_to_token, req_pool_indices, seq_lens, out, int(page_size))
     return out
 
@@ -91,6 +100,7 @@ def positions_to_slots(block_table: Tensor, page_size: int, req_id: Tensor, posi
     """Request-local positions to cache slots: ``block_table[req_id[t], p // page_size] *
     page_size + p % page_size``, -1 where that is not valid. positions [T, k] (or [T]) int32;
     returns slots of the same shape, int32."""
+    check_devices(("block_table", block_table), ("req_id", req_id), ("positions", positions), ("out", out))
     squeeze = positions.dim() == 1
     pos2 = positions.unsqueeze(-1) if squeeze else positions
     if out is None:
@@ -115,8 +125,9 @@ _register("sliding_window_indices", _sliding_window_impl)
 def sliding_window_indices(positions: Tensor, window: int, *, out: Optional[Tensor] = None) -> Tensor:
     """Positions ``[max(pos - window + 1, 0), pos]`` ascending, then -1 padding: positions [T]
     int32 -> out [T, window] int32 (a negative position gives a row of -1)."""
+    check_devices(("positions", positions), ("out", out))
     if out is None:
-        out = positions.new_empty((positions.shape[0], int(window)), dtype=torch.int32)
+        out = positions.new_empty((_rows(positions), int(window)), dtype=torch.int32)
     torch.ops.smla.sliding_window_indices(positions, out, int(window))
     return out
 
@@ -139,6 +150,7 @@ def compressed_slot_mapping(positions: Tensor, req_id: Tensor, block_table: Tens
     ``(pos + 1) % compress_ratio == 0``; its slot through block_table (pages of
     ``states_per_page`` states), else -1. positions [T] int64, req_id [T] int32 -> out [T]
     int64."""
+    check_devices(("positions", positions), ("req_id", req_id), ("block_table", block_table), ("out", out))
     if out is None:
         out = positions.new_empty(positions.shape, dtype=torch.int64)
     torch.ops.smla.compressed_slot_mapping(positions, req_id, block_table, out, int(compress_ratio),
@@ -160,6 +172,7 @@ def dcp_local_seqlens(seqlens: Tensor, *, world: int, rank: int, interleave: int
                       out: Optional[Tensor] = None) -> Tensor:
     """Decode context parallelism (``world`` ranks, interleave I): the tokens of each sequence
     that live on ``rank``. seqlens [b] int32 -> out [b] int32."""
+    check_devices(("seqlens", seqlens), ("out", out))
     if out is None:
         out = seqlens.new_empty(seqlens.shape, dtype=torch.int32)
     torch.ops.smla.dcp_local_seqlens(seqlens, out, int(world), int(interleave), int(rank))
@@ -196,8 +209,9 @@ def decode_split_schedule(lengths: Tensor, *, max_keys: int, num_units: int = 13
     """The split-KV schedule for decode (docs/METADATA.md): lengths [b] int32 (clamped to
     [0, max_keys]) -> split_offsets [b+1] int32, the prefix sums of each request's split
     count. The total never exceeds ``max_total_splits(b, num_units)``."""
+    check_devices(("lengths", lengths), ("out", out))
     if out is None:
-        out = lengths.new_empty((lengths.shape[0] + 1,), dtype=torch.int32)
+        out = lengths.new_empty((_rows(lengths) + 1,), dtype=torch.int32)
     torch.ops.smla.decode_split_schedule(lengths, out, int(num_units), int(block_n), int(max_keys))
     return out
 

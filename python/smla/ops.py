@@ -16,9 +16,14 @@ import torch
 from torch import Tensor
 
 from . import _smla
-from ._convert import cache_arg, device_of, dl, stream_of
+from ._convert import cache_arg, check_devices, device_of, dl, stream_of
 
 D_V = _smla.D_V
+
+# The formats each operation takes: an inferred format outside them is reported with what it
+# was inferred from (a named one is left to the core).
+SPARSE_FORMATS = ("fp8_ds_mla", "fp8_model1", "bf16")
+DENSE_FORMATS = ("bf16", "fp16", "fp8_e4m3")
 
 _LIB = "smla"
 
@@ -94,9 +99,12 @@ def sparse_decode(
     attn_sink [h_q] float32. Returns ``(out [b, s_q, h_q, 512] bfloat16, lse [b, s_q, h_q]
     float32)``; lse is -inf for rows with no valid key.
     """
-    cache, fmt = cache_arg(cache, cache_format, "cache")
+    check_devices(("q", q), ("cache", cache), ("indices", indices), ("topk_length", topk_length),
+                  ("extra_cache", extra_cache), ("extra_indices", extra_indices),
+                  ("extra_topk_length", extra_topk_length), ("attn_sink", attn_sink), ("out", out), ("lse", lse))
+    cache, fmt = cache_arg(cache, cache_format, "cache", SPARSE_FORMATS)
     if extra_cache is not None:
-        extra_cache, extra_fmt = cache_arg(extra_cache, extra_cache_format, "extra_cache")
+        extra_cache, extra_fmt = cache_arg(extra_cache, extra_cache_format, "extra_cache", SPARSE_FORMATS)
     else:
         extra_fmt = fmt
     if out is None:
@@ -154,6 +162,8 @@ def sparse_prefill(
     [0, s_kv) and inside topk_length [s_q]). Returns ``(out [s_q, h_q, 512] bfloat16,
     lse [s_q, h_q] float32, max_logits [s_q, h_q] float32)``; -inf lse and max_logits for rows
     with no valid key."""
+    check_devices(("q", q), ("kv", kv), ("indices", indices), ("topk_length", topk_length), ("attn_sink", attn_sink),
+                  ("out", out), ("lse", lse), ("max_logits", max_logits))
     rows = q.shape[:-1]
     if out is None:
         out = q.new_empty((*rows, D_V), dtype=torch.bfloat16)
@@ -218,7 +228,9 @@ def dense_decode(
     ``fp16`` or ``fp8_e4m3`` with k_scale) through block_table [b, max_blocks] int32 and
     seqlens [b] int32. Returns ``(out [b, s_q, h_q, 512], lse [b, s_q, h_q] float32)``; out is
     float16 for float16 q, else bfloat16."""
-    cache, fmt = cache_arg(cache, cache_format, "cache")
+    check_devices(("q", q), ("cache", cache), ("block_table", block_table), ("seqlens", seqlens),
+                  ("attn_sink", attn_sink), ("out", out), ("lse", lse))
+    cache, fmt = cache_arg(cache, cache_format, "cache", DENSE_FORMATS)
     if out is None:
         out_dtype = torch.float16 if q.dtype == torch.float16 else torch.bfloat16
         out = q.new_empty((*q.shape[:-1], D_V), dtype=out_dtype)
@@ -256,6 +268,8 @@ def merge_states(
     bfloat16, lse_parts [n, T, h] float32; the sink, if any, is applied once after the merge.
     Returns ``(out [T, h, d_v], lse [T, h] float32)``; out has ``out_dtype`` (default: the
     dtype of out_parts)."""
+    check_devices(("out_parts", out_parts), ("lse_parts", lse_parts), ("attn_sink", attn_sink), ("out", out),
+                  ("lse", lse))
     if out is None:
         out = out_parts.new_empty(out_parts.shape[1:], dtype=out_dtype or out_parts.dtype)
     if lse is None:
@@ -290,6 +304,7 @@ def write_cache(
     """Writes rows ``[kv_c[t] | k_pe[t]]`` (kv_c [T, d_qk-64], k_pe [T, 64] bfloat16) into the
     slots ``slot_mapping`` [T] int64 names (negative or past the cache: skipped), quantizing
     as the cache's format says (SPEC §2). The cache is modified in place."""
+    check_devices(("cache", cache), ("kv_c", kv_c), ("k_pe", k_pe), ("slot_mapping", slot_mapping))
     cache_view, fmt = cache_arg(cache, cache_format, "cache")
     torch.ops.smla.write_cache(kv_c, k_pe, slot_mapping, cache_view, fmt, float(k_scale))
 
@@ -316,6 +331,7 @@ def gather_cache(
 ) -> Tensor:
     """Reads the rows of ``slots`` [N] (int32 or int64) back from the cache, dequantized and
     rounded to bfloat16: ``out [N, d_qk]``. An invalid slot gives a row of zeros."""
+    check_devices(("cache", cache), ("slots", slots), ("out", out))
     cache, fmt = cache_arg(cache, cache_format, "cache")
     if out is None:
         out = cache.new_empty((*slots.shape, cache_d_qk(cache, fmt)), dtype=torch.bfloat16)

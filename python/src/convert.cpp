@@ -3,6 +3,7 @@
 #include <nanobind/stl/string.h>
 
 #include <cstring>
+#include <iterator>
 
 #include "smla/error.h"
 
@@ -13,6 +14,17 @@ namespace {
 // the binding builds with nanobind versions that predate the float8 codes.
 constexpr uint8_t kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4, kDLFloat8E4M3FN = 10;
 constexpr int32_t kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13;
+
+// The other DLPack device types, named in the error that rejects them (no backend runs there).
+std::string dlpack_device_text(int32_t type) {
+  static constexpr const char* kNames[] = {nullptr, nullptr, nullptr,   nullptr,     "OpenCL", nullptr,
+                                           nullptr, "Vulkan", "Metal",  "VPI",       "ROCm",   "ROCm host",
+                                           "ext_dev", nullptr, "oneAPI", "WebGPU",   "Hexagon", "MAIA"};
+  std::string s = "DLPack device type " + std::to_string(type);
+  if (type >= 0 && type < static_cast<int32_t>(std::size(kNames)) && kNames[type])
+    s += std::string(" (") + kNames[type] + ")";
+  return s;
+}
 
 bool dtype_from_dlpack(nb::dlpack::dtype t, DType* out) {
   if (t.lanes != 1) return false;
@@ -88,6 +100,8 @@ TensorView Arrays::view(nb::handle obj, const char* name) {
     dtype = *override_dtype;
   }
 
+  // Pinned host memory is host memory, and managed memory is addressable by the device, so
+  // both map onto a backend; any other device type is refused here, by name.
   switch (arr.device_type()) {
     case kDLCPU:
     case kDLCUDAHost:
@@ -98,7 +112,7 @@ TensorView Arrays::view(nb::handle obj, const char* name) {
       v.device = cuda_device(arr.device_id());
       break;
     default:
-      throw Error(name, "on cpu or cuda", "DLPack device type " + std::to_string(arr.device_type()));
+      throw Error(name, "on cpu or a cuda device", "on " + dlpack_device_text(arr.device_type()));
   }
 
   v.dtype = dtype;

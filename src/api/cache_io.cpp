@@ -20,15 +20,24 @@ void check_cache(const PagedCache& c) {
   detail::check_value("cache", c.h_kv() == 1, "a cache with h_kv = 1 (dim 2)", describe(c.data));
 }
 
+// Rows of a [T, ...] tensor, or kAny when it has none to count (its own check reports it).
+int64_t leading_rows(const TensorView& t) { return t.present() && t.ndim >= 1 ? t.shape[0] : kAny; }
+
 void validate(const WriteCacheArgs& a) {
   check_cache(a.cache);
   detail::check_tensor("slot_mapping", a.slot_mapping, {DType::i64}, {kAny});
   detail::check_inner_contiguous("slot_mapping", a.slot_mapping, 1);
-  const int64_t T = a.slot_mapping.shape[0];
+  // The token count T is kv_c's, unless kv_c alone disagrees with k_pe and slot_mapping: the
+  // error then names the one tensor out of step, not one that holds the count the others agree on.
+  const int64_t kv_rows = leading_rows(a.kv_c), pe_rows = leading_rows(a.k_pe), slots = a.slot_mapping.shape[0];
+  const int64_t T = kv_rows != pe_rows && pe_rows == slots ? pe_rows : kv_rows;
   detail::check_tensor("kv_c", a.kv_c, {DType::bf16}, {T, latent_dim(a.cache.format, a.cache.d_qk())});
   detail::check_inner_contiguous("kv_c", a.kv_c, 1);
   detail::check_tensor("k_pe", a.k_pe, {DType::bf16}, {T, kDRope});
   detail::check_inner_contiguous("k_pe", a.k_pe, 1);
+  detail::check_value("slot_mapping", slots == T,
+                      "int64 of shape (" + std::to_string(T) + ",) (one slot per row of kv_c and k_pe)",
+                      describe(a.slot_mapping));
 
   const Device dev = a.cache.data.device;
   detail::check_same_device("kv_c", a.kv_c, "cache", dev);

@@ -61,7 +61,13 @@ void check_tensor(const char* name, const TensorView& t, std::initializer_list<D
   if (!ok) throw Error(name, expected, describe(t));
 }
 
+void check_device_known(const char* name, Device d) {
+  const bool known = d.type == DeviceType::cpu || (d.type == DeviceType::cuda && d.index >= 0);
+  if (!known) throw Error(name, "on cpu or a cuda device", "on " + device_name(d));
+}
+
 void check_same_device(const char* name, const TensorView& t, const char* ref_name, Device ref) {
+  check_device_known(ref_name, ref);
   if (t.present() && !(t.device == ref))
     throw Error(name, "on " + device_name(ref) + " like " + ref_name, "on " + device_name(t.device));
 }
@@ -99,7 +105,11 @@ void check_cache_aligned(const char* name, const PagedCache& c) {
 
 void check_backend_supports(const KernelConfig& config, int64_t rows) {
   if (rows == 0) return;  // an empty call launches nothing, whatever its shape
-  if (auto u = check_support(config)) throw Error(u->argument, u->expected, u->given);
+  auto u = check_support(config);
+  // A build without CUDA is not bad input: the dispatch reports it as smla::RuntimeError
+  // (API.md, Errors). check_support names it last, so every other reason still comes first.
+  if (u && u->argument == "backend" && !built_with_cuda()) return;
+  if (u) throw Error(u->argument, u->expected, u->given);
 }
 
 void check_value(const char* name, bool ok, const std::string& expected, const std::string& given) {

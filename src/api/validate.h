@@ -24,6 +24,12 @@ std::string expected_shape_string(std::initializer_list<int64_t> shape);
 void check_tensor(const char* name, const TensorView& t, std::initializer_list<DType> dtypes,
                   std::initializer_list<int64_t> shape);
 void require_present(const char* name, const TensorView& t, const char* what);
+// A device the backends run on: cpu, or cuda with an index >= 0.
+void check_device_known(const char* name, Device d);
+// `ref` (the device of `ref_name`) is checked with check_device_known first, so every entry
+// point, which compares its tensors with one reference this way, rejects a device no backend
+// runs on (otherwise such a view would fall through to the CPU backend); then `t`, when
+// present, must be on `ref`.
 void check_same_device(const char* name, const TensorView& t, const char* ref_name, Device ref);
 // The last `dims` dimensions packed row-major, all strides non-negative.
 void check_inner_contiguous(const char* name, const TensorView& t, int dims);

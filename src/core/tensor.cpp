@@ -29,8 +29,16 @@ const char* dtype_name(DType t) {
   return "?";
 }
 
+// A Device is plain data: a type outside the enum (or an index a view was built with by
+// mistake) is spelled out, so that the error rejecting it can say what it was.
 std::string device_name(Device d) {
-  return d.type == DeviceType::cpu ? std::string("cpu") : "cuda:" + std::to_string(d.index);
+  switch (d.type) {
+    case DeviceType::cpu:
+      return d.index == 0 ? std::string("cpu") : "cpu:" + std::to_string(d.index);
+    case DeviceType::cuda:
+      return "cuda:" + std::to_string(d.index);
+  }
+  return "device type " + std::to_string(static_cast<int>(d.type));
 }
 
 int64_t TensorView::numel() const {

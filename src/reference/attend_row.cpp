@@ -20,12 +20,23 @@ RowResult attend_row(const float* q, const float* K, int64_t n, int d_qk, int d_
   }
   std::vector<double> s(n);
   double m = ninf;
+  bool finite = true;
   for (int64_t j = 0; j < n; ++j) {
     const float* k = K + j * d_qk;
     double acc = 0.0;
     for (int i = 0; i < d_qk; ++i) acc += static_cast<double>(q[i]) * k[i];
     s[j] = acc * scale;
+    finite &= std::isfinite(s[j]);
     m = std::max(m, s[j]);
+  }
+  // Float32 inputs cannot overflow a float64 dot product, so a logit is finite unless q or the
+  // key holds a NaN or an infinity. Such a row is not empty and has no meaningful softmax:
+  // every result is NaN (std::max alone would skip a NaN logit and report max -inf, the
+  // empty row's value, beside a NaN lse).
+  if (!finite) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (int i = 0; i < d_v; ++i) out[i] = static_cast<float>(nan);
+    return {nan, nan};
   }
   double sum = 0.0;
   for (int64_t j = 0; j < n; ++j) sum += std::exp(s[j] - m);

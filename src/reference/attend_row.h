@@ -10,12 +10,13 @@
 namespace smla::ref {
 
 struct RowResult {
-  double lse;        // -inf when the key set is empty; without the sink
-  double max_logit;  // -inf when the key set is empty
+  double lse;        // -inf when the key set is empty; without the sink; NaN when a logit is not finite
+  double max_logit;  // -inf when the key set is empty; NaN when a logit is not finite
 };
 
 // q: d_qk floats; K: n rows of d_qk floats (value = first d_v of each row; a row listed
-// twice counts twice); sink: nullptr for none. Writes out[0 .. d_v) as float.
+// twice counts twice); sink: nullptr for none. Writes out[0 .. d_v) as float: all NaN, with
+// lse and max_logit NaN, when a logit is NaN or infinite (a NaN or an infinity in q or a key).
 RowResult attend_row(const float* q, const float* K, int64_t n, int d_qk, int d_v, double scale,
                      const float* sink, float* out);
 

@@ -1,4 +1,4 @@
-"""The tests' own float64 reference, written from SPEC.md with torch ops and independent of
+"""The tests' own float64 reference, written from docs/SPEC.md with torch ops and independent of
 smla: cache byte layouts (§2) encoded and decoded here, the attention mathematics (§3), the
 merge, the index utilities (§4.6), and the tolerances of §6."""
 

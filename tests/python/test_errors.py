@@ -161,3 +161,138 @@ def test_cuda_tensors_need_a_cuda_build():
     with pytest.raises(RuntimeError, match="built without CUDA"):
         smla.sparse_decode(q, torch.randn(2, 4, 576, dtype=BF16, device="cuda"),
                            torch.zeros(1, 1, 4, dtype=I32, device="cuda"))
+
+
+# ----------------------------------------------------------------- inferred cache formats
+# With cache_format=None the format is read from the cache's dtype and row width: a message
+# about it says what was read from what, never a format the caller did not name.
+def test_uninferable_cache_names_its_row_width(device):
+    q = torch.randn(2, 1, 16, 576, dtype=BF16, device=device)
+    idx = torch.zeros(2, 1, 8, dtype=I32, device=device)
+    out, lse = sentinel((2, 1, 16, 512), BF16, device), sentinel((2, 1, 16), F32, device)
+    for dtype in (torch.uint8, torch.float8_e4m3fn):
+        bad = torch.zeros(4, 16, 600, dtype=torch.uint8, device=device).view(dtype)
+        name = str(dtype).replace("torch.", "")
+        e = expect_error(lambda: smla.sparse_decode(q, bad, idx, out=out, lse=lse),
+                         "cache must be a cache of format fp8_ds_mla (uint8 or float8_e4m3fn rows of 656 bytes), "
+                         "fp8_model1 (uint8 or float8_e4m3fn rows of 584 bytes) or bf16 (bfloat16), "
+                         f"got {name} rows of 600 bytes (no cache format has that row width)", outputs=(out, lse))
+        assert e.argument == "cache" and "fp8_e4m3" not in e.given
+    g = sentinel((3, 576), BF16, device)
+    bad = torch.zeros(4, 16, 600, dtype=torch.uint8, device=device)
+    expect_error(lambda: smla.gather_cache(bad, torch.zeros(3, dtype=I32, device=device), out=g),
+                 "got uint8 rows of 600 bytes (no cache format has that row width)", outputs=(g,))
+    expect_error(lambda: smla.write_cache(torch.zeros(3, 512, dtype=BF16, device=device),
+                                          torch.zeros(3, 64, dtype=BF16, device=device),
+                                          torch.zeros(3, dtype=I64, device=device), bad),
+                 "cache must be a cache of format bf16 (bfloat16), fp16 (float16), fp8_e4m3 (float8_e4m3fn or uint8 "
+                 "rows of 576 or 512 bytes), fp8_ds_mla", "got uint8 rows of 600 bytes", outputs=(bad,))
+    expect_error(lambda: smla.sparse_decode(q, torch.zeros(4, 16, 576, dtype=F32, device=device), idx,
+                                            out=out, lse=lse),
+                 "got float32 (4, 16, 576) (no cache format has that dtype)", outputs=(out, lse))
+    with pytest.raises(smla.SmlaError, match="no cache format has that row width"):
+        smla.infer_cache_format(bad)
+
+
+def test_inferred_format_the_operation_does_not_take_says_where_it_came_from(device):
+    q = torch.randn(2, 1, 16, 576, dtype=BF16, device=device)
+    idx = torch.zeros(2, 1, 8, dtype=I32, device=device)
+    out, lse = sentinel((2, 1, 16, 512), BF16, device), sentinel((2, 1, 16), F32, device)
+    e = expect_error(lambda: smla.sparse_decode(q, torch.zeros(4, 16, 576, dtype=torch.uint8, device=device), idx,
+                                                out=out, lse=lse),
+                     "got uint8 rows of 576 bytes (format fp8_e4m3, inferred from its dtype and row width)",
+                     outputs=(out, lse))
+    assert e.argument == "cache"
+    expect_error(lambda: smla.sparse_decode(q, torch.zeros(4, 16, 576, dtype=torch.float16, device=device), idx,
+                                            out=out, lse=lse),
+                 "got float16 (4, 16, 576) (format fp16, inferred from its dtype)", outputs=(out, lse))
+    bt, sl = torch.zeros(2, 4, dtype=I32, device=device), torch.zeros(2, dtype=I32, device=device)
+    expect_error(lambda: smla.dense_decode(q, make_cache("fp8_ds_mla", 4, 16, device=device), bt, sl, out=out,
+                                           lse=lse),
+                 "cache must be a cache of format bf16 (bfloat16), fp16 (float16) or fp8_e4m3 (float8_e4m3fn or "
+                 "uint8 rows of 576 or 512 bytes), got uint8 rows of 656 bytes (format fp8_ds_mla, inferred from its "
+                 "dtype and row width)", outputs=(out, lse))
+    # A format the caller names is the core's to judge, under the name cache.format.
+    expect_error(lambda: smla.sparse_decode(q, torch.zeros(4, 16, 576, dtype=torch.uint8, device=device), idx,
+                                            cache_format="fp8_e4m3", out=out, lse=lse),
+                 "cache.format must be fp8_ds_mla, fp8_model1 or bf16, got fp8_e4m3", outputs=(out, lse))
+
+
+def test_reinterpreted_cache_dtype_is_reported_as_given(device):
+    # uint8 is read as float8_e4m3fn for fp8_e4m3 (and float8 as uint8 for the packed formats):
+    # a row-width error names the dtype the caller passed.
+    g = sentinel((3, 576), BF16, device)
+    slots = torch.zeros(3, dtype=I32, device=device)
+    bad = torch.zeros(4, 16, 600, dtype=torch.uint8, device=device)
+    expect_error(lambda: smla.gather_cache(bad, slots, cache_format="fp8_e4m3", out=g),
+                 "cache must be float8_e4m3fn or uint8 rows of 576 or 512 bytes for format fp8_e4m3, "
+                 "got uint8 rows of 600 bytes", outputs=(g,))
+    expect_error(lambda: smla.gather_cache(bad.view(torch.float8_e4m3fn), slots, cache_format="fp8_ds_mla", out=g),
+                 "cache must be uint8 or float8_e4m3fn rows of 656 bytes for format fp8_ds_mla, "
+                 "got float8_e4m3fn rows of 600 bytes", outputs=(g,))
+
+
+def test_flash_mla_inferred_cache_errors(device):
+    from smla.flash_mla import flash_mla_with_kvcache
+    q = torch.randn(2, 1, 16, 576, dtype=BF16, device=device)
+    idx = torch.zeros(2, 1, 8, dtype=I32, device=device)
+    bad = torch.zeros(4, 16, 1, 600, dtype=torch.uint8, device=device)
+    expect_error(lambda: flash_mla_with_kvcache(q, bad, None, None, 512, None, indices=idx, is_fp8_kvcache=True),
+                 "k_cache must be", "got uint8 rows of 600 bytes (no cache format has that row width)")
+    bt, sl = torch.zeros(2, 4, dtype=I32, device=device), torch.zeros(2, dtype=I32, device=device)
+    expect_error(lambda: flash_mla_with_kvcache(q, make_cache("fp8_ds_mla", 4, 16, device=device).unsqueeze(2), bt,
+                                                sl, 512, None),
+                 "k_cache must be a cache of format bf16", "for dense attention",
+                 "got uint8 rows of 656 bytes (format fp8_ds_mla, inferred from its dtype and row width)")
+
+
+# ------------------------------------------------------------------ lengths that disagree
+def test_write_cache_names_the_argument_whose_length_disagrees(device):
+    cache = torch.zeros(2, 4, 576, dtype=BF16, device=device)
+    kv_c, k_pe = torch.randn(4, 512, dtype=BF16, device=device), torch.randn(4, 64, dtype=BF16, device=device)
+    slots = torch.arange(4, dtype=I64, device=device)
+    e = expect_error(lambda: smla.write_cache(kv_c, k_pe, slots[:3], cache),
+                     "slot_mapping must be int64 of shape (4,) (one slot per row of kv_c and k_pe), got int64 (3,)",
+                     outputs=(cache,))
+    assert e.argument == "slot_mapping"
+    expect_error(lambda: smla.write_cache(kv_c[:3], k_pe, slots, cache),
+                 "kv_c must be bfloat16 of shape (4, 512), got bfloat16 (3, 512)", outputs=(cache,))
+    expect_error(lambda: smla.write_cache(kv_c, k_pe[:3], slots, cache),
+                 "k_pe must be bfloat16 of shape (4, 64), got bfloat16 (3, 64)", outputs=(cache,))
+
+
+def test_dcp_combine_names_lse_local_before_any_collective(device):
+    # No process group exists here: the shapes are checked before one is asked for.
+    out_local = torch.randn(3, 4, 8, device=device)
+    expect_error(lambda: smla.dcp_combine(out_local, torch.randn(2, 4, device=device)),
+                 "lse_local must be a tensor of shape (3, 4) (T and h of out_local), got float32 (2, 4)")
+    expect_error(lambda: smla.dcp_combine(out_local[0], torch.randn(3, 4, device=device)),
+                 "out_local must be a tensor of shape (T, h, d_v), got float32 (4, 8)")
+
+
+def test_malformed_shapes_reach_the_core_checks(device):
+    # The wrappers size their outputs from the inputs' shapes; a shape too short for that is
+    # reported as the core reports it, not as a Python exception from the sizing.
+    z0 = torch.tensor(3, dtype=I32, device=device)
+    expect_error(lambda: smla.sliding_window_indices(z0, 2), "positions must be int32 of shape (*,), got int32 ()")
+    expect_error(lambda: smla.decode_split_schedule(z0, max_keys=8), "lengths must be int32 of shape (*,), got int32 ()")
+    expect_error(lambda: smla.dcp_rescale(torch.randn(3, 4, 8, device=device), torch.randn(3, 4, device=device), 0),
+                 "lse_all must be float32 of shape (*, *, *), got float32 (3, 4)")
+
+
+# ----------------------------------------------------------------------- non-finite inputs
+def test_nan_rows_are_nan_not_empty():
+    # Not rejected (values are the device's to read): on the CPU a row that attends to a NaN
+    # reports NaN out, lse and max_logits; an empty row keeps 0, -inf, -inf (API.md).
+    from smla.flash_mla import flash_mla_sparse_fwd
+    q = torch.randn(3, 2, 576, dtype=BF16)
+    q[0, 1, 5] = float("nan")
+    kv = torch.randn(4, 576, dtype=BF16)
+    idx = torch.tensor([[0, 1], [2, 3], [-1, 9]], dtype=I32)
+    out, lse, ml = smla.sparse_prefill(q, kv, idx)
+    assert torch.isnan(lse[0, 1]) and torch.isnan(ml[0, 1]) and torch.isnan(out[0, 1].float()).all()
+    assert torch.isfinite(lse[:2].flatten()[[0, 2, 3]]).all() and torch.isfinite(ml[:2].flatten()[[0, 2, 3]]).all()
+    assert (lse[2] == float("-inf")).all() and (ml[2] == float("-inf")).all() and (out[2] == 0).all()
+    out_f, ml_f, lse_f = flash_mla_sparse_fwd(q, kv.unsqueeze(1), idx.unsqueeze(1), 576 ** -0.5)
+    assert torch.isnan(lse_f[0, 1]) and torch.isnan(ml_f[0, 1])
+    assert (lse_f[2] == float("inf")).all() and (ml_f[2] == float("-inf")).all()

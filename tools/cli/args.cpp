@@ -90,4 +90,27 @@ std::string flags_help(const std::vector<FlagSpec>& specs) {
   return out;
 }
 
+std::string wrap(const std::string& first, const std::string& text, const std::string& sep, size_t width) {
+  const std::string indent(first.size(), ' ');
+  std::string out, line = first;
+  auto flush = [&] {
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  };
+  for (size_t pos = 0; pos < text.size();) {
+    // The next piece runs up to and including the next separator (or to the end).
+    size_t end = text.find(sep, pos);
+    end = end == std::string::npos ? text.size() : end + sep.size();
+    const std::string piece = text.substr(pos, end - pos);
+    if (line.size() > first.size() && line.size() + piece.size() > width + (piece.back() == ' ' ? 1 : 0)) {
+      flush();
+      line = indent;
+    }
+    line += piece;
+    pos = end;
+  }
+  flush();
+  return out;
+}
+
 }  // namespace smla::cli

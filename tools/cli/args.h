@@ -47,4 +47,8 @@ class Args {
 // "  --name VALUE   help" lines, aligned.
 std::string flags_help(const std::vector<FlagSpec>& specs);
 
+// `first` + `text` as lines of at most `width` columns, broken after `sep` (", " or " "), each
+// line after the first indented by first.size() spaces; ends with a newline.
+std::string wrap(const std::string& first, const std::string& text, const std::string& sep, size_t width = 100);
+
 }  // namespace smla::cli

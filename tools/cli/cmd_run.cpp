@@ -21,7 +21,7 @@ const std::vector<FlagSpec> kFlags = {
     {"b", "N", "decode batch (default 128 on CUDA, 2 on the CPU); the CPU runs at most 2 when CUDA does"},
     {"backend", "NAME", "auto (default: CUDA when a device is present, plus the CPU on a slice), cpu or cuda"},
     {"seed", "N", "input seed (default: fresh each run, printed)"},
-    {"json", "FILE", "also write the results as JSON"},
+    {"json", "FILE", "also write the results as JSON; '-': the JSON alone on stdout, the report on stderr"},
 };
 
 const char* kUsage =
@@ -106,6 +106,9 @@ int cmd_run(const std::vector<std::string>& argv) {
   const std::optional<int64_t> b = a.opt_integer("b");
   if (b && *b < 1) throw UsageError("--b must be >= 1, got " + std::to_string(*b));
   const uint64_t seed = seed_from(a);
+  const std::string json = a.str("json", "");
+  // With the JSON on stdout, the human-readable report moves to stderr so stdout parses.
+  std::ostream& out = json == "-" ? std::cerr : std::cout;
 
   const bool have_cuda = cuda_usable();
   if (backend == "cuda" && !have_cuda)
@@ -121,15 +124,16 @@ int cmd_run(const std::vector<std::string>& argv) {
   info.command = "smla run";
   for (const std::string& s : argv) info.command += " " + s;
   info.seed = seed;
-  std::cout << "smla run: seed " << seed << " (replay with --seed " << seed << ")\n";
+  out << "smla run: seed " << seed << " (replay with --seed " << seed << ")\n";
   if (use_cuda) {
     info.device = cuda_device_description();
-    std::cout << "CUDA device: " << info.device << "; the CPU runs on a slice of each batch\n";
+    out << "CUDA device: " << info.device << "; the CPU runs on a slice of each batch\n";
   } else {
-    std::cout << "backend: cpu"
-              << (built_with_cuda() ? " (no usable CUDA device)" : " (built without CUDA)") << "\n";
+    info.device = cpu_description();
+    out << "backend: cpu, " << info.device
+        << (built_with_cuda() ? " (no usable CUDA device)" : " (built without CUDA)") << "\n";
   }
-  std::cout.flush();
+  out.flush();
 
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<ResultRow> rows;
@@ -174,24 +178,24 @@ int cmd_run(const std::vector<std::string>& argv) {
   }
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  std::cout << "\n";
-  print_table(std::cout, rows);
+  out << "\n";
+  print_table(out, rows);
   if (use_cuda) {
     info.copy_ceiling_gbps = cuda_copy_ceiling_gbps();
-    std::cout << "device-to-device copy ceiling measured now: " << static_cast<int>(info.copy_ceiling_gbps)
+    out << "device-to-device copy ceiling measured now: " << static_cast<int>(info.copy_ceiling_gbps)
               << " GB/s (read + write)\n";
   }
   int failed = 0;
   for (const ResultRow& r : rows) failed += r.failed();
-  std::cout << "max err: largest |out - reference| over " << check_count
+  out << "max err: largest |out - reference| over " << check_count
             << " sampled rows per check (SPEC §6 tolerances decide the check); "
             << "total " << static_cast<int>(total_s * 10) / 10.0 << " s\n";
-  if (a.has("json")) write_json(a.str("json", ""), info, rows);
+  if (a.has("json")) write_json(json, info, rows);
   if (failed) {
-    std::cout << failed << " configuration(s) FAILED\n";
+    out << failed << " configuration(s) FAILED\n";
     return 1;
   }
-  std::cout << "all checks passed\n";
+  out << "all checks passed\n";
   return 0;
 }
 

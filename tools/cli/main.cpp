@@ -18,6 +18,7 @@ const char* kUsage =
     "          timed on the best backend present and checked on sampled rows\n"
     "  bench   time one configuration of one operation (median of repeated calls)\n"
     "  caps    what each kernel family supports, and why a configuration is not supported\n"
+    "          (--json: the same as JSON)\n"
     "\n"
     "`smla <command> --help` lists a command's flags. Exit codes: 0 success, 1 a failed check\n"
     "or call, 2 a bad command line.\n";

@@ -14,7 +14,7 @@ Measurement measure(Workload& w, Backend b, int64_t units, const MeasureOptions&
     w.poison(b);
     m.perf = w.count(units);
     if (b == Backend::cpu) {
-      m.timing = time_cpu([&] { w.launch(b, units, Exec{}); }, o.warmup, o.iters);
+      m.timing = time_cpu([&] { w.launch(b, units, Exec{}); }, o.warmup, o.iters, o.hook);
     } else {
       const size_t ws_bytes = w.workspace_size(b, units);
       Buffer ws(ws_bytes, device_of(b));
@@ -25,7 +25,7 @@ Measurement measure(Workload& w, Backend b, int64_t units, const MeasureOptions&
             e.workspace = Workspace{ws.data(), ws.bytes()};
             w.launch(b, units, e);
           },
-          o.warmup, o.iters, o.graph);
+          o.warmup, o.iters, o.graph, o.hook);
       w.fetch(b);
     }
   } catch (const Error& e) {

@@ -15,6 +15,7 @@ struct MeasureOptions {
   int warmup = 1;
   int iters = 3;
   bool graph = true;  // CUDA: capture the call once and time graph replays (as engines run decode)
+  CallHook hook = nullptr;  // told after calls (progress lines)
 };
 
 struct Measurement {

@@ -6,7 +6,7 @@
 // - Bytes = every input read once and every output written once. KV bytes are counted once per
 //   distinct slot of a work unit: a query token's key list for sparse ops (one CTA group
 //   gathers one token's keys for all its heads), a request's context for dense decode (all its
-//   query tokens and heads share the pages, as ANCHORS.md's GB/s figures count them).
+//   query tokens and heads share the pages, as docs/BENCHMARKS.md's FlashMLA GB/s figures count them).
 #pragma once
 
 #include <algorithm>

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <thread>
 
 #include "smla/error.h"
@@ -16,6 +17,8 @@ std::string num(const char* f, double v) {
   std::snprintf(buf, sizeof(buf), f, v);
   return buf;
 }
+
+}  // namespace
 
 std::string json_string(const std::string& s) {
   std::string o = "\"";
@@ -33,10 +36,28 @@ std::string json_string(const std::string& s) {
   return o + "\"";
 }
 
-// JSON has no inf/NaN: those become null.
 std::string json_number(double v) { return std::isfinite(v) ? num("%.6g", v) : "null"; }
 
-}  // namespace
+int cpu_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+std::string cpu_description() {
+  static const std::string text = [] {
+  std::string model;
+  std::ifstream f("/proc/cpuinfo");
+  // x86 names the CPU in "model name"; other architectures may not name it at all.
+  for (std::string line; model.empty() && std::getline(f, line);) {
+    if (line.compare(0, 10, "model name") != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const size_t b = line.find_first_not_of(" \t", colon + 1);
+    const size_t e = line.find_last_not_of(" \t\r");
+    if (b != std::string::npos && e >= b) model = line.substr(b, e - b + 1);
+  }
+  if (model.empty()) model = "cpu";
+  return model + ", " + std::to_string(cpu_threads()) + (cpu_threads() == 1 ? " thread" : " threads");
+  }();
+  return text;
+}
 
 const char* backend_label(Backend b) { return b == Backend::cpu ? "cpu" : "cuda"; }
 
@@ -123,11 +144,15 @@ void print_table(std::ostream& os, const std::vector<ResultRow>& rows) {
 }
 
 void write_json(const std::string& path, const RunInfo& info, const std::vector<ResultRow>& rows) {
-  std::ofstream f(path);
-  if (!f) throw RuntimeError("cannot write " + path);
+  std::ofstream file;
+  if (path != "-") {
+    file.open(path);
+    if (!file) throw RuntimeError("cannot write " + path);
+  }
+  std::ostream& f = path == "-" ? std::cout : file;
   f << "{\n  \"command\": " << json_string(info.command) << ",\n  \"seed\": " << info.seed
-    << ",\n  \"device\": " << json_string(info.device)
-    << ",\n  \"cpu_threads\": " << std::max(1u, std::thread::hardware_concurrency())
+    << ",\n  \"device\": " << json_string(info.device.empty() ? cpu_description() : info.device)
+    << ",\n  \"cpu\": " << json_string(cpu_description()) << ",\n  \"cpu_threads\": " << cpu_threads()
     << ",\n  \"copy_ceiling_gbps\": " << (info.copy_ceiling_gbps > 0 ? json_number(info.copy_ceiling_gbps) : "null")
     << ",\n  \"results\": [";
   for (size_t k = 0; k < rows.size(); ++k) {
@@ -148,8 +173,8 @@ void write_json(const std::string& path, const RunInfo& info, const std::vector<
     if (!r.note.empty()) f << ", \"note\": " << json_string(r.note);
     f << "}";
   }
-  f << "\n  ]\n}\n";
-  if (!f) throw RuntimeError("cannot write " + path);
+  f << "\n  ]\n}\n" << std::flush;
+  if (!f) throw RuntimeError("cannot write " + (path == "-" ? std::string("stdout") : path));
 }
 
 }  // namespace smla::cli

@@ -44,10 +44,20 @@ void print_table(std::ostream& os, const std::vector<ResultRow>& rows);
 struct RunInfo {
   std::string command;
   uint64_t seed = 0;
-  std::string device;          // CUDA device description, empty when none was used
+  std::string device;            // what ran the calls: the CUDA device, or cpu_description()
   double copy_ceiling_gbps = 0;  // 0 when not measured
 };
-// Throws smla::RuntimeError when the file cannot be written.
+// `path` "-": stdout. Throws smla::RuntimeError when the file cannot be written.
 void write_json(const std::string& path, const RunInfo& info, const std::vector<ResultRow>& rows);
+
+// The CPU as reports name it: "<model name from /proc/cpuinfo>, N threads", or "cpu, N
+// threads" where the model is unknown. N is what the CPU backend spreads its rows over.
+std::string cpu_description();
+int cpu_threads();
+
+// JSON pieces for the hand-written writers: a quoted, escaped string; a number (inf and NaN,
+// which JSON lacks, become null).
+std::string json_string(const std::string& s);
+std::string json_number(double v);
 
 }  // namespace smla::cli

@@ -55,19 +55,25 @@ struct EventPair {
 
 }  // namespace
 
-Timing time_cpu(const std::function<void()>& call, int warmup, int iters) {
-  for (int i = 0; i < warmup; ++i) call();
+Timing time_cpu(const std::function<void()>& call, int warmup, int iters, const CallHook& hook) {
+  for (int i = 0; i < warmup; ++i) {
+    call();
+    if (hook) hook("warm-up", i + 1, warmup);
+  }
   std::vector<double> ms;
-  for (int i = 0; i < std::max(iters, 1); ++i) {
+  const int n = std::max(iters, 1);
+  for (int i = 0; i < n; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     call();
     const auto t1 = std::chrono::steady_clock::now();
     ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    if (hook) hook("timed", i + 1, n);
   }
   return summarize(ms);
 }
 
-Timing time_cuda(const std::function<void(void* stream)>& call_once, int warmup, int iters, bool graph) {
+Timing time_cuda(const std::function<void(void* stream)>& call_once, int warmup, int iters, bool graph,
+                 const CallHook& hook) {
 #if SMLA_WITH_CUDA
   auto stream = static_cast<cudaStream_t>(cuda_stream());
   const Buffer& flush = flush_buffer();
@@ -96,6 +102,7 @@ Timing time_cuda(const std::function<void(void* stream)>& call_once, int warmup,
   for (int i = 0; i < warmup; ++i) call(stream);
   check(cudaStreamSynchronize(stream), "warm-up");
   check(cudaGetLastError(), "warm-up launch");
+  if (hook && warmup > 0) hook("warm-up", warmup, warmup);
   // One event pair per call, read after the loop: no host round trip between calls.
   std::vector<EventPair> events(std::max(iters, 1));
   for (auto& e : events) {
@@ -107,6 +114,7 @@ Timing time_cuda(const std::function<void(void* stream)>& call_once, int warmup,
   }
   check(cudaStreamSynchronize(stream), "timed calls");
   check(cudaGetLastError(), "timed launch");
+  if (hook) hook("timed", static_cast<int>(events.size()), static_cast<int>(events.size()));
   std::vector<double> ms;
   for (auto& e : events) {
     float v = 0;
@@ -119,6 +127,7 @@ Timing time_cuda(const std::function<void(void* stream)>& call_once, int warmup,
   (void)warmup;
   (void)iters;
   (void)graph;
+  (void)hook;
   throw RuntimeError("this smla binary was built without CUDA (configure with -DSMLA_CUDA=ON)");
 #endif
 }

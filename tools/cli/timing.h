@@ -1,4 +1,4 @@
-// Timing one call the way ANCHORS.md measured FlashMLA, so the numbers compare: warm-ups,
+// Timing one call the way docs/BENCHMARKS.md measures (FlashMLA was timed so too): warm-ups,
 // then the median of repeated calls; on CUDA, events around each call with a 512 MB memset
 // before it so every call starts from a cold L2.
 #pragma once
@@ -13,14 +13,20 @@ struct Timing {
   int iters = 0;
 };
 
-// Wall clock (std::chrono::steady_clock) around each call.
-Timing time_cpu(const std::function<void()>& call, int warmup, int iters);
+// Told after calls: phase "warm-up" or "timed", calls done of that phase, its total (for
+// progress lines; it must not print to stdout).
+using CallHook = std::function<void(const char* phase, int done, int total)>;
+
+// Wall clock (std::chrono::steady_clock) around each call; `hook` after every call.
+Timing time_cpu(const std::function<void()>& call, int warmup, int iters, const CallHook& hook = {});
 
 // CUDA events on cuda_stream() around each call; the call gets that stream. With `graph`, the
 // call is captured once into a CUDA graph and its replays are timed (launch gaps excluded, as
-// ANCHORS.md timed FlashMLA); the memset stays outside the graph. Throws smla::RuntimeError in
-// a build without CUDA.
-Timing time_cuda(const std::function<void(void* stream)>& call, int warmup, int iters, bool graph = false);
+// docs/BENCHMARKS.md times FlashMLA); the memset stays outside the graph. `hook` only after the warm-up
+// and after the timed calls: a host wait between calls would change what is timed. Throws
+// smla::RuntimeError in a build without CUDA.
+Timing time_cuda(const std::function<void(void* stream)>& call, int warmup, int iters, bool graph = false,
+                 const CallHook& hook = {});
 
 // The device-to-device copy ceiling (GB/s, read + write counted) from a 1 GiB cudaMemcpy,
 // measured like the calls; 0 in a build without CUDA.
