@@ -1,5 +1,7 @@
 // Index utilities of SPEC §4.6: validation on the host, then the CUDA kernels or the host
 // loops below. Both evaluate the formulas of index_math.h per element.
+#include <algorithm>
+
 #include "api/dispatch.h"
 #include "api/validate.h"
 #include "metadata/host_common.h"
@@ -95,7 +97,10 @@ void page_table_from_req_to_token(const TensorView& req_to_token, const TensorVi
   const char* ref = "req_to_token";
   meta::check_index_tensor("req_to_token", req_to_token, DType::i32, {kAny, kAny}, ref, req_to_token, false);
   meta::check_index_tensor("req_pool_indices", req_pool_indices, DType::i32, {kAny}, ref, req_to_token, false);
-  const int64_t b = req_pool_indices.size(0);
+  meta::check_index_tensor("seq_lens", seq_lens, DType::i32, {kAny}, ref, req_to_token, false);
+  // One entry per request in both: a mismatch is reported against the shorter of the two.
+  const int64_t b = std::max(req_pool_indices.size(0), seq_lens.size(0));
+  meta::check_index_tensor("req_pool_indices", req_pool_indices, DType::i32, {b}, ref, req_to_token, false);
   meta::check_index_tensor("seq_lens", seq_lens, DType::i32, {b}, ref, req_to_token, false);
   meta::check_index_tensor("block_table", block_table, DType::i32, {b, kAny}, ref, req_to_token, true);
   meta::check_at_least("page_size", page_size, 1);
@@ -117,7 +122,10 @@ void positions_to_slots(const TensorView& block_table, int page_size, const Tens
   meta::check_index_tensor("block_table", block_table, DType::i32, {kAny, kAny}, ref, block_table, false);
   meta::check_at_least("page_size", page_size, 1);
   meta::check_index_tensor("req_id", req_id, DType::i32, {kAny}, ref, block_table, false);
-  const int64_t T = req_id.size(0);
+  meta::check_index_tensor("positions", positions, DType::i32, {kAny, kAny}, ref, block_table, false);
+  // One row per token in both: a mismatch is reported against the shorter of the two.
+  const int64_t T = std::max(req_id.size(0), positions.size(0));
+  meta::check_index_tensor("req_id", req_id, DType::i32, {T}, ref, block_table, false);
   meta::check_index_tensor("positions", positions, DType::i32, {T, kAny}, ref, block_table, false);
   meta::check_index_tensor("slots", slots, DType::i32, {T, positions.size(1)}, ref, block_table, true);
   detail::check_no_alias("slots", slots, "block_table", block_table);

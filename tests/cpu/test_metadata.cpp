@@ -190,8 +190,11 @@ TEST(MetaPageTable, Rejects) {
                   table);
   expect_rejected([&] { page_table_from_req_to_token(view(r2t64, {2, 8}), P, L, 4, B); },
                   {"req_to_token must be int32 of shape (*, *)", "got int64 (2, 8)"}, table);
+  // A request-count mismatch names the shorter argument, whichever it is.
   expect_rejected([&] { page_table_from_req_to_token(R, P, view(lens3, {3}), 4, B); },
-                  {"seq_lens must be int32 of shape (2,)", "got int32 (3,)"}, table);
+                  {"req_pool_indices must be int32 of shape (3,)", "got int32 (2,)"}, table);
+  expect_rejected([&] { page_table_from_req_to_token(R, P, view(lens3, {1}), 4, B); },
+                  {"seq_lens must be int32 of shape (2,)", "got int32 (1,)"}, table);
   expect_rejected([&] { page_table_from_req_to_token(R, P, L, 4, make_view(table.data(), DType::i32, {1, 4})); },
                   {"block_table must be int32 of shape (2, *)", "got int32 (1, 4)"}, table);
   expect_rejected([&] { page_table_from_req_to_token(R, view(pool, {2}, cuda_device(0)), L, 4, B); },
@@ -262,8 +265,11 @@ TEST(MetaPositionsToSlots, Rejects) {
   auto S = view(slots, {3, 5});
   expect_rejected([&] { positions_to_slots(Bt, 0, Rq, Ps, S); }, {"page_size must be at least 1", "got 0"}, slots);
   expect_rejected([&] { positions_to_slots(Bt, -4, Rq, Ps, S); }, {"page_size must be at least 1", "got -4"}, slots);
+  // A token-count mismatch names the shorter argument, whichever it is.
   expect_rejected([&] { positions_to_slots(Bt, 4, view(req2, {2}), Ps, S); },
-                  {"positions must be int32 of shape (2, *)", "got int32 (3, 5)"}, slots);
+                  {"req_id must be int32 of shape (3,)", "got int32 (2,)"}, slots);
+  expect_rejected([&] { positions_to_slots(Bt, 4, Rq, view(pos, {2, 5}), S); },
+                  {"positions must be int32 of shape (3, *)", "got int32 (2, 5)"}, slots);
   expect_rejected([&] { positions_to_slots(Bt, 4, Rq, Ps, make_view(slots.data(), DType::i32, {3, 4})); },
                   {"slots must be int32 of shape (3, 5)", "got int32 (3, 4)"}, slots);
   expect_rejected([&] { positions_to_slots(Bt, 4, Rq, Ps, make_view(slots.data(), DType::i64, {3, 5})); },
