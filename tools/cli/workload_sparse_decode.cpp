@@ -98,10 +98,8 @@ class SparseDecode final : public Workload {
     gather(main_, list, keys);
     if (s_.extra_topk > 0) gather(extra_, list, keys);
     const double sink = s_.sink ? sink_.h<float>()[h] : 0.0;
-    std::vector<double> q(static_cast<size_t>(d_qk_));
-    const uint16_t* qrow = q_.h<uint16_t>() + list * q_.stride[1] + h * q_.stride[2];  // list = i * s_q + t
-    for (int k = 0; k < d_qk_; ++k) q[static_cast<size_t>(k)] = bf16_bits_to_float(qrow[k]);
-    return attend_f64(q, keys, d_qk_, 1.0 / std::sqrt(static_cast<double>(d_qk_)), s_.sink ? &sink : nullptr);
+    return attend_f64(bf16_row(q_, row, d_qk_), keys, d_qk_, 1.0 / std::sqrt(static_cast<double>(d_qk_)),
+                      s_.sink ? &sink : nullptr);
   }
 
  private:

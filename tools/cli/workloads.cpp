@@ -110,7 +110,13 @@ void mix_invalid(int32_t* idx, int64_t lists, int64_t topk, int64_t count, Rng& 
 
 std::vector<double> bf16_row(const Array& a, int64_t row, int64_t width) {
   std::vector<double> v(static_cast<size_t>(width));
-  const uint16_t* p = a.h<uint16_t>() + row * width;
+  // `row` numbers the rows of the leading dimensions in order; their strides place it.
+  int64_t at = 0;
+  for (size_t k = a.shape.size() - 1; k-- > 0;) {
+    at += (row % a.shape[k]) * a.stride[k];
+    row /= a.shape[k];
+  }
+  const uint16_t* p = a.h<uint16_t>() + at;
   for (int64_t k = 0; k < width; ++k) v[static_cast<size_t>(k)] = bf16_bits_to_float(p[k]);
   return v;
 }

@@ -138,7 +138,8 @@ std::vector<int64_t> touched_slots(const int32_t* idx, int64_t n, int64_t num_sl
 void mix_invalid(int32_t* idx, int64_t lists, int64_t topk, int64_t count, Rng& rng);
 // How many -1 entries a list of `topk` gets: a few, at least one.
 int64_t invalid_per_list(int64_t topk);
-// bf16 row `row` of a contiguous [.., width] bf16 array, as doubles.
+// bf16 row `row` (counted over the leading dimensions) of a [.., width] bf16 array whose last
+// dimension is packed and whose outer strides are free, as doubles.
 std::vector<double> bf16_row(const Array& a, int64_t row, int64_t width);
 
 }  // namespace smla::cli
