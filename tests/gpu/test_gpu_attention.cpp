@@ -143,7 +143,8 @@ void run_sparse_decode(const SparseCase& c) {
 }
 
 TEST(GpuSparseDecode, V32Fp8DsMlaHeads) {
-  for (int h : {1, 16, 20, 64, 128})
+  // 128 and 256 heads: 64-row tiles in two-CTA clusters that share each block's gathers.
+  for (int h : {1, 16, 20, 64, 128, 256})
     run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 3, 2, h, 256, 64, 64, true, true, false});
 }
 
@@ -207,27 +208,30 @@ TEST(GpuSparseDecode, V4Model1WithExtraCache) {
 }
 
 TEST(GpuSparseDecode, AllInvalidIndicesGiveZeroAndMinusInf) {
-  TestCache cache = make_cache(CacheFormat::fp8_ds_mla, 4, 64, 576);
-  const int b = 2, s_q = 1, h = 16, topk = 64;
-  auto q = random_bf16(static_cast<size_t>(b) * s_q * h * 576);
-  std::vector<int32_t> idx(b * s_q * topk);
-  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i % 3 == 0 ? -1 : (i % 3 == 1 ? std::numeric_limits<int32_t>::min() : 256);
-  std::vector<float> sink(h, 0.5f);
-  DeviceBuffer dq = upload(q), didx = upload(idx), dsink = upload(sink);
-  DeviceBuffer dout = upload(std::vector<uint16_t>(b * s_q * h * kDv, bf16_nan()));
-  DeviceBuffer dlse = upload(std::vector<float>(b * s_q * h, NAN));
-  SparseDecodeArgs g;
-  g.q = make_view(dq.ptr, DType::bf16, {b, s_q, h, 576}, cuda_device(0));
-  g.cache = cache.dev;
-  g.indices = make_view(didx.ptr, DType::i32, {b, s_q, topk}, cuda_device(0));
-  g.attn_sink = make_view(dsink.ptr, DType::f32, {h}, cuda_device(0));
-  g.out = make_view(dout.ptr, DType::bf16, {b, s_q, h, kDv}, cuda_device(0));
-  g.lse = make_view(dlse.ptr, DType::f32, {b, s_q, h}, cuda_device(0));
-  DeviceBuffer ws(sparse_decode_workspace_size(g));
-  sparse_decode(g, {nullptr, {ws.ptr, ws.bytes}});
-  GPU_CHECK(cudaDeviceSynchronize());
-  for (uint16_t v : download<uint16_t>(dout, b * s_q * h * kDv)) ASSERT_EQ(v & 0x7fff, 0) << "out must be 0";
-  for (float v : download<float>(dlse, b * s_q * h)) ASSERT_TRUE(std::isinf(v) && v < 0) << "lse must be -inf";
+  for (int h : {16, 128}) {  // one CTA per head tile; two-CTA clusters
+    SCOPED_TRACE("h_q=" + std::to_string(h));
+    TestCache cache = make_cache(CacheFormat::fp8_ds_mla, 4, 64, 576);
+    const int b = 2, s_q = 1, topk = 64;
+    auto q = random_bf16(static_cast<size_t>(b) * s_q * h * 576);
+    std::vector<int32_t> idx(b * s_q * topk);
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i % 3 == 0 ? -1 : (i % 3 == 1 ? std::numeric_limits<int32_t>::min() : 256);
+    std::vector<float> sink(h, 0.5f);
+    DeviceBuffer dq = upload(q), didx = upload(idx), dsink = upload(sink);
+    DeviceBuffer dout = upload(std::vector<uint16_t>(b * s_q * h * kDv, bf16_nan()));
+    DeviceBuffer dlse = upload(std::vector<float>(b * s_q * h, NAN));
+    SparseDecodeArgs g;
+    g.q = make_view(dq.ptr, DType::bf16, {b, s_q, h, 576}, cuda_device(0));
+    g.cache = cache.dev;
+    g.indices = make_view(didx.ptr, DType::i32, {b, s_q, topk}, cuda_device(0));
+    g.attn_sink = make_view(dsink.ptr, DType::f32, {h}, cuda_device(0));
+    g.out = make_view(dout.ptr, DType::bf16, {b, s_q, h, kDv}, cuda_device(0));
+    g.lse = make_view(dlse.ptr, DType::f32, {b, s_q, h}, cuda_device(0));
+    DeviceBuffer ws(sparse_decode_workspace_size(g));
+    sparse_decode(g, {nullptr, {ws.ptr, ws.bytes}});
+    GPU_CHECK(cudaDeviceSynchronize());
+    for (uint16_t v : download<uint16_t>(dout, b * s_q * h * kDv)) ASSERT_EQ(v & 0x7fff, 0) << "out must be 0";
+    for (float v : download<float>(dlse, b * s_q * h)) ASSERT_TRUE(std::isinf(v) && v < 0) << "lse must be -inf";
+  }
 }
 
 TEST(GpuSparseDecode, TooSmallWorkspaceIsRejected) {

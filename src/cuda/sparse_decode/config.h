@@ -38,6 +38,21 @@ inline constexpr int kBarPFree = 2;    // WG1 -> WG0: WG1 has read them
 inline constexpr int kBarFinal = 3;    // WG0 -> WG1: final row factors; narrow CTAs: key-group merge
 inline constexpr int kBarMerge = 4;    // narrow CTAs: merge steps
 
+// Which keys of a block are real: one 32-bit ballot per (32-key round, producer warp) whose low
+// byte holds that warp's eight keys (32 bits so that a peer CTA's producer can st.async it).
+inline constexpr int kValidBytes = 2 * 4 * 4;
+
+// Two 64-row CTAs of a cluster that read the same keys (two head tiles of one token) share the
+// gathers: each gathers and dequantizes one 32-key round of every block and writes it into both
+// K tiles (st.async into the peer's). Consumers release a tile in both CTAs.
+inline constexpr int kPairCtas = 2;
+// Blocks of loads a pair's producer thread issues before it stores the current block (its half
+// rows leave room in registers for two).
+#ifndef SMLA_SD_PAIR_AHEAD
+#define SMLA_SD_PAIR_AHEAD 1
+#endif
+inline constexpr int kPairAhead = SMLA_SD_PAIR_AHEAD;
+
 // Key groups of a narrow (16 or 32-row) CTA: the eight consumer warps are row groups x key
 // groups x value-column halves; each key group walks its share of every 64-key block.
 constexpr int narrow_key_groups(int rows) { return rows == 16 ? 4 : 2; }
@@ -55,8 +70,8 @@ struct Smem {
   static constexpr size_t scale = p + (kWide ? kKeys * 64 * 2 : 0);  // float[64] row rescale factors
   static constexpr size_t factor = scale + 64 * 4;                  // float[64] final row factors
   static constexpr size_t merge = factor + 64 * 4;                  // narrow: float[2][4][32] (m, l)
-  static constexpr size_t valid = merge + (kWide ? 0 : 2 * 4 * 32 * 4);  // uint8[kStages][8] key masks
-  static constexpr size_t bars = valid + 16 * kStages;              // uint64 full[kStages], empty[kStages]
+  static constexpr size_t valid = merge + (kWide ? 0 : 2 * 4 * 32 * 4);  // uint32[kStages][8] key masks
+  static constexpr size_t bars = valid + kValidBytes * kStages;     // uint64 full[kStages], empty[kStages]
   static constexpr size_t bytes = bars + 2 * kStages * 8;
 };
 static_assert(Smem<64, 576>::bytes <= 232448, "64-row d576 tile exceeds the 227 KB opt-in limit");

@@ -47,8 +47,7 @@ __device__ void consume_narrow(const AttnParams& p, const Work& w, uint8_t* smem
     const Stage<kRows, kD> stage(smem, i & 1);
     mbar_wait(stage.full, (i / kStages) & 1);
     if constexpr (kVariant == 7) {
-      __syncwarp();
-      if (lane == 0) mbar_arrive(stage.empty);
+      stage.release(w, lane);
       continue;
     }
     const uint32_t k_base = smem_addr(stage.tile);
@@ -71,7 +70,7 @@ __device__ void consume_narrow(const AttnParams& p, const Work& w, uint8_t* smem
     }
 
     // ---- mask, online softmax (log2 domain)
-    const uint64_t vm = load_valid_mask(stage.valid) >> (key0 + 2 * c);
+    const uint64_t vm = stage.valid_mask() >> (key0 + 2 * c);
     float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt) {
@@ -117,8 +116,7 @@ __device__ void consume_narrow(const AttnParams& p, const Work& w, uint8_t* smem
         mma_16816<false>(o[2 * dn + 1], a, b[2], b[3]);
       }
     }
-    __syncwarp();
-    if (lane == 0) mbar_arrive(stage.empty);
+    stage.release(w, lane);
   }
 
   // ---- merge the key groups' (m, l, O); the K tiles are free once every warp is here

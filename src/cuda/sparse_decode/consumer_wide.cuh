@@ -43,11 +43,6 @@ __device__ __forceinline__ uint64_t desc_add(uint64_t d, uint32_t units16) {
 __device__ __forceinline__ float (&o_lo(float (&o)[32][4]))[16][4] { return *reinterpret_cast<float(*)[16][4]>(&o[0]); }
 __device__ __forceinline__ float (&o_hi(float (&o)[32][4]))[16][4] { return *reinterpret_cast<float(*)[16][4]>(&o[16]); }
 
-__device__ __forceinline__ uint64_t load_valid_mask(const uint8_t* valid_stage) {
-  const uint2 v = *reinterpret_cast<const uint2*>(valid_stage);
-  return (static_cast<uint64_t>(v.y) << 32) | v.x;
-}
-
 template <int kD>
 __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem) {
   using T = WideTiles<kD>;
@@ -74,8 +69,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem) {
     const Stage<64, kD> stage(smem, s);
     mbar_wait(stage.full, (i / kStages) & 1);
     if constexpr (kVariant == 7) {
-      __syncwarp();
-      if (lane == 0) mbar_arrive(stage.empty);
+      stage.release(w, lane);
       continue;
     }
 
@@ -90,7 +84,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem) {
     reg_fence(sc);
 
     // ---- mask, online softmax (log2 domain)
-    const uint64_t vm = load_valid_mask(stage.valid) >> (2 * c);
+    const uint64_t vm = stage.valid_mask() >> (2 * c);
     float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
@@ -156,8 +150,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem) {
     wgmma_wait<0>();
     reg_fence(o);
     reg_fence(a);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(stage.empty);
+    stage.release(w, lane);
   }
 
   // ---- epilogue: full row sums, final factors for WG1, this half of O
@@ -200,8 +193,7 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem) {
     const Stage<64, kD> stage(smem, s);
     mbar_wait(stage.full, (i / kStages) & 1);
     if constexpr (kVariant == 7) {
-      __syncwarp();
-      if (lane == 0) mbar_arrive(stage.empty);
+      stage.release(w, lane);
       continue;
     }
     named_bar_sync(kBarPReady, kConsumerThreads);
@@ -218,8 +210,7 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem) {
     wgmma_wait<0>();
     reg_fence(o);
     named_bar_arrive(kBarPFree, kConsumerThreads);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(stage.empty);
+    stage.release(w, lane);
   }
 
   named_bar_sync(kBarFinal, kConsumerThreads);

@@ -7,8 +7,10 @@
 
 namespace smla::cuda::sparse_decode_family {
 
+// pair: clusters of two CTAs along grid.y (two head tiles of one token) that share each block's
+// gathers (config.h, kPairCtas).
 template <int kRows, int kD, int kFmt>
-void launch_instance(const AttnParams& p, dim3 grid, cudaStream_t stream) {
+void launch_instance(const AttnParams& p, dim3 grid, bool pair, cudaStream_t stream) {
   constexpr size_t kSmem = Smem<kRows, kD>::bytes;
   // The dynamic shared-memory limit is an attribute of the function: raised once.
   static const bool configured = [] {
@@ -17,13 +19,24 @@ void launch_instance(const AttnParams& p, dim3 grid, cudaStream_t stream) {
     return true;
   }();
   (void)configured;
-  sparse_decode_kernel<kRows, kD, kFmt><<<grid, kThreads, kSmem, stream>>>(p);
-  SMLA_CUDA_CHECK_LAUNCH();
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = kSmem;
+  cfg.stream = stream;
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = 1;
+  cluster.val.clusterDim.y = pair ? kPairCtas : 1;
+  cluster.val.clusterDim.z = 1;
+  cfg.attrs = &cluster;
+  cfg.numAttrs = pair ? 1 : 0;
+  SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, sparse_decode_kernel<kRows, kD, kFmt>, p));
 }
 
 #define SMLA_INSTANTIATE_SPARSE_DECODE(D, FMT)                                                      \
-  template void launch_instance<16, D, FMT>(const AttnParams&, dim3, cudaStream_t);                \
-  template void launch_instance<32, D, FMT>(const AttnParams&, dim3, cudaStream_t);                \
-  template void launch_instance<64, D, FMT>(const AttnParams&, dim3, cudaStream_t);
+  template void launch_instance<16, D, FMT>(const AttnParams&, dim3, bool, cudaStream_t);                \
+  template void launch_instance<32, D, FMT>(const AttnParams&, dim3, bool, cudaStream_t);                \
+  template void launch_instance<64, D, FMT>(const AttnParams&, dim3, bool, cudaStream_t);
 
 }  // namespace smla::cuda::sparse_decode_family

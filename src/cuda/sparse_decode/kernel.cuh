@@ -48,12 +48,14 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_decode_kernel(const __grid
     uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::bars);
     for (int s = 0; s < kStages; ++s) {
       mbar_init(bars + s, kProducerThreads);                   // full: every producer thread
-      mbar_init(bars + kStages + s, kConsumerThreads / 32);    // empty: one arrive per consumer warp
+      // empty: one arrive per consumer warp (of both CTAs of a pair)
+      mbar_init(bars + kStages + s, (kConsumerThreads / 32) * (w.pair ? kPairCtas : 1));
     }
   }
   load_q<kRows, kD>(p, w, smem);
   fence_proxy_async();  // Q is read by wgmma
   __syncthreads();
+  if (w.pair) cluster_sync();  // the peer's barriers are initialized before anyone writes or arrives there
 
   const int wg = threadIdx.x / 128;
   constexpr bool kBf16 = kFmt == static_cast<int>(CacheFormat::bf16);
@@ -79,6 +81,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_decode_kernel(const __grid
       else produce_packed<kRows, kFmt>(p, w, smem);
     }
   }
+  if (w.pair) cluster_sync();  // no CTA leaves while its peer may still write or arrive in its shared memory
 }
 
 }  // namespace smla::cuda::sparse_decode_family

@@ -3,13 +3,14 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cuda/sparse_decode/config.h"
 #include "smla/error.h"
 #include "smla/formats.h"
 
 namespace smla::cuda::sparse_decode_family {
 
 template <int kRows, int kD, int kFmt>
-void launch_instance(const AttnParams& p, dim3 grid, cudaStream_t stream);
+void launch_instance(const AttnParams& p, dim3 grid, bool pair, cudaStream_t stream);
 
 namespace {
 
@@ -20,9 +21,14 @@ constexpr int kBf = static_cast<int>(CacheFormat::bf16);
 template <int kD, int kFmt>
 void by_rows(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream) {
   switch (rows) {
-    case 16: launch_instance<16, kD, kFmt>(p, grid, stream); break;
-    case 32: launch_instance<32, kD, kFmt>(p, grid, stream); break;
-    default: launch_instance<64, kD, kFmt>(p, grid, stream); break;
+    case 16: launch_instance<16, kD, kFmt>(p, grid, false, stream); break;
+    case 32: launch_instance<32, kD, kFmt>(p, grid, false, stream); break;
+    default: {
+      // Head tiles in pairs share the gathers of their token's keys: packed formats (bf16 rows
+      // go by cp.async, with nothing to share but the bytes), one KV head, an even tile count.
+      const bool pair = kFmt != kBf && p.h_kv == 1 && grid.y % kPairCtas == 0 && !unpaired_by_env();
+      launch_instance<64, kD, kFmt>(p, grid, pair, stream);
+    }
   }
 }
 
@@ -43,11 +49,20 @@ void launch(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream) {
   else by_rows<512, kBf>(p, rows, grid, stream);
 }
 
+namespace {
+bool kernel_env_is(const char* value) {
+  const char* v = std::getenv("SMLA_SPARSE_DECODE_KERNEL");
+  return v != nullptr && std::strcmp(v, value) == 0;
+}
+}  // namespace
+
 bool disabled_by_env() {
-  static const bool off = [] {
-    const char* v = std::getenv("SMLA_SPARSE_DECODE_KERNEL");
-    return v != nullptr && std::strcmp(v, "generic") == 0;
-  }();
+  static const bool off = kernel_env_is("generic");
+  return off;
+}
+
+bool unpaired_by_env() {
+  static const bool off = kernel_env_is("unpaired");
   return off;
 }
 

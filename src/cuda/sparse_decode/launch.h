@@ -18,5 +18,7 @@ void launch(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream);
 // Opt-out for A/B measurements: SMLA_SPARSE_DECODE_KERNEL=generic routes sparse_decode to the
 // generic gather-attention kernel (read once per process).
 bool disabled_by_env();
+// SMLA_SPARSE_DECODE_KERNEL=unpaired: every CTA gathers all its keys (no two-CTA clusters).
+bool unpaired_by_env();
 
 }  // namespace smla::cuda::sparse_decode_family

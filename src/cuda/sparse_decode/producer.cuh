@@ -15,8 +15,10 @@
 #include <cstdint>
 
 #include "cuda/common/barriers.cuh"
+#include "cuda/common/cluster.cuh"
 #include "cuda/common/fp8.cuh"
 #include "cuda/common/gather.cuh"
+#include "cuda/common/mma.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "cuda/sparse_decode/config.h"
 #include "cuda/sparse_decode/work.cuh"
@@ -85,31 +87,87 @@ struct IndexQueue {
   int32_t v[4];
 };
 
-// Lane roles inside the producer warpgroups.
+// Lane roles inside the producer warpgroups. A single CTA: warpgroup r takes round r (keys
+// 32r .. 32r + 31) of every block, whole rows. A pair (config.h, kPairCtas): both warpgroups take
+// round `rank`; warpgroup r takes half r of every row's latent chunks (the RoPE part goes with
+// the second half), so each thread holds half the bytes of a key.
 struct ProducerLane {
-  int lane, warp, q, round, key;  // key: the lane's key within its 32-key round
-  __device__ ProducerLane() {
+  int lane, warp, q, round, key, part;  // key: the lane's key within its 32-key round; part -1: whole rows
+  __device__ explicit ProducerLane(const Work& w) {
     const int pt = static_cast<int>(threadIdx.x) - kConsumerThreads;
-    round = pt >> 7;
+    const int wg = pt >> 7;
     lane = pt & 31;
     warp = (pt >> 5) & 3;
     q = lane >> 3;
     key = warp * 8 + (lane & 7);
+    round = w.pair ? w.rank : wg;
+    part = w.pair ? wg : -1;
   }
   __device__ int row_in_block() const { return round * 32 + key; }
   __device__ int pos(int kb) const { return kb * kKeys + row_in_block(); }
+  __device__ bool first() const { return threadIdx.x == kConsumerThreads; }
 };
 
-// The round's valid keys as one byte per warp: bit i = key 8 * warp + i of the round.
-__device__ __forceinline__ void publish_valid(uint8_t* valid_stage, const ProducerLane& pl, int round, bool ok) {
-  const unsigned bal = __ballot_sync(0xffffffffu, ok);
-  if (pl.lane == 0) valid_stage[round * 4 + pl.warp] = static_cast<uint8_t>(bal & 0xffu);
+// The shared::cluster address of `p` (this CTA's shared memory) in the pair's other CTA.
+__device__ __forceinline__ uint32_t in_peer(const Work& w, const void* p) {
+  return map_to_cta(smem_addr(p), static_cast<uint32_t>(w.rank ^ 1));
 }
 
-template <int kFmt>
+template <int kRows, int kD>
+struct Stage {
+  uint8_t* tile;
+  uint32_t* valid;
+  uint64_t* full;
+  uint64_t* empty;
+  __device__ Stage(uint8_t* smem, int s) {
+    using S = Smem<kRows, kD>;
+    tile = smem + S::k + s * S::kKBytes;
+    valid = reinterpret_cast<uint32_t*>(smem + S::valid + kValidBytes * s);
+    full = reinterpret_cast<uint64_t*>(smem + S::bars) + s;
+    empty = reinterpret_cast<uint64_t*>(smem + S::bars) + kStages + s;
+  }
+  // Consumer warps: done with this tile (in both CTAs of a pair, whose producers both fill it).
+  __device__ void release(const Work& w, int lane) const {
+    __syncwarp();
+    if (lane == 0) {
+      mbar_arrive(empty);
+      if (w.pair) mbar_arrive_cluster(in_peer(w, empty));
+    }
+  }
+  // The block's 64 valid bits (bit k: key k is real).
+  __device__ uint64_t valid_mask() const {
+    const uint4 a = *reinterpret_cast<const uint4*>(valid);
+    const uint4 b = *reinterpret_cast<const uint4*>(valid + 4);
+    const uint32_t lo = __byte_perm(__byte_perm(a.x, a.y, 0x0040), __byte_perm(a.z, a.w, 0x0040), 0x5410);
+    const uint32_t hi = __byte_perm(__byte_perm(b.x, b.y, 0x0040), __byte_perm(b.z, b.w, 0x0040), 0x5410);
+    return (static_cast<uint64_t>(hi) << 32) | lo;
+  }
+};
+
+// Where a pair's producer writes the peer's copy: the peer's tile and its "full" barrier.
+struct PeerStage {
+  uint32_t tile = 0, valid = 0, full = 0;
+};
+
+// The round's valid keys: the warp's ballot (low byte = keys 8 * warp .. 8 * warp + 7 of the
+// round), in this CTA and, for a pair, in the peer.
+template <bool kPeer>
+__device__ __forceinline__ void publish_valid(uint32_t* valid_stage, const PeerStage& peer, const ProducerLane& pl,
+                                              bool ok) {
+  const unsigned bal = __ballot_sync(0xffffffffu, ok);
+  if (pl.lane == 0) {
+    const int word = pl.round * 4 + pl.warp;
+    valid_stage[word] = bal;
+    if constexpr (kPeer) st_async_b32(peer.valid + 4 * word, bal, peer.full);
+  }
+}
+
+// One lane's share of a key row: latent chunks kC0 .. kC1 - 1 (16 bytes of each 64), the RoPE
+// part (32 bytes) when kRope.
+template <int kFmt, int kC0, int kC1, bool kRope>
 struct PackedRound {
   using F = PackedRow<kFmt>;
-  uint4 lat[F::kLatentChunks];
+  uint4 lat[kC1 - kC0];
   uint4 rope[2];
   typename F::Scales sc;
   bool ok;
@@ -119,7 +177,7 @@ struct PackedRound {
     ok = a.page != nullptr;
     if constexpr (kVariant == 4) {  // experiment: no gathers (converts zeros)
 #pragma unroll
-      for (int i = 0; i < F::kLatentChunks; ++i) lat[i] = make_uint4(0, 0, 0, 0);
+      for (int i = 0; i < kC1 - kC0; ++i) lat[i] = make_uint4(0, 0, 0, 0);
       rope[0] = rope[1] = make_uint4(0, 0, 0, 0);
       sc = typename F::Scales{};
       return;
@@ -127,49 +185,44 @@ struct PackedRound {
     if (ok) {
       const uint8_t* r = F::row(a);
 #pragma unroll
-      for (int i = 0; i < F::kLatentChunks; ++i) lat[i] = ldg_nc_v4_l2_256(r + i * 64 + pl.q * 16);
-      rope[0] = ldg_nc_v4(F::rope(r) + pl.q * 32);
-      rope[1] = ldg_nc_v4(F::rope(r) + pl.q * 32 + 16);
+      for (int i = 0; i < kC1 - kC0; ++i) lat[i] = ldg_nc_v4_l2_256(r + (kC0 + i) * 64 + pl.q * 16);
+      if constexpr (kRope) {
+        rope[0] = ldg_nc_v4(F::rope(r) + pl.q * 32);
+        rope[1] = ldg_nc_v4(F::rope(r) + pl.q * 32 + 16);
+      }
       sc = F::load_scales(a, r);
     }
   }
 
-  // Dequantized into row j of the K tile; a skipped key is written as zeros (its logit is
-  // masked, and zero V keeps NaN bytes of unused slots out of P V).
-  __device__ void store(uint8_t* tile, const ProducerLane& pl, int j) const {
+  // Dequantized into row j of the K tile (and of the peer's, same offset); a skipped key is
+  // written as zeros (its logit is masked, and zero V keeps NaN bytes of unused slots out of P V).
+  template <bool kPeer>
+  __device__ void store(uint8_t* tile, const PeerStage& peer, const ProducerLane& pl, int j) const {
     constexpr int kRowGroup = 16 * F::kD;
-    uint8_t* dst = tile + (j >> 3) * kRowGroup + (j & 7) * 16;
+    const int row_off = (j >> 3) * kRowGroup + (j & 7) * 16;
+    uint8_t* dst = tile + row_off;
     const uint4 zero = make_uint4(0, 0, 0, 0);
+    auto put = [&](int c, const uint4& v) {
+      *reinterpret_cast<uint4*>(dst + c * 128) = v;
+      if constexpr (kPeer) st_async_v4(peer.tile + row_off + c * 128, v, peer.full);
+    };
 #pragma unroll
-    for (int i = 0; i < F::kLatentChunks; ++i) {
+    for (int i = 0; i < kC1 - kC0; ++i) {
       uint4 lo = zero, hi = zero;
       if constexpr (kVariant == 3) {  // experiment: no conversion (raw bytes stored)
         lo = hi = ok ? lat[i] : zero;
       } else if (ok) {
-        e4m3x16_to_bf16(lat[i], F::scale(sc, i), lo, hi);
+        e4m3x16_to_bf16(lat[i], F::scale(sc, kC0 + i), lo, hi);
       }
-      const int c = 8 * i + 2 * pl.q;
-      *reinterpret_cast<uint4*>(dst + c * 128) = lo;
-      *reinterpret_cast<uint4*>(dst + (c + 1) * 128) = hi;
+      const int c = 8 * (kC0 + i) + 2 * pl.q;
+      put(c, lo);
+      put(c + 1, hi);
     }
-    const int c = F::kLatentChunks * 8 + 2 * pl.q;
-    *reinterpret_cast<uint4*>(dst + c * 128) = ok ? rope[0] : zero;
-    *reinterpret_cast<uint4*>(dst + (c + 1) * 128) = ok ? rope[1] : zero;
-  }
-};
-
-template <int kRows, int kD>
-struct Stage {
-  uint8_t* tile;
-  uint8_t* valid;
-  uint64_t* full;
-  uint64_t* empty;
-  __device__ Stage(uint8_t* smem, int s) {
-    using S = Smem<kRows, kD>;
-    tile = smem + S::k + s * S::kKBytes;
-    valid = smem + S::valid + 16 * s;
-    full = reinterpret_cast<uint64_t*>(smem + S::bars) + s;
-    empty = reinterpret_cast<uint64_t*>(smem + S::bars) + kStages + s;
+    if constexpr (kRope) {
+      const int c = F::kLatentChunks * 8 + 2 * pl.q;
+      put(c, ok ? rope[0] : zero);
+      put(c + 1, ok ? rope[1] : zero);
+    }
   }
 };
 
@@ -190,34 +243,66 @@ __device__ __forceinline__ void rotate_queue(IndexQueue& iq, const AttnParams& p
 template <int kFmt>
 __device__ __forceinline__ void prefetch_key(const AttnParams& p, const Work& w, const ProducerLane& pl, int kb,
                                              int32_t idx) {
-  if (kb >= w.kb_end) return;
+  if (kb >= w.kb_end || pl.part > 0) return;  // a pair's second warpgroup: the first prefetched the row
   const KeyAddr a = key_addr(p, w, pl.pos(kb), idx);
   if (a.page) PackedRow<kFmt>::prefetch_lines(a, pl.q);
 }
 
-// fp8_ds_mla / fp8_model1: global -> registers -> dequantize -> K tile.
-template <int kRows, int kFmt>
-__device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem) {
+// Bytes a pair's peer writes into this CTA's K tile per block: its 32 rows and its 4 ballots.
+template <int kD>
+inline constexpr uint32_t kPeerTxBytes = 32 * kD * 2 + 4 * 4;
+
+// fp8_ds_mla / fp8_model1: global -> registers -> dequantize -> K tile. kAhead: blocks of loads
+// issued before the current block is stored (1 needs two rounds of registers: pairs only).
+template <int kRows, int kFmt, int kC0, int kC1, bool kRope, bool kPeer, int kAhead>
+__device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl) {
   constexpr int kD = PackedRow<kFmt>::kD;
-  const ProducerLane pl;
-  if (w.kb_begin >= w.kb_end) return;
+  using Round = PackedRound<kFmt, kC0, kC1, kRope>;
   IndexQueue iq;
   init_queue(iq, p, w, pl);
-  prefetch_key<kFmt>(p, w, pl, w.kb_begin, iq.v[0]);
-  prefetch_key<kFmt>(p, w, pl, w.kb_begin + 1, iq.v[1]);
-  PackedRound<kFmt> rd;
-  for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
+  for (int d = 0; d < 2 + kAhead; ++d) prefetch_key<kFmt>(p, w, pl, w.kb_begin + d, iq.v[d]);
+  Round ra, rb;
+  if constexpr (kAhead == 1) ra.load(p, w, pl, pl.pos(w.kb_begin), iq.v[0]);
+  // One block: `cur` holds (or receives) block kb's rows, `nxt` receives block kb + 1's.
+  auto step = [&](Round& cur, Round& nxt, int kb) {
     const int i = kb - w.kb_begin;
     const Stage<kRows, kD> st(smem, i & 1);
-    rd.load(p, w, pl, pl.pos(kb), iq.v[0]);
-    prefetch_key<kFmt>(p, w, pl, kb + 2, iq.v[2]);
+    if constexpr (kAhead == 0) cur.load(p, w, pl, pl.pos(kb), iq.v[0]);
+    else if (kb + 1 < w.kb_end) nxt.load(p, w, pl, pl.pos(kb + 1), iq.v[1]);
+    prefetch_key<kFmt>(p, w, pl, kb + 2 + kAhead, iq.v[2 + kAhead]);
     rotate_queue(iq, p, w, pl, kb);
+    PeerStage peer;
+    if constexpr (kPeer) {
+      peer.tile = in_peer(w, st.tile);
+      peer.valid = in_peer(w, st.valid);
+      peer.full = in_peer(w, st.full);
+    }
     if (i >= kStages) mbar_wait(st.empty, ((i / kStages) - 1) & 1);
-    publish_valid(st.valid, pl, pl.round, rd.ok);
-    rd.store(st.tile, pl, pl.row_in_block());
+    if (pl.part <= 0) publish_valid<kPeer>(st.valid, peer, pl, cur.ok);
+    cur.template store<kPeer>(st.tile, peer, pl, pl.row_in_block());
     fence_proxy_async();  // generic-proxy stores, read next by wgmma (async proxy)
-    mbar_arrive(st.full);
+    if (kPeer && pl.first()) mbar_arrive_expect_tx(st.full, kPeerTxBytes<kD>);
+    else mbar_arrive(st.full);
+  };
+  if constexpr (kAhead == 0) {
+    for (int kb = w.kb_begin; kb < w.kb_end; ++kb) step(ra, ra, kb);
+  } else {
+    for (int kb = w.kb_begin; kb < w.kb_end; kb += 2) {
+      step(ra, rb, kb);
+      if (kb + 1 < w.kb_end) step(rb, ra, kb + 1);
+    }
   }
+}
+
+template <int kRows, int kFmt>
+__device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem) {
+  // Halves of equal load count: the RoPE part (two loads) goes with the second.
+  constexpr int kN = PackedRow<kFmt>::kLatentChunks, kHalf = (kN + 3) / 2;
+  const ProducerLane pl(w);
+  if (w.kb_begin >= w.kb_end) return;
+  if (kRows != 64 || !w.pair) produce_packed_rounds<kRows, kFmt, 0, kN, true, false, 0>(p, w, smem, pl);
+  else if (pl.part == 0) produce_packed_rounds<kRows, kFmt, 0, kHalf, false, true, kPairAhead>(p, w, smem, pl);
+  else produce_packed_rounds<kRows, kFmt, kHalf, kN, true, true, kPairAhead>(p, w, smem, pl);
 }
 
 // bf16 rows need no conversion: cp.async straight into the K tile (zero-fill for skipped
@@ -226,7 +311,7 @@ template <int kRows, int kD>
 __device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem) {
   constexpr int kRowBytes = kD * 2;
   constexpr int kRowGroup = 16 * kD;
-  const ProducerLane pl;
+  const ProducerLane pl(w);
   if (w.kb_begin >= w.kb_end) return;
   IndexQueue iq;
   init_queue(iq, p, w, pl);
@@ -243,7 +328,7 @@ __device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem) 
 #pragma unroll
     for (int ch = 0; ch < kRowBytes / 64; ++ch)
       cp_async_16_zfill(dst + (4 * ch + pl.q) * 128, src + ch * 64 + pl.q * 16, ok ? 16 : 0);
-    publish_valid(st.valid, pl, pl.round, ok);
+    publish_valid<false>(st.valid, PeerStage{}, pl, ok);
     cp_async_commit_group();
     rotate_queue(iq, p, w, pl, kb);
     if (i >= 1) {
