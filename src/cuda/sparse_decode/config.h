@@ -17,20 +17,24 @@ inline constexpr int kVariant = SMLA_SD_VARIANT;
 inline constexpr int kKeys = 64;              // keys per block (one K tile)
 inline constexpr int kStages = 2;             // K tiles in flight between producer and consumers
 inline constexpr int kConsumerThreads = 256;  // two consumer warpgroups
-inline constexpr int kProducerThreads = 256;  // two producer warpgroups (one 32-key round of a block each)
-inline constexpr int kThreads = kConsumerThreads + kProducerThreads;
+// Producer warpgroups: one in a 64-row CTA (384 threads, so it can hold two 32-key rounds of
+// loads in 152 registers), two in a 16/32-row CTA (512 threads: eight consumer warps).
+constexpr int producer_threads(int rows) { return rows == 64 ? 128 : 256; }
+constexpr int cta_threads(int rows) { return kConsumerThreads + producer_threads(rows); }
 
-// Register budgets (setmaxnreg). A CTA's register pool is what it was launched with: 128 per
-// thread (512 threads), so the four warpgroups share 512 per lane slot; a warpgroup that asks
-// for more than the others released waits forever. 64-row CTAs: WG0 holds S (32), O[:, 0:256]
-// (128) and P; WG1 O[:, 256:512]. 16/32-row CTAs: every consumer warp holds a 16 x 256 slice of
-// O and its own S. A producer thread holds one 32-key round of loads (44 registers). From
+// Register budgets (setmaxnreg). A CTA's register pool is what it was launched with (65536 /
+// threads, rounded down to 8: 168 per thread at 384 threads, 128 at 512), and a warpgroup that
+// asks for more than the others released waits forever. 64-row CTAs: WG0 holds S (32), O[:,
+// 0:256] (128) and P; WG1 O[:, 256:512]; the producer two 32-key rounds of loads (88). From
 // ptxas: WG1 needs 160 (below, ptxas ignores every setmaxnreg, C7507); WG0 at 184 serializes
-// its wgmmas (C7512).
-inline constexpr int kRegsWg0 = 192, kRegsWg1 = 160, kRegsProducerWide = 80;
+// its wgmmas (C7512). 16/32-row CTAs: every consumer warp holds a 16 x 256 slice of O and its
+// own S; a producer thread one round (44).
+inline constexpr int kRegsWg0 = 192, kRegsWg1 = 160, kRegsProducerWide = 152;
 inline constexpr int kRegsConsumerNarrow = 168, kRegsProducerNarrow = 88;
-static_assert(kRegsWg0 + kRegsWg1 + 2 * kRegsProducerWide <= 512, "64-row register budget");
-static_assert(2 * kRegsConsumerNarrow + 2 * kRegsProducerNarrow <= 512, "narrow register budget");
+constexpr int launch_regs(int threads) { return 65536 / threads / 8 * 8; }
+static_assert(kRegsWg0 + kRegsWg1 + kRegsProducerWide <= 3 * launch_regs(cta_threads(64)), "64-row register budget");
+static_assert(2 * kRegsConsumerNarrow + 2 * kRegsProducerNarrow <= 4 * launch_regs(cta_threads(16)),
+              "narrow register budget");
 
 // Named barriers among the consumer warpgroups (0 is __syncthreads).
 inline constexpr int kBarPReady = 1;   // WG0 -> WG1: P and the row rescale factors are in shared memory
@@ -46,8 +50,8 @@ inline constexpr int kValidBytes = 2 * 4 * 4;
 // gathers: each gathers and dequantizes one 32-key round of every block and writes it into both
 // K tiles (st.async into the peer's). Consumers release a tile in both CTAs.
 inline constexpr int kPairCtas = 2;
-// Blocks of loads a pair's producer thread issues before it stores the current block (its half
-// rows leave room in registers for two).
+// A pair's producer thread holds one key of a block: it issues the loads of block kb + 1 before
+// it stores block kb (SMLA_SD_PAIR_AHEAD=0: after; a measurement build).
 #ifndef SMLA_SD_PAIR_AHEAD
 #define SMLA_SD_PAIR_AHEAD 1
 #endif

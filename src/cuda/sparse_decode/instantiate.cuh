@@ -21,7 +21,7 @@ void launch_instance(const AttnParams& p, dim3 grid, bool pair, cudaStream_t str
   (void)configured;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
-  cfg.blockDim = dim3(kThreads);
+  cfg.blockDim = dim3(cta_threads(kRows));
   cfg.dynamicSmemBytes = kSmem;
   cfg.stream = stream;
   cudaLaunchAttribute cluster{};

@@ -1,9 +1,10 @@
 // The warp-specialized sparse-decode kernel (sm_90a): one CTA per (split of a request's key
-// list, head tile, query token), four warpgroups:
+// list, head tile, query token):
 //   WG0, WG1  consumers: 64-row tiles on wgmma (consumer_wide.cuh), 16/32-row tiles on
 //             mma.sync (consumer_narrow.cuh);
-//   WG2, WG3  producers: gather and dequantize 64-key blocks (32 keys each) into two K tiles
-//             (producer.cuh).
+//   WG2 (64-row tiles), WG2 + WG3 (16/32-row tiles)  producers: gather and dequantize 64-key
+//             blocks into two K tiles (producer.cuh); two 64-row tiles of one token may run as
+//             a cluster pair that shares the gathers.
 // Producer and consumers meet on mbarriers only ("full" per K tile: the rows are in; "empty":
 // every consumer warp is done with it), so gathers and dequantization overlap the MMAs.
 // docs/design/sparse_decode_sm90.md has the design and its numbers.
@@ -26,7 +27,7 @@ namespace smla::cuda::sparse_decode_family {
 template <int kRows, int kD>
 __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8_t* smem) {
   constexpr int kChunks = kD / 8;
-  for (int i = threadIdx.x; i < kRows * kChunks; i += kThreads) {
+  for (int i = threadIdx.x; i < kRows * kChunks; i += cta_threads(kRows)) {
     const int r = i / kChunks, ch = i % kChunks;
     uint4 v = make_uint4(0, 0, 0, 0);
     if (r < w.heads) {
@@ -38,7 +39,7 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
 }
 
 template <int kRows, int kD, int kFmt>
-__global__ void __launch_bounds__(kThreads, 1) sparse_decode_kernel(const __grid_constant__ AttnParams p) {
+__global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(const __grid_constant__ AttnParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
   using S = Smem<kRows, kD>;
   const Work w = make_work(p);
@@ -47,7 +48,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_decode_kernel(const __grid
   if (threadIdx.x == 0) {
     uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::bars);
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(bars + s, kProducerThreads);                   // full: every producer thread
+      mbar_init(bars + s, producer_threads(kRows));  // full: every producer thread
       // empty: one arrive per consumer warp (of both CTAs of a pair)
       mbar_init(bars + kStages + s, (kConsumerThreads / 32) * (w.pair ? kPairCtas : 1));
     }

@@ -1,15 +1,16 @@
 // The producer warpgroups: gather the key rows of each 64-key block from the paged cache and
 // write them, as bf16, into a K tile (wgmma core-matrix layout) for the consumers.
 //
-// Lane mapping (as in every packed format): producer warpgroup r takes round r (keys 32r ..
-// 32r + 31) of every block; its warp w, lane l takes key 8w + l % 8 of the round and the 16-byte
-// quarter q = l / 8 of each 64-byte chunk of the row, so the four lanes of a key read 64
-// contiguous bytes per load and their 16-byte stores fill four distinct 128-byte lines of the
-// tile (no bank conflicts).
+// Lane mapping (as in every packed format): a block is two 32-key rounds; warp w, lane l of a
+// producer warpgroup takes key 8w + l % 8 of a round and the 16-byte quarter q = l / 8 of each
+// 64-byte chunk of the row, so the four lanes of a key read 64 contiguous bytes per load and
+// their 16-byte stores fill four distinct 128-byte lines of the tile (no bank conflicts).
+// Rounds: a 16/32-row CTA's two producer warpgroups take one each; a 64-row CTA's one warpgroup
+// takes both; in a pair each CTA's warpgroup takes one (its rank) for both CTAs, and issues the
+// loads of the next block before it stores the current one.
 //
-// Latency: the rows of block kb + 2 are prefetched into L2 (128-byte lines, two per lane: no
-// registers, no shared memory), the indices of block kb + 4 are loaded, and two warpgroups (two
-// warps per scheduler) keep loads in flight while the other converts.
+// Latency: rows two blocks ahead of the loads are prefetched into L2 (128-byte lines, two per
+// lane: no registers, no shared memory) and indices are loaded three blocks ahead of their rows.
 #pragma once
 
 #include <cstdint>
@@ -87,24 +88,20 @@ struct IndexQueue {
   int32_t v[4];
 };
 
-// Lane roles inside the producer warpgroups. A single CTA: warpgroup r takes round r (keys
-// 32r .. 32r + 31) of every block, whole rows. A pair (config.h, kPairCtas): both warpgroups take
-// round `rank`; warpgroup r takes half r of every row's latent chunks (the RoPE part goes with
-// the second half), so each thread holds half the bytes of a key.
+// Lane roles inside the producer warpgroups: this lane's key in every round it takes (rounds
+// round .. round + kRounds - 1 of every block, kRounds from producer_rounds()).
 struct ProducerLane {
-  int lane, warp, q, round, key, part;  // key: the lane's key within its 32-key round; part -1: whole rows
+  int lane, warp, q, round, key;  // key: the lane's key within a 32-key round
   __device__ explicit ProducerLane(const Work& w) {
     const int pt = static_cast<int>(threadIdx.x) - kConsumerThreads;
-    const int wg = pt >> 7;
     lane = pt & 31;
     warp = (pt >> 5) & 3;
     q = lane >> 3;
     key = warp * 8 + (lane & 7);
-    round = w.pair ? w.rank : wg;
-    part = w.pair ? wg : -1;
+    round = w.pair ? w.rank : pt >> 7;  // 64-row CTA alone: warpgroup 0 starts at round 0
   }
-  __device__ int row_in_block() const { return round * 32 + key; }
-  __device__ int pos(int kb) const { return kb * kKeys + row_in_block(); }
+  __device__ int row_in_block(int r) const { return (round + r) * 32 + key; }
+  __device__ int pos(int kb, int r) const { return kb * kKeys + row_in_block(r); }
   __device__ bool first() const { return threadIdx.x == kConsumerThreads; }
 };
 
@@ -153,21 +150,21 @@ struct PeerStage {
 // round), in this CTA and, for a pair, in the peer.
 template <bool kPeer>
 __device__ __forceinline__ void publish_valid(uint32_t* valid_stage, const PeerStage& peer, const ProducerLane& pl,
-                                              bool ok) {
+                                              int round, bool ok) {
   const unsigned bal = __ballot_sync(0xffffffffu, ok);
   if (pl.lane == 0) {
-    const int word = pl.round * 4 + pl.warp;
+    const int word = round * 4 + pl.warp;
     valid_stage[word] = bal;
     if constexpr (kPeer) st_async_b32(peer.valid + 4 * word, bal, peer.full);
   }
 }
 
-// One lane's share of a key row: latent chunks kC0 .. kC1 - 1 (16 bytes of each 64), the RoPE
-// part (32 bytes) when kRope.
-template <int kFmt, int kC0, int kC1, bool kRope>
+// One lane's share of a key row: a quarter of every 64-byte latent chunk, of the RoPE part, and
+// the row's scales.
+template <int kFmt>
 struct PackedRound {
   using F = PackedRow<kFmt>;
-  uint4 lat[kC1 - kC0];
+  uint4 lat[F::kLatentChunks];
   uint4 rope[2];
   typename F::Scales sc;
   bool ok;
@@ -177,7 +174,7 @@ struct PackedRound {
     ok = a.page != nullptr;
     if constexpr (kVariant == 4) {  // experiment: no gathers (converts zeros)
 #pragma unroll
-      for (int i = 0; i < kC1 - kC0; ++i) lat[i] = make_uint4(0, 0, 0, 0);
+      for (int i = 0; i < F::kLatentChunks; ++i) lat[i] = make_uint4(0, 0, 0, 0);
       rope[0] = rope[1] = make_uint4(0, 0, 0, 0);
       sc = typename F::Scales{};
       return;
@@ -185,11 +182,9 @@ struct PackedRound {
     if (ok) {
       const uint8_t* r = F::row(a);
 #pragma unroll
-      for (int i = 0; i < kC1 - kC0; ++i) lat[i] = ldg_nc_v4_l2_256(r + (kC0 + i) * 64 + pl.q * 16);
-      if constexpr (kRope) {
-        rope[0] = ldg_nc_v4(F::rope(r) + pl.q * 32);
-        rope[1] = ldg_nc_v4(F::rope(r) + pl.q * 32 + 16);
-      }
+      for (int i = 0; i < F::kLatentChunks; ++i) lat[i] = ldg_nc_v4_l2_256(r + i * 64 + pl.q * 16);
+      rope[0] = ldg_nc_v4(F::rope(r) + pl.q * 32);
+      rope[1] = ldg_nc_v4(F::rope(r) + pl.q * 32 + 16);
       sc = F::load_scales(a, r);
     }
   }
@@ -207,44 +202,47 @@ struct PackedRound {
       if constexpr (kPeer) st_async_v4(peer.tile + row_off + c * 128, v, peer.full);
     };
 #pragma unroll
-    for (int i = 0; i < kC1 - kC0; ++i) {
+    for (int i = 0; i < F::kLatentChunks; ++i) {
       uint4 lo = zero, hi = zero;
       if constexpr (kVariant == 3) {  // experiment: no conversion (raw bytes stored)
         lo = hi = ok ? lat[i] : zero;
       } else if (ok) {
-        e4m3x16_to_bf16(lat[i], F::scale(sc, kC0 + i), lo, hi);
+        e4m3x16_to_bf16(lat[i], F::scale(sc, i), lo, hi);
       }
-      const int c = 8 * (kC0 + i) + 2 * pl.q;
+      const int c = 8 * i + 2 * pl.q;
       put(c, lo);
       put(c + 1, hi);
     }
-    if constexpr (kRope) {
-      const int c = F::kLatentChunks * 8 + 2 * pl.q;
-      put(c, ok ? rope[0] : zero);
-      put(c + 1, ok ? rope[1] : zero);
-    }
+    const int c = F::kLatentChunks * 8 + 2 * pl.q;
+    put(c, ok ? rope[0] : zero);
+    put(c + 1, ok ? rope[1] : zero);
   }
 };
 
-__device__ __forceinline__ void init_queue(IndexQueue& iq, const AttnParams& p, const Work& w, const ProducerLane& pl) {
+// Rounds of every block a producer thread takes (see the lane mapping above).
+template <int kRows>
+constexpr int producer_rounds(bool pair) { return kRows == 64 && !pair ? 2 : 1; }
+
+__device__ __forceinline__ void init_queue(IndexQueue& iq, const AttnParams& p, const Work& w, const ProducerLane& pl,
+                                           int r) {
 #pragma unroll
-  for (int d = 0; d < 4; ++d) iq.v[d] = w.kb_begin + d < w.kb_end ? load_key_index(p, w, pl.pos(w.kb_begin + d)) : -1;
+  for (int d = 0; d < 4; ++d) iq.v[d] = w.kb_begin + d < w.kb_end ? load_key_index(p, w, pl.pos(w.kb_begin + d, r)) : -1;
 }
 
 // Drops block kb, loads block kb + 4.
 __device__ __forceinline__ void rotate_queue(IndexQueue& iq, const AttnParams& p, const Work& w, const ProducerLane& pl,
-                                             int kb) {
+                                             int r, int kb) {
   iq.v[0] = iq.v[1];
   iq.v[1] = iq.v[2];
   iq.v[2] = iq.v[3];
-  iq.v[3] = kb + 4 < w.kb_end ? load_key_index(p, w, pl.pos(kb + 4)) : -1;
+  iq.v[3] = kb + 4 < w.kb_end ? load_key_index(p, w, pl.pos(kb + 4, r)) : -1;
 }
 
 template <int kFmt>
-__device__ __forceinline__ void prefetch_key(const AttnParams& p, const Work& w, const ProducerLane& pl, int kb,
+__device__ __forceinline__ void prefetch_key(const AttnParams& p, const Work& w, const ProducerLane& pl, int r, int kb,
                                              int32_t idx) {
-  if (kb >= w.kb_end || pl.part > 0) return;  // a pair's second warpgroup: the first prefetched the row
-  const KeyAddr a = key_addr(p, w, pl.pos(kb), idx);
+  if (kb >= w.kb_end) return;
+  const KeyAddr a = key_addr(p, w, pl.pos(kb, r), idx);
   if (a.page) PackedRow<kFmt>::prefetch_lines(a, pl.q);
 }
 
@@ -252,25 +250,37 @@ __device__ __forceinline__ void prefetch_key(const AttnParams& p, const Work& w,
 template <int kD>
 inline constexpr uint32_t kPeerTxBytes = 32 * kD * 2 + 4 * 4;
 
-// fp8_ds_mla / fp8_model1: global -> registers -> dequantize -> K tile. kAhead: blocks of loads
-// issued before the current block is stored (1 needs two rounds of registers: pairs only).
-template <int kRows, int kFmt, int kC0, int kC1, bool kRope, bool kPeer, int kAhead>
+// fp8_ds_mla / fp8_model1: global -> registers -> dequantize -> K tile. A thread takes kRounds
+// keys of every block; kAhead = 1 issues the loads of block kb + 1 before it stores block kb.
+template <int kRows, int kFmt, int kRounds, bool kPeer, int kAhead>
 __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl) {
   constexpr int kD = PackedRow<kFmt>::kD;
-  using Round = PackedRound<kFmt, kC0, kC1, kRope>;
-  IndexQueue iq;
-  init_queue(iq, p, w, pl);
-  for (int d = 0; d < 2 + kAhead; ++d) prefetch_key<kFmt>(p, w, pl, w.kb_begin + d, iq.v[d]);
-  Round ra, rb;
-  if constexpr (kAhead == 1) ra.load(p, w, pl, pl.pos(w.kb_begin), iq.v[0]);
+  using Round = PackedRound<kFmt>;
+  IndexQueue iq[kRounds];
+#pragma unroll
+  for (int r = 0; r < kRounds; ++r) {
+    init_queue(iq[r], p, w, pl, r);
+    for (int d = 0; d < 2 + kAhead; ++d) prefetch_key<kFmt>(p, w, pl, r, w.kb_begin + d, iq[r].v[d]);
+  }
+  Round ra[kRounds], rb[kRounds];
+  if constexpr (kAhead == 1) {
+#pragma unroll
+    for (int r = 0; r < kRounds; ++r) ra[r].load(p, w, pl, pl.pos(w.kb_begin, r), iq[r].v[0]);
+  }
   // One block: `cur` holds (or receives) block kb's rows, `nxt` receives block kb + 1's.
-  auto step = [&](Round& cur, Round& nxt, int kb) {
+  auto step = [&](Round (&cur)[kRounds], Round (&nxt)[kRounds], int kb) {
     const int i = kb - w.kb_begin;
     const Stage<kRows, kD> st(smem, i & 1);
-    if constexpr (kAhead == 0) cur.load(p, w, pl, pl.pos(kb), iq.v[0]);
-    else if (kb + 1 < w.kb_end) nxt.load(p, w, pl, pl.pos(kb + 1), iq.v[1]);
-    prefetch_key<kFmt>(p, w, pl, kb + 2 + kAhead, iq.v[2 + kAhead]);
-    rotate_queue(iq, p, w, pl, kb);
+#pragma unroll
+    for (int r = 0; r < kRounds; ++r) {
+      if constexpr (kAhead == 0) cur[r].load(p, w, pl, pl.pos(kb, r), iq[r].v[0]);
+      else if (kb + 1 < w.kb_end) nxt[r].load(p, w, pl, pl.pos(kb + 1, r), iq[r].v[1]);
+    }
+#pragma unroll
+    for (int r = 0; r < kRounds; ++r) {
+      prefetch_key<kFmt>(p, w, pl, r, kb + 2 + kAhead, iq[r].v[2 + kAhead]);
+      rotate_queue(iq[r], p, w, pl, r, kb);
+    }
     PeerStage peer;
     if constexpr (kPeer) {
       peer.tile = in_peer(w, st.tile);
@@ -278,8 +288,11 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
       peer.full = in_peer(w, st.full);
     }
     if (i >= kStages) mbar_wait(st.empty, ((i / kStages) - 1) & 1);
-    if (pl.part <= 0) publish_valid<kPeer>(st.valid, peer, pl, cur.ok);
-    cur.template store<kPeer>(st.tile, peer, pl, pl.row_in_block());
+#pragma unroll
+    for (int r = 0; r < kRounds; ++r) {
+      publish_valid<kPeer>(st.valid, peer, pl, pl.round + r, cur[r].ok);
+      cur[r].template store<kPeer>(st.tile, peer, pl, pl.row_in_block(r));
+    }
     fence_proxy_async();  // generic-proxy stores, read next by wgmma (async proxy)
     if (kPeer && pl.first()) mbar_arrive_expect_tx(st.full, kPeerTxBytes<kD>);
     else mbar_arrive(st.full);
@@ -296,41 +309,47 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
 
 template <int kRows, int kFmt>
 __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem) {
-  // Halves of equal load count: the RoPE part (two loads) goes with the second.
-  constexpr int kN = PackedRow<kFmt>::kLatentChunks, kHalf = (kN + 3) / 2;
   const ProducerLane pl(w);
   if (w.kb_begin >= w.kb_end) return;
-  if (kRows != 64 || !w.pair) produce_packed_rounds<kRows, kFmt, 0, kN, true, false, 0>(p, w, smem, pl);
-  else if (pl.part == 0) produce_packed_rounds<kRows, kFmt, 0, kHalf, false, true, kPairAhead>(p, w, smem, pl);
-  else produce_packed_rounds<kRows, kFmt, kHalf, kN, true, true, kPairAhead>(p, w, smem, pl);
+  if constexpr (kRows == 64) {
+    if (w.pair) produce_packed_rounds<kRows, kFmt, 1, true, kPairAhead>(p, w, smem, pl);
+    else produce_packed_rounds<kRows, kFmt, 2, false, 0>(p, w, smem, pl);
+  } else {
+    produce_packed_rounds<kRows, kFmt, 1, false, 0>(p, w, smem, pl);
+  }
 }
 
 // bf16 rows need no conversion: cp.async straight into the K tile (zero-fill for skipped
-// keys), one block in flight while the previous one is handed over.
+// keys), one block in flight while the previous one is handed over. Never paired (launch.cu).
 template <int kRows, int kD>
 __device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem) {
   constexpr int kRowBytes = kD * 2;
   constexpr int kRowGroup = 16 * kD;
+  constexpr int kRounds = producer_rounds<kRows>(false);
   const ProducerLane pl(w);
   if (w.kb_begin >= w.kb_end) return;
-  IndexQueue iq;
-  init_queue(iq, p, w, pl);
+  IndexQueue iq[kRounds];
+#pragma unroll
+  for (int r = 0; r < kRounds; ++r) init_queue(iq[r], p, w, pl, r);
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin;
     const Stage<kRows, kD> st(smem, i & 1);
     if (i >= kStages) mbar_wait(st.empty, ((i / kStages) - 1) & 1);
     const uint32_t tile = static_cast<uint32_t>(__cvta_generic_to_shared(st.tile));
-    const int j = pl.row_in_block();
-    const KeyAddr a = key_addr(p, w, pl.pos(kb), iq.v[0]);
-    const bool ok = a.page != nullptr;
-    const uint8_t* src = ok ? a.page + static_cast<int64_t>(a.off) * kRowBytes : p.main.base;
-    const uint32_t dst = tile + (j >> 3) * kRowGroup + (j & 7) * 16;
 #pragma unroll
-    for (int ch = 0; ch < kRowBytes / 64; ++ch)
-      cp_async_16_zfill(dst + (4 * ch + pl.q) * 128, src + ch * 64 + pl.q * 16, ok ? 16 : 0);
-    publish_valid<false>(st.valid, PeerStage{}, pl, ok);
+    for (int r = 0; r < kRounds; ++r) {
+      const int j = pl.row_in_block(r);
+      const KeyAddr a = key_addr(p, w, pl.pos(kb, r), iq[r].v[0]);
+      const bool ok = a.page != nullptr;
+      const uint8_t* src = ok ? a.page + static_cast<int64_t>(a.off) * kRowBytes : p.main.base;
+      const uint32_t dst = tile + (j >> 3) * kRowGroup + (j & 7) * 16;
+#pragma unroll
+      for (int ch = 0; ch < kRowBytes / 64; ++ch)
+        cp_async_16_zfill(dst + (4 * ch + pl.q) * 128, src + ch * 64 + pl.q * 16, ok ? 16 : 0);
+      publish_valid<false>(st.valid, PeerStage{}, pl, pl.round + r, ok);
+      rotate_queue(iq[r], p, w, pl, r, kb);
+    }
     cp_async_commit_group();
-    rotate_queue(iq, p, w, pl, kb);
     if (i >= 1) {
       cp_async_wait_group<1>();
       fence_proxy_async();
