@@ -56,5 +56,11 @@ template <int kRegs>
 __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
 }
+// From the kernel's entry budget kEntry to kRegs (inc below it is an illegal instruction).
+template <int kRegs, int kEntry>
+__device__ __forceinline__ void setmaxnreg_to() {
+  if constexpr (kRegs > kEntry) setmaxnreg_inc<kRegs>();
+  else if constexpr (kRegs < kEntry) setmaxnreg_dec<kRegs>();
+}
 
 }  // namespace smla::cuda

@@ -59,25 +59,26 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
   if (w.pair) cluster_sync();  // the peer's barriers are initialized before anyone writes or arrives there
 
   const int wg = threadIdx.x / 128;
+  constexpr int kEntry = launch_regs(cta_threads(kRows));
   constexpr bool kBf16 = kFmt == static_cast<int>(CacheFormat::bf16);
   if constexpr (kRows == 64) {
     if (wg == 0) {
-      setmaxnreg_inc<kRegsWg0>();
+      setmaxnreg_to<kRegsWg0, kEntry>();
       consume_wg0<kD>(p, w, smem);
     } else if (wg == 1) {
-      setmaxnreg_inc<kRegsWg1>();
+      setmaxnreg_to<kRegsWg1, kEntry>();
       consume_wg1<kD>(p, w, smem);
     } else {
-      setmaxnreg_dec<kRegsProducerWide>();
+      setmaxnreg_to<kRegsProducerWide, kEntry>();
       if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
       else produce_packed<kRows, kFmt>(p, w, smem);
     }
   } else {
     if (wg < 2) {
-      setmaxnreg_inc<kRegsConsumerNarrow>();
+      setmaxnreg_to<kRegsConsumerNarrow, kEntry>();
       consume_narrow<kRows, kD>(p, w, smem);
     } else {
-      setmaxnreg_dec<kRegsProducerNarrow>();
+      setmaxnreg_to<kRegsProducerNarrow, kEntry>();
       if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
       else produce_packed<kRows, kFmt>(p, w, smem);
     }
