@@ -44,9 +44,11 @@ __device__ __forceinline__ void st_async_b32(uint32_t dst, uint32_t v, uint32_t 
                : "memory");
 }
 
-// Arrive once on an mbarrier of any CTA of the cluster (release at cluster scope).
+// Arrive once on an mbarrier of any CTA of the cluster. The default (CTA-scope) semantics: a
+// consumer that releases a tile it read with wgmma has nothing of its own to publish, and a
+// cluster-scope release costs a fence per arrive (measured: a sixth of the consumers' stalls).
 __device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 
 }  // namespace smla::cuda

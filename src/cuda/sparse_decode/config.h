@@ -56,6 +56,12 @@ inline constexpr int kPairCtas = 2;
 #define SMLA_SD_PAIR_AHEAD 1
 #endif
 inline constexpr int kPairAhead = SMLA_SD_PAIR_AHEAD;
+// L2 line prefetch of the rows two blocks ahead of the loads (SMLA_SD_PREFETCH=0: none; a
+// measurement build).
+#ifndef SMLA_SD_PREFETCH
+#define SMLA_SD_PREFETCH 1
+#endif
+inline constexpr bool kPrefetch = SMLA_SD_PREFETCH != 0;
 
 // Key groups of a narrow (16 or 32-row) CTA: the eight consumer warps are row groups x key
 // groups x value-column halves; each key group walks its share of every 64-key block.

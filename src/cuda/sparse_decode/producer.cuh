@@ -186,27 +186,32 @@ struct PackedRound {
       rope[0] = ldg_nc_v4(F::rope(r) + pl.q * 32);
       rope[1] = ldg_nc_v4(F::rope(r) + pl.q * 32 + 16);
       sc = F::load_scales(a, r);
+    } else {  // zeros convert to zeros: store() needs no branch per chunk
+#pragma unroll
+      for (int i = 0; i < F::kLatentChunks; ++i) lat[i] = make_uint4(0, 0, 0, 0);
+      rope[0] = rope[1] = make_uint4(0, 0, 0, 0);
+      sc = typename F::Scales{};
     }
   }
 
-  // Dequantized into row j of the K tile (and of the peer's, same offset); a skipped key is
-  // written as zeros (its logit is masked, and zero V keeps NaN bytes of unused slots out of P V).
+  // Dequantized into row j of the K tile (and of the peer's, same offset); a skipped key was
+  // loaded as zeros and is written as zeros (its logit is masked, and zero V keeps NaN bytes of
+  // unused slots out of P V).
   template <bool kPeer>
   __device__ void store(uint8_t* tile, const PeerStage& peer, const ProducerLane& pl, int j) const {
     constexpr int kRowGroup = 16 * F::kD;
     const int row_off = (j >> 3) * kRowGroup + (j & 7) * 16;
     uint8_t* dst = tile + row_off;
-    const uint4 zero = make_uint4(0, 0, 0, 0);
     auto put = [&](int c, const uint4& v) {
       *reinterpret_cast<uint4*>(dst + c * 128) = v;
       if constexpr (kPeer) st_async_v4(peer.tile + row_off + c * 128, v, peer.full);
     };
 #pragma unroll
     for (int i = 0; i < F::kLatentChunks; ++i) {
-      uint4 lo = zero, hi = zero;
+      uint4 lo, hi;
       if constexpr (kVariant == 3) {  // experiment: no conversion (raw bytes stored)
-        lo = hi = ok ? lat[i] : zero;
-      } else if (ok) {
+        lo = hi = lat[i];
+      } else {
         e4m3x16_to_bf16(lat[i], F::scale(sc, i), lo, hi);
       }
       const int c = 8 * i + 2 * pl.q;
@@ -214,8 +219,8 @@ struct PackedRound {
       put(c + 1, hi);
     }
     const int c = F::kLatentChunks * 8 + 2 * pl.q;
-    put(c, ok ? rope[0] : zero);
-    put(c + 1, ok ? rope[1] : zero);
+    put(c, rope[0]);
+    put(c + 1, rope[1]);
   }
 };
 
@@ -241,7 +246,7 @@ __device__ __forceinline__ void rotate_queue(IndexQueue& iq, const AttnParams& p
 template <int kFmt>
 __device__ __forceinline__ void prefetch_key(const AttnParams& p, const Work& w, const ProducerLane& pl, int r, int kb,
                                              int32_t idx) {
-  if (kb >= w.kb_end) return;
+  if (!kPrefetch || kb >= w.kb_end) return;
   const KeyAddr a = key_addr(p, w, pl.pos(kb, r), idx);
   if (a.page) PackedRow<kFmt>::prefetch_lines(a, pl.q);
 }

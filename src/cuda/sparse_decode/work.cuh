@@ -85,8 +85,10 @@ __device__ __forceinline__ KeyAddr key_addr(const AttnParams& p, const Work& w, 
   KeyAddr a;
   a.page_size = ps;
   if (v < w.len_total && idx >= 0 && static_cast<int64_t>(idx) < nb * ps) {
-    const int blk = idx / ps;
-    a.off = idx - blk * ps;
+    // Power-of-two pages (the usual 64): a shift instead of a division per key.
+    const uint32_t u = static_cast<uint32_t>(idx), ups = static_cast<uint32_t>(ps);
+    const uint32_t blk = (ups & (ups - 1)) == 0 ? u >> (__ffs(ps) - 1) : u / ups;
+    a.off = static_cast<int>(u - blk * ups);
     a.page = base + static_cast<int64_t>(blk) * stride;
   }
   return a;
