@@ -59,6 +59,19 @@ int64_t dcp_local_length(int64_t L, DcpLayout d, int rank);
 // Elementwise over seqlens [b] int32 -> out [b] int32.
 void dcp_local_seqlens(const TensorView& seqlens, DcpLayout d, int rank, const TensorView& out,
                        const Exec& exec = {});
+// Rank-local top-k: for each query row (i, j), the global positions p of positions[i, j, :]
+// that `rank` owns (p >= 0, dcp_owner_rank(p, d) == rank), in their order, mapped through this
+// rank's block_table to slots block_table[i, lp / page_size] * page_size + lp % page_size with
+// lp = dcp_local_position(p, d), packed to the front of slots[i, j, :], the rest -1;
+// counts[i, j] = the number kept. An owned position whose local block is outside the table,
+// whose table entry is negative or whose slot exceeds INT32_MAX is dropped (not counted);
+// duplicates are kept as they are. topk_length (optional; absent: not written) receives
+// max_j counts[i, j], which sparse_decode takes as its topk_length.
+// positions [b, s_q, k] int32, block_table [b, max_blocks] int32 (this rank's), slots
+// [b, s_q, k] int32, counts [b, s_q] int32, topk_length [b] int32.
+void dcp_local_topk(const TensorView& positions, const TensorView& block_table, int page_size, DcpLayout d,
+                    int rank, const TensorView& slots, const TensorView& counts,
+                    const TensorView& topk_length = {}, const Exec& exec = {});
 
 // Split-KV schedule for decode, computed where `lengths` lives. Request i has
 // lengths[i] keys (clamped to [0, max_keys]) read in blocks of block_n. With

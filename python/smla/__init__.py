@@ -21,6 +21,7 @@ from .index import (
     dcp_local_length,
     dcp_local_position,
     dcp_local_seqlens,
+    dcp_local_topk,
     dcp_owner_rank,
     decode_split_schedule,
     max_total_splits,
@@ -50,7 +51,8 @@ __version__ = "0.1.0"
 __all__ = [
     "CACHE_FORMATS", "D_ROPE", "D_V", "SmlaError", "built_with_cuda", "bytes_per_token", "capabilities",
     "compressed_slot_mapping", "cuda_device_available", "dcp_combine", "dcp_local_length", "dcp_local_position",
-    "dcp_local_seqlens", "dcp_owner_rank", "dcp_rescale", "decode_split_schedule", "dense_decode", "empty_cache", "flash_mla",
+    "dcp_local_seqlens", "dcp_local_topk", "dcp_owner_rank", "dcp_rescale", "decode_split_schedule", "dense_decode",
+    "empty_cache", "flash_mla",
     "gather_cache", "infer_cache_format", "max_total_splits", "merge_states", "model1_aligned_page_bytes",
     "page_table_from_req_to_token", "positions_to_slots", "req_id_per_token", "sliding_window_indices",
     "sparse_decode", "sparse_prefill", "why_not", "write_cache",

@@ -8,7 +8,7 @@ valid answer gives -1.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -177,6 +177,48 @@ def dcp_local_seqlens(seqlens: Tensor, *, world: int, rank: int, interleave: int
         out = seqlens.new_empty(seqlens.shape, dtype=torch.int32)
     torch.ops.smla.dcp_local_seqlens(seqlens, out, int(world), int(interleave), int(rank))
     return out
+
+
+@torch.library.custom_op(f"{_LIB}::dcp_local_topk", mutates_args=("slots", "counts", "topk_length"))
+def _dcp_local_topk_op(positions: Tensor, block_table: Tensor, slots: Tensor, counts: Tensor,
+                       topk_length: Optional[Tensor], page_size: int, world: int, interleave: int, rank: int) -> None:
+    with device_of(slots):
+        _smla.dcp_local_topk(positions=dl(positions), block_table=dl(block_table), page_size=page_size, world=world,
+                             interleave=interleave, rank=rank, slots=dl(slots), counts=dl(counts),
+                             topk_length=dl(topk_length), stream=stream_of(slots))
+
+
+_dcp_local_topk_op.register_fake(lambda *args, **kwargs: None)
+
+
+def dcp_local_topk(positions: Tensor, block_table: Tensor, page_size: int, *, world: int, rank: int,
+                   interleave: int = 1,
+                   out: Optional[Tuple[Tensor, Tensor, Optional[Tensor]]] = None
+                   ) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
+    """Rank-local top-k (decode context parallelism): of each row of global top-k positions,
+    the ones ``rank`` owns (``dcp_owner_rank(p) == rank``), in their order, as slots of this
+    rank's cache (``dcp_local_position(p)`` through ``block_table``), packed to the front, the
+    rest -1; an owned position with no slot there is dropped. positions [b, s_q, k] int32
+    (request-local positions, -1 padding), block_table [b, max_blocks] int32 (this rank's).
+    Returns ``(slots [b, s_q, k] int32, counts [b, s_q] int32, topk_length [b] int32)``, where
+    topk_length is each request's largest count, ready for sparse_decode's ``topk_length``.
+    ``out``: a (slots, counts, topk_length) tuple to write instead; a None topk_length is not
+    computed."""
+    if out is not None and not (isinstance(out, (tuple, list)) and len(out) == 3):
+        given = f"a {type(out).__name__} of {len(out)}" if isinstance(out, (tuple, list)) else type(out).__name__
+        raise error("out", "a (slots, counts, topk_length) tuple", given)
+    slots, counts, topk_length = out if out is not None else (None, None, None)
+    check_devices(("positions", positions), ("block_table", block_table), ("slots", slots), ("counts", counts),
+                  ("topk_length", topk_length))
+    if out is None:
+        # Sizes for the outputs; a malformed positions gets placeholders the core then rejects, naming it.
+        shape = tuple(positions.shape)
+        slots = positions.new_empty(shape, dtype=torch.int32)
+        counts = positions.new_empty(shape[:2] if len(shape) == 3 else (0,), dtype=torch.int32)
+        topk_length = positions.new_empty((_rows(positions),), dtype=torch.int32)
+    torch.ops.smla.dcp_local_topk(positions, block_table, slots, counts, topk_length, int(page_size), int(world),
+                                  int(interleave), int(rank))
+    return slots, counts, topk_length
 
 
 def dcp_owner_rank(p: int, world: int, interleave: int = 1) -> int:

@@ -87,6 +87,20 @@ void bind_metadata(nb::module_& m) {
       },
       arg("seqlens"), arg("world"), arg("interleave"), arg("rank"), arg("out"), arg("stream"));
   m.def(
+      "dcp_local_topk",
+      [](nb::handle positions, nb::handle block_table, int page_size, int world, int interleave, int rank,
+         nb::handle slots, nb::handle counts, nb::handle topk_length, uintptr_t stream) {
+        Arrays a;
+        TensorView pos = a.view(positions, "positions"), bt = a.view(block_table, "block_table"),
+                   sl = a.view(slots, "slots"), cn = a.view(counts, "counts"),
+                   tl = a.view(topk_length, "topk_length");
+        Exec e = make_exec(a, stream);
+        DcpLayout d{world, interleave};
+        run_released([&] { dcp_local_topk(pos, bt, page_size, d, rank, sl, cn, tl, e); });
+      },
+      arg("positions"), arg("block_table"), arg("page_size"), arg("world"), arg("interleave"), arg("rank"),
+      arg("slots"), arg("counts"), arg("topk_length").none(), arg("stream"));
+  m.def(
       "dcp_owner_rank", [](int64_t p, int world, int interleave) { return dcp_owner_rank(p, {world, interleave}); },
       arg("p"), arg("world"), arg("interleave"));
   m.def(

@@ -33,6 +33,9 @@ void sliding_window_indices(const TensorView& positions, int window, const Tenso
 void compressed_slot_mapping(const TensorView& positions, const TensorView& req_id, const TensorView& block_table,
                              int compress_ratio, int states_per_page, const TensorView& out, const Exec& exec);
 void dcp_local_seqlens(const TensorView& seqlens, DcpLayout d, int rank, const TensorView& out, const Exec& exec);
+void dcp_local_topk(const TensorView& positions, const TensorView& block_table, int page_size, DcpLayout d, int rank,
+                    const TensorView& slots, const TensorView& counts, const TensorView& topk_length,
+                    const Exec& exec);
 void decode_split_schedule(const TensorView& lengths, const SplitSchedulePlan& plan,
                            const TensorView& split_offsets, const Exec& exec);
 

@@ -118,6 +118,14 @@ SMLA_HD int64_t dcp_local_len(int64_t len, int64_t world, int64_t interleave, in
   int64_t base = len / interleave / world * interleave;
   return base + clamp64(len - base * world - rank * interleave, 0, interleave);
 }
+// Slot on `rank` of global position p through that rank's block-table row, or -1 when p is
+// not the rank's (p < 0 included) or its local position has no slot (paged_slot, narrow_slot):
+// dcp_local_topk keeps exactly the entries this gives a slot >= 0.
+SMLA_HD int32_t dcp_rank_slot(const int32_t* row, int64_t max_blocks, int64_t p, int64_t page_size, int64_t world,
+                              int64_t interleave, int64_t rank) {
+  if (dcp_owner(p, world, interleave) != rank) return -1;
+  return narrow_slot(paged_slot(row, max_blocks, dcp_local_pos(p, world, interleave), page_size));
+}
 
 // --------------------------------------------------------------- decode split schedule
 // Key blocks of one request: ceil(clamp(len, 0, max_keys) / block_n).

@@ -497,6 +497,268 @@ TEST(MetaDcp, Rejects) {
                   {"out must be a buffer distinct from seqlens", "got the same data pointer"}, lens);
 }
 
+// ----------------------------------------------------------------- rank-local top-k (DCP)
+
+// The rule of the header, written out: each row keeps, in order, the positions the rank owns
+// whose local position has a slot in the rank's table, then -1; topk_length is the largest
+// count of the request.
+struct LocalTopk {
+  std::vector<int32_t> slots, counts, topk_length;
+};
+
+LocalTopk naive_local_topk(const std::vector<int32_t>& pos, int64_t st0, int64_t st1, const std::vector<int32_t>& table,
+                           int64_t table_st, int64_t b, int64_t s_q, int64_t k, int64_t max_blocks, int64_t page,
+                           int N, int I, int rank) {
+  LocalTopk r{std::vector<int32_t>(b * s_q * k, -1), std::vector<int32_t>(b * s_q, 0), std::vector<int32_t>(b, 0)};
+  for (int64_t i = 0; i < b; ++i) {
+    for (int64_t j = 0; j < s_q; ++j) {
+      int32_t kept = 0;
+      for (int64_t e = 0; e < k; ++e) {
+        const int64_t p = pos[i * st0 + j * st1 + e];
+        if (p < 0 || (p / I) % N != rank) continue;
+        const int64_t lp = p / (int64_t{I} * N) * I + p % I;
+        if (lp / page >= max_blocks) continue;
+        const int64_t entry = table[i * table_st + lp / page];
+        if (entry < 0) continue;
+        const int64_t slot = entry * page + lp % page;
+        if (slot > INT32_MAX) continue;
+        r.slots[(i * s_q + j) * k + kept++] = static_cast<int32_t>(slot);
+      }
+      r.counts[i * s_q + j] = kept;
+      r.topk_length[i] = std::max(r.topk_length[i], kept);
+    }
+  }
+  return r;
+}
+
+// Rows of global top-k positions of requests of length `len`: mostly positions in [0, len)
+// with duplicates, padding and values no request has mixed in.
+std::vector<int32_t> topk_positions(size_t n, int64_t len) {
+  std::vector<int32_t> v = nasty_vec(n, 0, std::max<int64_t>(len - 1, 0));
+  for (size_t e = 1; e < n; ++e)
+    if (t::uniform_int(0, 7) == 0) v[e] = v[t::uniform_int(0, static_cast<int64_t>(e) - 1)];
+  return v;
+}
+
+TEST(MetaDcpLocalTopk, MatchesNaive) {
+  for (int N : {2, 4}) {
+    for (int I : {1, 64}) {
+      for (int64_t s_q : {1, 3}) {
+        for (int iter = 0; iter < 6; ++iter) {
+          const int page = static_cast<int>(std::vector<int>{1, 16, 64, 7}[t::uniform_int(0, 3)]);
+          const int64_t b = t::uniform_int(1, 5), k = t::uniform_int(1, 80), len = t::uniform_int(1, 3000);
+          // Often too few blocks for the rank's share of len; -1, INT32_MIN and huge entries too.
+          const int64_t max_blocks = t::uniform_int(0, len / N / page + 2);
+          const int64_t table_st = max_blocks + t::uniform_int(0, 3);
+          std::vector<int32_t> table = nasty_vec(std::max<int64_t>(b * table_st, 1), 0, 5000);
+          for (auto& e : table)
+            if (t::uniform_int(0, 9) == 0) e = static_cast<int32_t>(INT32_MAX / page - t::uniform_int(-1, 1));
+          // Strided rows (request and query-row strides past the packed ones).
+          const int64_t st1 = k + t::uniform_int(0, 3), st0 = s_q * st1 + t::uniform_int(0, 5);
+          std::vector<int32_t> pos = topk_positions(b * st0, len);
+          const auto P = make_strided_view(pos.data(), DType::i32, {b, s_q, k}, {st0, st1, 1});
+          const auto Bt = make_strided_view(table.data(), DType::i32, {b, max_blocks}, {table_st, 1});
+          for (int rank = 0; rank < N; ++rank) {
+            std::vector<int32_t> slots(b * s_q * k, kPoison32), counts(b * s_q, kPoison32), tl(b, kPoison32);
+            dcp_local_topk(P, Bt, page, {N, I}, rank, view(slots, {b, s_q, k}), view(counts, {b, s_q}), view(tl, {b}));
+            LocalTopk want = naive_local_topk(pos, st0, st1, table, table_st, b, s_q, k, max_blocks, page, N, I, rank);
+            ASSERT_EQ(slots, want.slots) << "N " << N << " I " << I << " rank " << rank << " page " << page;
+            ASSERT_EQ(counts, want.counts) << "N " << N << " I " << I << " rank " << rank;
+            ASSERT_EQ(tl, want.topk_length) << "N " << N << " I " << I << " rank " << rank;
+            // Without topk_length: the same slots and counts.
+            std::vector<int32_t> slots2(b * s_q * k, kPoison32), counts2(b * s_q, kPoison32);
+            dcp_local_topk(P, Bt, page, {N, I}, rank, view(slots2, {b, s_q, k}), view(counts2, {b, s_q}), TensorView{});
+            ASSERT_EQ(slots2, want.slots);
+            ASSERT_EQ(counts2, want.counts);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(MetaDcpLocalTopk, Example) {
+  // N = 2, I = 2, page 4. Rank 0 holds positions 0 1 4 5 8 9 ... at local 0 1 2 3 4 5 ...,
+  // rank 1 holds 2 3 6 7 10 11 ...; rank 0's table {7, 2}, rank 1's {3, -1}.
+  std::vector<int32_t> pos{5, 0, 3, -1, 9, 2, 5, 100, INT32_MAX, 11,  // row 0
+                           7, -5, 1, 1, 0, 0, 0, 0, 0, INT32_MIN};    // row 1
+  std::vector<int32_t> table0{7, 2}, table1{3, -1};
+  std::vector<int32_t> slots(20, kPoison32), counts(2, kPoison32), tl(1, kPoison32);
+  dcp_local_topk(view(pos, {1, 2, 10}), view(table0, {1, 2}), 4, {2, 2}, 0, view(slots, {1, 2, 10}),
+                 view(counts, {1, 2}), view(tl, {1}));
+  // 5 -> local 3 -> 7*4+3; 0 -> 28; 9 -> local 5, block 1 -> 2*4+1; 5 again; 100 -> local 50,
+  // block 12: past the table, dropped.
+  EXPECT_EQ(slots, (std::vector<int32_t>{31, 28, 9, 31, -1, -1, -1, -1, -1, -1,  //
+                                         29, 29, 28, 28, 28, 28, 28, -1, -1, -1}));
+  EXPECT_EQ(counts, (std::vector<int32_t>{4, 7}));
+  EXPECT_EQ(tl, std::vector<int32_t>{7});
+  dcp_local_topk(view(pos, {1, 2, 10}), view(table1, {1, 2}), 4, {2, 2}, 1, view(slots, {1, 2, 10}),
+                 view(counts, {1, 2}), view(tl, {1}));
+  // 3 -> local 1 -> 3*4+1; 2 -> 12; INT32_MAX: rank 1's, far past the table; 11 -> local 5,
+  // block 1 whose entry is -1; 7 -> local 3 -> 15.
+  EXPECT_EQ(slots, (std::vector<int32_t>{13, 12, -1, -1, -1, -1, -1, -1, -1, -1,  //
+                                         15, -1, -1, -1, -1, -1, -1, -1, -1, -1}));
+  EXPECT_EQ(counts, (std::vector<int32_t>{2, 1}));
+  EXPECT_EQ(tl, std::vector<int32_t>{2});
+}
+
+TEST(MetaDcpLocalTopk, EveryKeyOnExactlyOneRank) {
+  // Distinct positions of a length-len request, identity-like tables covering each rank's
+  // share: the ranks' counts add up to the valid entries, and each slot leads back to its
+  // position through the rank's table.
+  for (int N : {2, 4}) {
+    for (int I : {1, 64}) {
+      const int page = 16;
+      const int64_t len = t::uniform_int(1, 5000), k = 64;
+      std::vector<int32_t> pos(k, -1);
+      for (auto& p : pos)
+        if (t::uniform_int(0, 4) != 0) p = static_cast<int32_t>(t::uniform_int(0, len - 1));
+      std::sort(pos.begin(), pos.end());
+      pos.erase(std::unique(pos.begin(), pos.end()), pos.end());
+      pos.resize(k, -1);
+      int64_t total = 0, valid = std::count_if(pos.begin(), pos.end(), [](int32_t p) { return p >= 0; });
+      for (int rank = 0; rank < N; ++rank) {
+        const int64_t blocks = (dcp_local_length(len, {N, I}, rank) + page - 1) / page;
+        std::vector<int32_t> table(std::max<int64_t>(blocks, 1));
+        for (int64_t p = 0; p < blocks; ++p) table[p] = static_cast<int32_t>(blocks - 1 - p);  // reversed pages
+        std::vector<int32_t> slots(k, kPoison32), counts(1, kPoison32), tl(1, kPoison32);
+        dcp_local_topk(view(pos, {1, 1, k}), view(table, {1, blocks}), page, {N, I}, rank, view(slots, {1, 1, k}),
+                       view(counts, {1, 1}), view(tl, {1}));
+        int64_t next = 0;
+        for (int32_t p : pos) {
+          if (p < 0 || dcp_owner_rank(p, {N, I}) != rank) continue;
+          const int64_t lp = dcp_local_position(p, {N, I});
+          ASSERT_LT(lp, dcp_local_length(len, {N, I}, rank));
+          ASSERT_EQ(slots[next++], table[lp / page] * page + lp % page) << "p " << p << " rank " << rank;
+        }
+        ASSERT_EQ(counts[0], next);
+        ASSERT_EQ(tl[0], next);
+        for (int64_t e = next; e < k; ++e) ASSERT_EQ(slots[e], -1);
+        total += counts[0];
+      }
+      EXPECT_EQ(total, valid) << "N " << N << " I " << I;
+    }
+  }
+}
+
+TEST(MetaDcpLocalTopk, RankOwningNothing) {
+  // Interleave 64: positions 0..63 all live on rank 0.
+  const int64_t b = 2, s_q = 3, k = 40;
+  std::vector<int32_t> pos(b * s_q * k), table(b * 4, 1);
+  for (auto& p : pos) p = static_cast<int32_t>(t::uniform_int(-1, 63));
+  for (int rank = 1; rank < 4; ++rank) {
+    std::vector<int32_t> slots(b * s_q * k, kPoison32), counts(b * s_q, kPoison32), tl(b, kPoison32);
+    dcp_local_topk(view(pos, {b, s_q, k}), view(table, {b, 4}), 16, {4, 64}, rank, view(slots, {b, s_q, k}),
+                   view(counts, {b, s_q}), view(tl, {b}));
+    EXPECT_EQ(slots, std::vector<int32_t>(b * s_q * k, -1)) << "rank " << rank;
+    EXPECT_EQ(counts, std::vector<int32_t>(b * s_q, 0)) << "rank " << rank;
+    EXPECT_EQ(tl, std::vector<int32_t>(b, 0)) << "rank " << rank;
+  }
+}
+
+TEST(MetaDcpLocalTopk, ManyRequestsAndEmptyShapes) {
+  // Large enough for the threaded host loop.
+  const int64_t b = 64, s_q = 2, k = 2048, max_blocks = 300;
+  std::vector<int32_t> pos = topk_positions(b * s_q * k, 4 * 64 * max_blocks);
+  std::vector<int32_t> table = nasty_vec(b * max_blocks, 0, 1 << 20);
+  std::vector<int32_t> slots(b * s_q * k, kPoison32), counts(b * s_q, kPoison32), tl(b, kPoison32);
+  dcp_local_topk(view(pos, {b, s_q, k}), view(table, {b, max_blocks}), 64, {4, 1}, 2, view(slots, {b, s_q, k}),
+                 view(counts, {b, s_q}), view(tl, {b}));
+  LocalTopk want = naive_local_topk(pos, s_q * k, k, table, max_blocks, b, s_q, k, max_blocks, 64, 4, 1, 2);
+  EXPECT_EQ(slots, want.slots);
+  EXPECT_EQ(counts, want.counts);
+  EXPECT_EQ(tl, want.topk_length);
+  // No rows or no entries: counts and topk_length 0; no requests: nothing to write.
+  std::vector<int32_t> in_none, out_none, tl0(3, kPoison32), counts0(3 * 2, kPoison32), table3(3 * 2, 1);
+  dcp_local_topk(view(in_none, {3, 0, 5}), view(table3, {3, 2}), 4, {2, 1}, 0, view(out_none, {3, 0, 5}),
+                 view(counts0, {3, 0}), view(tl0, {3}));
+  EXPECT_EQ(tl0, std::vector<int32_t>(3, 0));
+  std::fill(tl0.begin(), tl0.end(), kPoison32);
+  dcp_local_topk(view(in_none, {3, 2, 0}), view(table3, {3, 2}), 4, {2, 1}, 0, view(out_none, {3, 2, 0}),
+                 view(counts0, {3, 2}), view(tl0, {3}));
+  EXPECT_EQ(counts0, std::vector<int32_t>(6, 0));
+  EXPECT_EQ(tl0, std::vector<int32_t>(3, 0));
+  dcp_local_topk(view(in_none, {0, 2, 4}), view(in_none, {0, 2}), 4, {2, 1}, 1, view(out_none, {0, 2, 4}),
+                 view(counts0, {0, 2}), view(tl0, {0}));
+}
+
+TEST(MetaDcpLocalTopk, Rejects) {
+  const int64_t b = 2, s_q = 3, k = 4;
+  std::vector<int32_t> pos(b * s_q * k, 1), table(b * 5, 0), slots(b * s_q * k + 8, kPoison32),
+      counts(b * s_q + 8, kPoison32), tl(b + 8, kPoison32), table3(3 * 5, 0);
+  std::vector<int64_t> pos64(b * s_q * k, 1), tl64(b, 0);
+  const auto P = view(pos, {b, s_q, k});
+  const auto Bt = view(table, {b, 5});
+  const auto S = view(slots, {b, s_q, k});
+  const auto C = view(counts, {b, s_q});
+  const auto L = view(tl, {b});
+  const DcpLayout d{2, 64};
+  const std::vector<t::Watched> outs{t::watch("slots", slots), t::watch("counts", counts), t::watch("topk_length", tl)};
+  auto rejected = [&](const std::function<void()>& call, const std::vector<std::string>& fragments) {
+    t::expect_rejected_untouched({call}, fragments, outs);
+  };
+  rejected([&] { dcp_local_topk(view(pos64, {b, s_q, k}), Bt, 16, d, 0, S, C, L); },
+           {"positions must be int32 of shape (*, *, *)", "got int64 (2, 3, 4)"});
+  rejected([&] { dcp_local_topk(view(pos, {b * s_q, k}), Bt, 16, d, 0, S, C, L); },
+           {"positions must be int32 of shape (*, *, *)", "got int32 (6, 4)"});
+  rejected([&] { dcp_local_topk(P, view(table, {b * 5}), 16, d, 0, S, C, L); },
+           {"block_table must be int32 of shape (*, *)", "got int32 (10,)"});
+  // A request-count mismatch names the shorter argument, whichever it is.
+  rejected([&] { dcp_local_topk(P, view(table3, {3, 5}), 16, d, 0, S, C, L); },
+           {"positions must be int32 of shape (3, *, *)", "got int32 (2, 3, 4)"});
+  rejected([&] { dcp_local_topk(P, view(table, {1, 5}), 16, d, 0, S, C, L); },
+           {"block_table must be int32 of shape (2, *)", "got int32 (1, 5)"});
+  rejected([&] { dcp_local_topk(P, Bt, 0, d, 0, S, C, L); }, {"page_size must be at least 1", "got 0"});
+  rejected([&] { dcp_local_topk(P, Bt, 16, {0, 64}, 0, S, C, L); }, {"DcpLayout.world must be at least 1", "got 0"});
+  rejected([&] { dcp_local_topk(P, Bt, 16, {2, -1}, 0, S, C, L); },
+           {"DcpLayout.interleave must be at least 1", "got -1"});
+  rejected([&] { dcp_local_topk(P, Bt, 16, d, 2, S, C, L); }, {"rank must be between 0 and world - 1 = 1", "got 2"});
+  rejected([&] { dcp_local_topk(P, Bt, 16, d, -1, S, C, L); }, {"rank must be between 0 and world - 1 = 1", "got -1"});
+  rejected([&] { dcp_local_topk(P, Bt, 16, d, 0, view(slots, {b, s_q, k + 1}), C, L); },
+           {"slots must be int32 of shape (2, 3, 4)", "got int32 (2, 3, 5)"});
+  rejected([&] { dcp_local_topk(P, Bt, 16, d, 0, TensorView{}, C, L); },
+           {"slots must be int32 of shape (2, 3, 4)", "got nothing"});
+  rejected([&] { dcp_local_topk(P, Bt, 16, d, 0, S, view(counts, {b, s_q + 1}), L); },
+           {"counts must be int32 of shape (2, 3)", "got int32 (2, 4)"});
+  rejected([&] { dcp_local_topk(P, Bt, 16, d, 0, S, view(counts, {b * s_q}), L); },
+           {"counts must be int32 of shape (2, 3)", "got int32 (6,)"});
+  rejected([&] { dcp_local_topk(P, Bt, 16, d, 0, S, C, view(tl, {b + 1})); },
+           {"topk_length must be int32 of shape (2,)", "got int32 (3,)"});
+  rejected([&] { dcp_local_topk(P, Bt, 16, d, 0, S, C, view(tl64, {b})); },
+           {"topk_length must be int32 of shape (2,)", "got int64 (2,)"});
+  rejected([&] { dcp_local_topk(P, view(table, {b, 5}, cuda_device(0)), 16, d, 0, S, C, L); },
+           {"block_table must be on cpu like positions", "got on cuda:0"});
+  rejected([&] { dcp_local_topk(P, Bt, 16, d, 0, S, view(counts, {b, s_q}, cuda_device(0)), L); },
+           {"counts must be on cpu like positions", "got on cuda:0"});
+  rejected([&] { dcp_local_topk(P, Bt, 16, d, 0, S, C, view(tl, {b}, cuda_device(1))); },
+           {"topk_length must be on cpu like positions", "got on cuda:1"});
+  rejected([&] { dcp_local_topk(make_strided_view(pos.data(), DType::i32, {b, s_q, 2}, {12, 4, 2}), Bt, 16, d, 0,
+                                view(slots, {b, s_q, 2}), view(counts, {b, s_q}), L); },
+           {"positions must be a tensor with its last dimension contiguous", "got strides (12, 4, 2)"});
+  rejected([&] { dcp_local_topk(P, Bt, 16, d, 0, make_strided_view(slots.data(), DType::i32, {b, s_q, k}, {16, 5, 1}),
+                                C, L); },
+           {"slots must be a tensor with its last 3 dimensions packed row-major", "got strides (16, 5, 1)"});
+  rejected([&] { dcp_local_topk(P, Bt, 16, d, 0, S, make_strided_view(counts.data(), DType::i32, {b, s_q}, {4, 1}),
+                                L); },
+           {"counts must be a tensor with its last 2 dimensions packed row-major", "got strides (4, 1)"});
+  rejected([&] { dcp_local_topk(P, Bt, 16, d, 0, S, C, make_strided_view(tl.data(), DType::i32, {b}, {2})); },
+           {"topk_length must be a tensor with its last", "got strides (2,)"});
+  rejected([&] { dcp_local_topk(P, Bt, 16, d, 0, make_view(slots.data(), DType::i32, {b, s_q}), C, L); },
+           {"slots must be int32 of shape (2, 3, 4)", "got int32 (2, 3)"});
+  rejected([&] { dcp_local_topk(P, Bt, 16, d, 0, S, make_view(slots.data(), DType::i32, {b, s_q}), L); },
+           {"counts must be a buffer distinct from slots", "got the same data pointer"});
+  rejected([&] { dcp_local_topk(P, Bt, 16, d, 0, S, C, make_view(counts.data(), DType::i32, {b})); },
+           {"topk_length must be a buffer distinct from counts", "got the same data pointer"});
+  // An output on an input's memory: the input is what a write would damage.
+  std::vector<int32_t> pos_before = pos;
+  t::expect_error([&] { dcp_local_topk(P, Bt, 16, d, 0, view(pos, {b, s_q, k}), C, L); },
+                  {"slots must be a buffer distinct from positions", "got the same data pointer"});
+  t::expect_error([&] { dcp_local_topk(P, Bt, 16, d, 0, S, view(table, {b, s_q}), L); },
+                  {"counts must be a buffer distinct from block_table", "got the same data pointer"});
+  EXPECT_EQ(pos, pos_before);
+  EXPECT_EQ(table, std::vector<int32_t>(b * 5, 0));
+}
+
 // ------------------------------------------------------------------ decode split schedule
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

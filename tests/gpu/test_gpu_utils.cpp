@@ -200,6 +200,54 @@ TEST(GpuMetadata, MatchesCpuOnHostileValues) {
   }
 }
 
+// dcp_local_topk: the kernel's packed rows, counts and topk_length equal the CPU's bit for
+// bit, outputs poisoned first: strided positions and table rows, hostile positions and table
+// entries, rows shorter and longer than a warp's 32-entry chunk, s_q past the CTA's 8 warps,
+// more requests than the grid has CTAs, with and without topk_length.
+TEST(GpuMetadata, DcpLocalTopkMatchesCpu) {
+  struct Case {
+    int N, I, page;
+    int64_t b, s_q, k, len;  // len: positions fall in [-3, len + 100]
+  };
+  const Device dev = cuda_device(0);
+  for (Case c : {Case{2, 1, 16, 5, 1, 37, 20000}, Case{4, 64, 64, 3, 3, 2048, 20000}, Case{2, 64, 1, 7, 9, 100, 20000},
+                 Case{4, 1, 7, 2, 2, 1, 500}, Case{2, 1, 16, 70000, 1, 4, 200}}) {
+    SCOPED_TRACE("N " + std::to_string(c.N) + " I " + std::to_string(c.I) + " b " + std::to_string(c.b) + " s_q " +
+                 std::to_string(c.s_q) + " k " + std::to_string(c.k));
+    const int64_t max_blocks = uniform_int(1, c.len / c.N / c.page + 2), table_st = max_blocks + 2;
+    const int64_t st1 = c.k + 3, st0 = c.s_q * st1 + 5;
+    std::vector<int32_t> pos(c.b * st0), table(c.b * table_st);
+    for (auto& x : pos) x = static_cast<int32_t>(uniform_int(-3, c.len + 100));
+    for (size_t e = 0; e < pos.size(); e += 7) pos[e] = pos[e / 2];  // duplicates
+    pos[0] = INT_MAX;
+    pos[1] = INT_MIN;
+    for (auto& x : table) x = static_cast<int32_t>(uniform_int(-2, 1 << 20));
+    for (size_t e = 0; e < table.size(); e += 11) table[e] = INT_MAX / c.page + (c.page > 1);  // slots past INT32_MAX
+    const auto P = make_strided_view(pos.data(), DType::i32, {c.b, c.s_q, c.k}, {st0, st1, 1});
+    const auto Bt = make_strided_view(table.data(), DType::i32, {c.b, max_blocks}, {table_st, 1});
+    DeviceBuffer dpos = upload(pos), dtable = upload(table);
+    const auto dP = on_device(P, dpos), dBt = on_device(Bt, dtable);
+    const int64_t n = c.b * c.s_q * c.k, rows = c.b * c.s_q;
+    for (int rank = 0; rank < c.N; ++rank) {
+      for (bool with_tl : {true, false}) {
+        std::vector<int32_t> slots(n, 0x5a5a5a5a), counts(rows, 0x5a5a5a5a), tl(c.b, 0x5a5a5a5a);
+        DeviceBuffer dslots = upload(slots), dcounts = upload(counts), dtl = upload(tl);
+        dcp_local_topk(P, Bt, c.page, {c.N, c.I}, rank, make_view(slots.data(), DType::i32, {c.b, c.s_q, c.k}),
+                       make_view(counts.data(), DType::i32, {c.b, c.s_q}),
+                       with_tl ? make_view(tl.data(), DType::i32, {c.b}) : TensorView{});
+        dcp_local_topk(dP, dBt, c.page, {c.N, c.I}, rank, make_view(dslots.ptr, DType::i32, {c.b, c.s_q, c.k}, dev),
+                       make_view(dcounts.ptr, DType::i32, {c.b, c.s_q}, dev),
+                       with_tl ? make_view(dtl.ptr, DType::i32, {c.b}, dev) : TensorView{});
+        GPU_CHECK(cudaDeviceSynchronize());
+        ASSERT_EQ(download<int32_t>(dslots, n), slots) << "slots, rank " << rank;
+        ASSERT_EQ(download<int32_t>(dcounts, rows), counts) << "counts, rank " << rank;
+        ASSERT_EQ(download<int32_t>(dtl, c.b), tl) << (with_tl ? "topk_length" : "an absent topk_length written")
+                                                   << ", rank " << rank;
+      }
+    }
+  }
+}
+
 // A graph captured once replays with new indices, lengths and sequence lengths read on the
 // device, and gives the new correct result.
 TEST(GpuGraph, SparseDecodeReplaysWithNewIndices) {
@@ -315,8 +363,9 @@ TEST(GpuGraph, DenseDecodeReplaysWithNewSeqlens) {
 namespace smla::test {
 namespace {
 
-// merge_states, write_cache and positions_to_slots captured in one graph, replayed with new
-// inputs written on the device: each replay matches the CPU backend on the same inputs.
+// merge_states, write_cache, positions_to_slots and dcp_local_topk captured in one graph,
+// replayed with new inputs written on the device: each replay matches the CPU backend on the
+// same inputs.
 TEST(GpuGraph, MergeWriterAndIndexUtilitiesReplay) {
   const int n = 3, T = 4, h = 8, d_v = 512, ps = 16, blocks = 8, b = 2, mb = 4, k = 5;
   TestCache cache = make_cache(CacheFormat::fp8_ds_mla, blocks, ps, 576);
@@ -324,6 +373,11 @@ TEST(GpuGraph, MergeWriterAndIndexUtilitiesReplay) {
   DeviceBuffer parts(n * T * h * d_v * 4), lses(n * T * h * 4), out(T * h * d_v * 4), lse(T * h * 4);
   DeviceBuffer kv_c(T * 512 * 2), k_pe(T * 64 * 2), slots(T * 8);
   DeviceBuffer table(b * mb * 4), req(T * 4), pos(T * k * 4), pslots(T * k * 4);
+  // dcp_local_topk of rank 1 of 2 (interleave 16): rows longer than a warp's chunk, and
+  // positions whose local block is past the table.
+  const int s_q2 = 2, k2 = 40, topk_rank = 1;
+  const DcpLayout dcp{2, 16};
+  DeviceBuffer gpos(b * s_q2 * k2 * 4), gslots(b * s_q2 * k2 * 4), gcounts(b * s_q2 * 4), gtl(b * 4);
   const Device dev = cuda_device(0);
   MergeStatesArgs m;
   m.out_parts = make_view(parts.ptr, DType::f32, {n, T, h, d_v}, dev);
@@ -341,6 +395,10 @@ TEST(GpuGraph, MergeWriterAndIndexUtilitiesReplay) {
     positions_to_slots(make_view(table.ptr, DType::i32, {b, mb}, dev), ps, make_view(req.ptr, DType::i32, {T}, dev),
                        make_view(pos.ptr, DType::i32, {T, k}, dev), make_view(pslots.ptr, DType::i32, {T, k}, dev),
                        {s, {}});
+    dcp_local_topk(make_view(gpos.ptr, DType::i32, {b, s_q2, k2}, dev), make_view(table.ptr, DType::i32, {b, mb}, dev),
+                   ps, dcp, topk_rank, make_view(gslots.ptr, DType::i32, {b, s_q2, k2}, dev),
+                   make_view(gcounts.ptr, DType::i32, {b, s_q2}, dev), make_view(gtl.ptr, DType::i32, {b}, dev),
+                   {s, {}});
   };
   cudaStream_t stream;
   GPU_CHECK(cudaStreamCreate(&stream));
@@ -365,6 +423,8 @@ TEST(GpuGraph, MergeWriterAndIndexUtilitiesReplay) {
     for (auto& x : h_table) x = static_cast<int32_t>(uniform_int(-1, blocks - 1));
     for (auto& x : h_req) x = static_cast<int32_t>(uniform_int(-1, b));
     for (auto& x : h_pos) x = static_cast<int32_t>(uniform_int(-2, mb * ps + 2));
+    std::vector<int32_t> h_gpos(b * s_q2 * k2);
+    for (auto& x : h_gpos) x = static_cast<int32_t>(uniform_int(-2, 2 * mb * ps * dcp.world));
     GPU_CHECK(cudaMemcpy(parts.ptr, h_parts.data(), h_parts.size() * 4, cudaMemcpyHostToDevice));
     GPU_CHECK(cudaMemcpy(lses.ptr, h_lses.data(), h_lses.size() * 4, cudaMemcpyHostToDevice));
     GPU_CHECK(cudaMemcpy(kv_c.ptr, h_kv.data(), h_kv.size() * 2, cudaMemcpyHostToDevice));
@@ -373,6 +433,11 @@ TEST(GpuGraph, MergeWriterAndIndexUtilitiesReplay) {
     GPU_CHECK(cudaMemcpy(table.ptr, h_table.data(), h_table.size() * 4, cudaMemcpyHostToDevice));
     GPU_CHECK(cudaMemcpy(req.ptr, h_req.data(), h_req.size() * 4, cudaMemcpyHostToDevice));
     GPU_CHECK(cudaMemcpy(pos.ptr, h_pos.data(), h_pos.size() * 4, cudaMemcpyHostToDevice));
+    GPU_CHECK(cudaMemcpy(gpos.ptr, h_gpos.data(), h_gpos.size() * 4, cudaMemcpyHostToDevice));
+    // Poisoned: every output value must come from this replay.
+    GPU_CHECK(cudaMemset(gslots.ptr, 0x5a, gslots.bytes));
+    GPU_CHECK(cudaMemset(gcounts.ptr, 0x5a, gcounts.bytes));
+    GPU_CHECK(cudaMemset(gtl.ptr, 0x5a, gtl.bytes));
     GPU_CHECK(cudaGraphLaunch(exec, stream));
     GPU_CHECK(cudaStreamSynchronize(stream));
 
@@ -398,6 +463,14 @@ TEST(GpuGraph, MergeWriterAndIndexUtilitiesReplay) {
     positions_to_slots(make_view(h_table.data(), DType::i32, {b, mb}), ps, make_view(h_req.data(), DType::i32, {T}),
                        make_view(h_pos.data(), DType::i32, {T, k}), make_view(ps_ref.data(), DType::i32, {T, k}));
     EXPECT_EQ(download<int32_t>(pslots, ps_ref.size()), ps_ref) << "positions_to_slots replay " << round;
+
+    std::vector<int32_t> g_slots(b * s_q2 * k2), g_counts(b * s_q2), g_tl(b);
+    dcp_local_topk(make_view(h_gpos.data(), DType::i32, {b, s_q2, k2}), make_view(h_table.data(), DType::i32, {b, mb}),
+                   ps, dcp, topk_rank, make_view(g_slots.data(), DType::i32, {b, s_q2, k2}),
+                   make_view(g_counts.data(), DType::i32, {b, s_q2}), make_view(g_tl.data(), DType::i32, {b}));
+    EXPECT_EQ(download<int32_t>(gslots, g_slots.size()), g_slots) << "dcp_local_topk replay " << round;
+    EXPECT_EQ(download<int32_t>(gcounts, g_counts.size()), g_counts) << "dcp_local_topk counts replay " << round;
+    EXPECT_EQ(download<int32_t>(gtl, g_tl.size()), g_tl) << "dcp_local_topk topk_length replay " << round;
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);

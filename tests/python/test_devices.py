@@ -102,6 +102,13 @@ def cases():
            lambda seqlens, out: smla.dcp_local_seqlens(seqlens, world=2, rank=0, out=out),
            dict(seqlens=torch.tensor([5, 9], dtype=I32), out=sentinel((2,), I32)))
 
+    yield ("dcp_local_topk",
+           lambda positions, block_table, slots, counts, topk_length:
+           smla.dcp_local_topk(positions, block_table, 4, world=2, rank=0, out=(slots, counts, topk_length)),
+           dict(positions=torch.tensor([[[0, 5, 9]], [[2, -1, 4]]], dtype=I32),
+                block_table=torch.zeros(2, 3, dtype=I32), slots=sentinel((2, 1, 3), I32), counts=sentinel((2, 1), I32),
+                topk_length=sentinel((2,), I32)))
+
     yield ("decode_split_schedule",
            lambda lengths, out: smla.decode_split_schedule(lengths, max_keys=64, out=out),
            dict(lengths=torch.tensor([5, 9], dtype=I32), out=sentinel((3,), I32)))

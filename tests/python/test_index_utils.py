@@ -134,3 +134,105 @@ def test_decode_split_schedule(device):
         exp.append(exp[-1] + v)
     assert out.tolist() == exp
     assert exp[-1] <= smla.max_total_splits(len(lengths), num_units) == len(lengths) + num_units
+
+
+def dcp_local_topk_ref(positions, block_table, page_size, world, interleave, rank):
+    """The rule of SPEC §4.6, row by row: owned positions with a slot, in order, then -1."""
+    b, s_q, k = positions.shape
+    slots, counts = [], []
+    for i in range(b):
+        table = block_table[i].tolist()
+        req_slots, req_counts = [], []
+        for row in positions[i].tolist():
+            kept = []
+            for p in row:
+                if p < 0 or (p // interleave) % world != rank:
+                    continue
+                lp = p // (interleave * world) * interleave + p % interleave
+                blk = lp // page_size
+                if blk >= len(table) or table[blk] < 0 or table[blk] * page_size + lp % page_size > 2 ** 31 - 1:
+                    continue
+                kept.append(table[blk] * page_size + lp % page_size)
+            req_slots.append(kept + [-1] * (k - len(kept)))
+            req_counts.append(len(kept))
+        slots.append(req_slots)
+        counts.append(req_counts)
+    return slots, counts, [max(c, default=0) for c in counts]
+
+
+@pytest.mark.parametrize("world,interleave,s_q", [(2, 1, 1), (4, 64, 3), (2, 64, 3), (4, 1, 1)])
+def test_dcp_local_topk(device, world, interleave, s_q):
+    b, k, page, length = 3, 50, 16, 3000
+    positions = torch.randint(-2, length, (b, s_q, k), dtype=I32)
+    positions[0, 0, :4] = torch.tensor([2 ** 31 - 1, -(2 ** 31), -1, 10 ** 9], dtype=I32)
+    positions[1, -1, 5:9] = positions[1, -1, 0]  # duplicates are kept as they are
+    max_blocks = length // world // page // 2  # too few blocks for the rank's share
+    block_table = torch.randint(-1, 500, (b, max_blocks), dtype=I32)
+    block_table[2, 0] = 2 ** 31 // page  # slots past INT32_MAX
+    for rank in range(world):
+        slots, counts, topk_length = smla.dcp_local_topk(positions.to(device), block_table.to(device), page,
+                                                         world=world, rank=rank, interleave=interleave)
+        assert slots.dtype == counts.dtype == topk_length.dtype == I32
+        assert slots.device.type == counts.device.type == topk_length.device.type == device
+        want = dcp_local_topk_ref(positions, block_table, page, world, interleave, rank)
+        assert (slots.tolist(), counts.tolist(), topk_length.tolist()) == want, rank
+    # Strided positions (a slice of a wider buffer), into given outputs, without topk_length.
+    wide = torch.randint(-1, length, (b, s_q, k + 7), dtype=I32)
+    out = (torch.full((b, s_q, k), 99, dtype=I32, device=device), torch.full((b, s_q), 99, dtype=I32, device=device),
+           None)
+    got = smla.dcp_local_topk(wide.to(device)[..., 3:k + 3], block_table.to(device), page, world=world, rank=0,
+                              interleave=interleave, out=out)
+    assert got[0] is out[0] and got[1] is out[1] and got[2] is None
+    want = dcp_local_topk_ref(wide[..., 3:k + 3], block_table, page, world, interleave, 0)
+    assert (out[0].tolist(), out[1].tolist()) == want[:2]
+
+
+def test_dcp_local_topk_rank_owning_nothing(device):
+    # Interleave 64: request 0's positions all live on rank 0, so rank 1 gets -1, 0 and 0.
+    positions = t([[[0, 5, 63, -1]], [[64, 65, 130, 1]]], device=device)
+    block_table = t([[4, 5], [6, 7]], device=device)
+    slots, counts, topk_length = smla.dcp_local_topk(positions, block_table, 64, world=2, rank=1, interleave=64)
+    assert slots.tolist() == [[[-1, -1, -1, -1]], [[6 * 64, 6 * 64 + 1, -1, -1]]]
+    assert counts.tolist() == [[0], [2]] and topk_length.tolist() == [0, 2]
+
+
+def test_dcp_local_topk_errors(device):
+    pos = torch.zeros(2, 1, 4, dtype=I32, device=device)
+    bt = torch.zeros(2, 3, dtype=I32, device=device)
+    slots = torch.full((2, 1, 4), 7, dtype=I32, device=device)
+    counts = torch.full((2, 1), 7, dtype=I32, device=device)
+    tl = torch.full((2,), 7, dtype=I32, device=device)
+    cases = [
+        (lambda: smla.dcp_local_topk(pos, bt, 16, world=2, rank=2, out=(slots, counts, tl)),
+         "rank must be between 0 and world - 1 = 1, got 2"),
+        (lambda: smla.dcp_local_topk(pos, bt, 0, world=2, rank=0, out=(slots, counts, tl)),
+         "page_size must be at least 1, got 0"),
+        (lambda: smla.dcp_local_topk(pos.long(), bt, 16, world=2, rank=0, out=(slots, counts, tl)),
+         "positions must be int32 of shape (*, *, *), got int64 (2, 1, 4)"),
+        (lambda: smla.dcp_local_topk(pos[:, 0], bt, 16, world=2, rank=0, out=(slots, counts, tl)),
+         "positions must be int32 of shape (*, *, *), got int32 (2, 4)"),
+        (lambda: smla.dcp_local_topk(pos, bt[:1], 16, world=2, rank=0, out=(slots, counts, tl)),
+         "block_table must be int32 of shape (2, *), got int32 (1, 3)"),
+        (lambda: smla.dcp_local_topk(pos, bt, 16, world=2, rank=0, out=(slots, counts[:, :0], tl)),
+         "counts must be int32 of shape (2, 1), got int32 (2, 0)"),
+        (lambda: smla.dcp_local_topk(pos, bt, 16, world=2, rank=0, out=(slots, counts, tl[:1])),
+         "topk_length must be int32 of shape (2,), got int32 (1,)"),
+        (lambda: smla.dcp_local_topk(pos, bt, 16, world=2, rank=0, out=(slots, counts)),
+         "out must be a (slots, counts, topk_length) tuple, got a tuple of 2"),
+    ]
+    for call, message in cases:
+        with pytest.raises(smla.SmlaError) as info:
+            call()
+        assert message in str(info.value)
+        assert (slots == 7).all() and (counts == 7).all() and (tl == 7).all(), message
+    # The wrapper's allocation for a malformed positions still lets the core name it.
+    with pytest.raises(smla.SmlaError, match=r"positions must be int32 of shape \(\*, \*, \*\)"):
+        smla.dcp_local_topk(pos[0, 0], bt, 16, world=2, rank=0)
+
+
+def test_dcp_local_topk_opcheck():
+    pos = torch.randint(-1, 200, (2, 3, 40), dtype=I32)
+    bt = torch.randint(-1, 20, (2, 4), dtype=I32)
+    for tl in (torch.empty(2, dtype=I32), None):
+        args = (pos, bt, torch.empty(2, 3, 40, dtype=I32), torch.empty(2, 3, dtype=I32), tl, 16, 2, 1, 1)
+        torch.library.opcheck(torch.ops.smla.dcp_local_topk.default, args)

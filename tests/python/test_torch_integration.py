@@ -20,7 +20,7 @@ BF16, F32, I32 = torch.bfloat16, torch.float32, torch.int32
 def test_custom_ops_are_registered():
     for name in ("sparse_decode", "sparse_prefill", "dense_decode", "merge_states", "write_cache", "gather_cache",
                  "req_id_per_token", "page_table_from_req_to_token", "positions_to_slots", "sliding_window_indices",
-                 "compressed_slot_mapping", "dcp_local_seqlens", "decode_split_schedule"):
+                 "compressed_slot_mapping", "dcp_local_seqlens", "dcp_local_topk", "decode_split_schedule"):
         assert hasattr(torch.ops.smla, name), name
 
 
@@ -47,9 +47,10 @@ def _layer(q, cache, idx, topk_length, kv, prefill_idx, block_table, seqlens, de
     g = smla.gather_cache(cache, idx.reshape(-1))
     sw = smla.sliding_window_indices(seqlens, 4)
     pos = smla.positions_to_slots(block_table, 16, torch.arange(q.shape[0], dtype=I32, device=q.device), sw)
+    local = smla.dcp_local_topk(idx, block_table, 16, world=2, rank=1, interleave=4)
     fo, fl = smla.flash_mla.flash_mla_with_kvcache(q, cache, None, None, 512, None, is_fp8_kvcache=True,
                                                    indices=idx, topk_length=topk_length)
-    return (mo.float() * 2, ml, po, pl.nan_to_num(neginf=0.0), g, pos, fo, fl.nan_to_num(posinf=0.0))
+    return (mo.float() * 2, ml, po, pl.nan_to_num(neginf=0.0), g, pos, *local, fo, fl.nan_to_num(posinf=0.0))
 
 
 def _layer_inputs(device):
