@@ -7,15 +7,15 @@
 
 namespace smla::cuda::sparse_decode_family {
 
-// pair: clusters of two CTAs along grid.y (two head tiles of one token) that share each block's
-// gathers (config.h, kPairCtas).
-template <int kRows, int kD, int kFmt>
-void launch_instance(const AttnParams& p, dim3 grid, bool pair, cudaStream_t stream) {
+// One kernel launch; kPair: as clusters of two CTAs along grid.y (config.h, kPairCtas).
+template <int kRows, int kD, int kFmt, bool kPair>
+void launch_kernel(const AttnParams& p, dim3 grid, cudaStream_t stream) {
   constexpr size_t kSmem = Smem<kRows, kD>::bytes;
+  constexpr auto kernel = sparse_decode_kernel<kRows, kD, kFmt, kPair>;
   // The dynamic shared-memory limit is an attribute of the function: raised once.
   static const bool configured = [] {
-    SMLA_CUDA_CHECK(cudaFuncSetAttribute(sparse_decode_kernel<kRows, kD, kFmt>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
+    SMLA_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
     return true;
   }();
   (void)configured;
@@ -27,11 +27,21 @@ void launch_instance(const AttnParams& p, dim3 grid, bool pair, cudaStream_t str
   cudaLaunchAttribute cluster{};
   cluster.id = cudaLaunchAttributeClusterDimension;
   cluster.val.clusterDim.x = 1;
-  cluster.val.clusterDim.y = pair ? kPairCtas : 1;
+  cluster.val.clusterDim.y = kPair ? kPairCtas : 1;
   cluster.val.clusterDim.z = 1;
   cfg.attrs = &cluster;
-  cfg.numAttrs = pair ? 1 : 0;
-  SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, sparse_decode_kernel<kRows, kD, kFmt>, p));
+  cfg.numAttrs = kPair ? 1 : 0;
+  SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
+}
+
+// pair: clusters of two CTAs along grid.y (two head tiles of one token) that share each block's
+// gathers; only 64-row tiles of packed formats have a pair kernel (launch.cu decides).
+template <int kRows, int kD, int kFmt>
+void launch_instance(const AttnParams& p, dim3 grid, bool pair, cudaStream_t stream) {
+  if constexpr (kRows == 64 && kFmt != static_cast<int>(CacheFormat::bf16)) {
+    if (pair) return launch_kernel<kRows, kD, kFmt, true>(p, grid, stream);
+  }
+  launch_kernel<kRows, kD, kFmt, false>(p, grid, stream);
 }
 
 #define SMLA_INSTANTIATE_SPARSE_DECODE(D, FMT)                                                      \

@@ -14,6 +14,7 @@
 
 #include "cuda/attention/attention_params.h"
 #include "cuda/common/barriers.cuh"
+#include "cuda/common/cluster.cuh"
 #include "cuda/sparse_decode/config.h"
 #include "cuda/sparse_decode/consumer_narrow.cuh"
 #include "cuda/sparse_decode/consumer_wide.cuh"
@@ -38,12 +39,18 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
   }
 }
 
-template <int kRows, int kD, int kFmt>
+// kPair: launched as two-CTA clusters along grid.y (config.h, kPairCtas). A separate
+// instantiation, so that kernels which never pair carry none of its code.
+template <int kRows, int kD, int kFmt, bool kPair>
 __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(const __grid_constant__ AttnParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
   using S = Smem<kRows, kD>;
-  const Work w = make_work(p);
-  if (!w.active) return;  // uniform across the CTA
+  Work w = make_work(p);
+  if (!w.active) return;  // uniform across the CTA (and across a pair: both own the same keys)
+  if constexpr (kPair) {
+    w.pair = true;
+    w.rank = static_cast<int>(cluster_ctarank());
+  }
 
   if (threadIdx.x == 0) {
     uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::bars);
@@ -56,7 +63,7 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
   load_q<kRows, kD>(p, w, smem);
   fence_proxy_async();  // Q is read by wgmma
   __syncthreads();
-  if (w.pair) cluster_sync();  // the peer's barriers are initialized before anyone writes or arrives there
+  if constexpr (kPair) cluster_sync();  // the peer's barriers are initialized before anyone writes or arrives there
 
   const int wg = threadIdx.x / 128;
   constexpr int kEntry = launch_regs(cta_threads(kRows));
@@ -83,7 +90,7 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
       else produce_packed<kRows, kFmt>(p, w, smem);
     }
   }
-  if (w.pair) cluster_sync();  // no CTA leaves while its peer may still write or arrive in its shared memory
+  if constexpr (kPair) cluster_sync();  // no CTA leaves while its peer may still write or arrive in its shared memory
 }
 
 }  // namespace smla::cuda::sparse_decode_family

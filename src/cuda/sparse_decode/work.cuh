@@ -7,7 +7,6 @@
 #include <cstdint>
 
 #include "cuda/attention/attention_params.h"
-#include "cuda/common/cluster.cuh"
 #include "cuda/common/kv_load.cuh"
 #include "cuda/sparse_decode/config.h"
 
@@ -21,7 +20,7 @@ struct Work {
   int len_main = 0, len_total = 0;
   int kb_begin = 0, kb_end = 0;   // key blocks of this split
   bool active = true;             // false: a CTA past the schedule's splits (writes nothing)
-  bool pair = false;              // one of two CTAs sharing each block's gathers (config.h, kPairCtas)
+  bool pair = false;              // one of two CTAs sharing each block's gathers (set by pair kernels only)
   int rank = 0;                   // this CTA's rank in its pair
 };
 
@@ -55,8 +54,6 @@ __device__ __forceinline__ Work make_work(const AttnParams& p) {
   const int chunk = (n_blocks + w.n_splits - 1) / max(w.n_splits, 1);
   w.kb_begin = min(split_id * chunk, n_blocks);
   w.kb_end = min(w.kb_begin + chunk, n_blocks);
-  w.pair = cluster_nctarank() == kPairCtas;  // both CTAs of a pair own the same keys (launch.cu)
-  w.rank = static_cast<int>(cluster_ctarank());
   return w;
 }
 
