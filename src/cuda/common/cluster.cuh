@@ -13,13 +13,6 @@ __device__ __forceinline__ uint32_t cluster_ctarank() {
   return r;
 }
 
-// CTAs in this CTA's cluster (1 when launched without a cluster).
-__device__ __forceinline__ uint32_t cluster_nctarank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(r));
-  return r;
-}
-
 // Every thread of every CTA of the cluster (not .aligned: callers may be in diverged warps).
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");

@@ -45,7 +45,7 @@ __device__ void consume_narrow(const AttnParams& p, const Work& w, uint8_t* smem
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin;
     const Stage<kRows, kD> stage(smem, i & 1);
-    mbar_wait(stage.full, (i / kStages) & 1);
+    stage.wait_full(i);
     if constexpr (kVariant == 7) {
       stage.release(w, lane);
       continue;
@@ -70,19 +70,8 @@ __device__ void consume_narrow(const AttnParams& p, const Work& w, uint8_t* smem
     }
 
     // ---- mask, online softmax (log2 domain)
-    const uint64_t vm = stage.valid_mask() >> (key0 + 2 * c);
-    float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const bool ok = (vm >> (nt * 8 + e)) & 1u;
-        sc[nt][e] = ok ? sc[nt][e] * p.scale_log2 : -INFINITY;
-        sc[nt][2 + e] = ok ? sc[nt][2 + e] * p.scale_log2 : -INFINITY;
-        mx0 = fmaxf(mx0, sc[nt][e]);
-        mx1 = fmaxf(mx1, sc[nt][2 + e]);
-      }
-    }
+    float mx0, mx1;
+    mask_scale_rowmax(sc, stage.valid_mask() >> (key0 + 2 * c), p.scale_log2, mx0, mx1);
     float m0, m1;
     const float a0 = update_max(st0, quad_max(mx0), m0);
     const float a1 = update_max(st1, quad_max(mx1), m1);

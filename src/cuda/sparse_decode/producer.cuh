@@ -123,6 +123,12 @@ struct Stage {
     full = reinterpret_cast<uint64_t*>(smem + S::bars) + s;
     empty = reinterpret_cast<uint64_t*>(smem + S::bars) + kStages + s;
   }
+  // Block i (the CTA's i-th block, in stage i % kStages): consumers wait until its rows are in;
+  // producers wait until the consumers released the block kStages before it (none for the first).
+  __device__ void wait_full(int i) const { mbar_wait(full, (i / kStages) & 1); }
+  __device__ void wait_empty(int i) const {
+    if (i >= kStages) mbar_wait(empty, ((i / kStages) - 1) & 1);
+  }
   // Consumer warps: done with this tile (in both CTAs of a pair, whose producers both fill it).
   __device__ void release(const Work& w, int lane) const {
     __syncwarp();
@@ -292,7 +298,7 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
       peer.valid = in_peer(w, st.valid);
       peer.full = in_peer(w, st.full);
     }
-    if (i >= kStages) mbar_wait(st.empty, ((i / kStages) - 1) & 1);
+    st.wait_empty(i);
 #pragma unroll
     for (int r = 0; r < kRounds; ++r) {
       publish_valid<kPeer>(st.valid, peer, pl, pl.round + r, cur[r].ok);
@@ -316,12 +322,14 @@ template <int kRows, int kFmt>
 __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem) {
   const ProducerLane pl(w);
   if (w.kb_begin >= w.kb_end) return;
-  if constexpr (kRows == 64) {
-    if (w.pair) produce_packed_rounds<kRows, kFmt, 1, true, kPairAhead>(p, w, smem, pl);
-    else produce_packed_rounds<kRows, kFmt, 2, false, 0>(p, w, smem, pl);
-  } else {
-    produce_packed_rounds<kRows, kFmt, 1, false, 0>(p, w, smem, pl);
+  constexpr int kAlone = producer_rounds<kRows>(false);
+  if constexpr (kRows == 64) {  // only 64-row tiles pair (launch.cu)
+    if (w.pair) {
+      produce_packed_rounds<kRows, kFmt, producer_rounds<kRows>(true), true, kPairAhead>(p, w, smem, pl);
+      return;
+    }
   }
+  produce_packed_rounds<kRows, kFmt, kAlone, false, 0>(p, w, smem, pl);
 }
 
 // bf16 rows need no conversion: cp.async straight into the K tile (zero-fill for skipped
@@ -339,7 +347,7 @@ __device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem) 
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin;
     const Stage<kRows, kD> st(smem, i & 1);
-    if (i >= kStages) mbar_wait(st.empty, ((i / kStages) - 1) & 1);
+    st.wait_empty(i);
     const uint32_t tile = static_cast<uint32_t>(__cvta_generic_to_shared(st.tile));
 #pragma unroll
     for (int r = 0; r < kRounds; ++r) {
