@@ -5,9 +5,11 @@ ceilings measured in the same run and the matching FlashMLA figure from docs/BEN
 configuration (key, us, tflops, gbps, commit, date, check) to OUT_JSONL.
 
 usage: python3 bench/run_set.py SMLA_BINARY CEILINGS_JSON OUT_JSONL [--commit C] [--only PREFIX,...]
-                                [--generic]
+                                [--generic] [--flags "--seed 7"]
   --generic  also time every sparse_decode configuration on the generic gather-attention kernel
-             (SMLA_SPARSE_DECODE_KERNEL=generic), for an A/B in the same run."""
+             (SMLA_SPARSE_DECODE_KERNEL=generic), for an A/B in the same run.
+  --flags    appended to every configuration's `smla bench` flags (a fixed --seed makes two
+             binaries time identical inputs: bench/ab_trees.sh)."""
 import argparse
 import datetime
 import json
@@ -62,6 +64,7 @@ def main():
     ap.add_argument("--commit", default=os.environ.get("SMLA_COMMIT", "unknown"))
     ap.add_argument("--only", default="")
     ap.add_argument("--generic", action="store_true")
+    ap.add_argument("--flags", default="")
     args = ap.parse_args()
     with open(args.ceilings) as f:
         ceil = json.load(f)
@@ -76,7 +79,7 @@ def main():
             if args.generic and key.startswith("sd_"):
                 variants.append((" [generic]", dict(os.environ, SMLA_SPARSE_DECODE_KERNEL="generic")))
             for suffix, env in variants:
-                r, err = run_one(args.smla, flags, env)
+                r, err = run_one(args.smla, f"{flags} {args.flags}".strip(), env)
                 if r is None:
                     rows.append(f"| `{key}`{suffix} | {name} | failed: {err} |")
                     print(rows[-1], flush=True)

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "cuda/attention/attention_params.h"
+#include "cuda/attention/split_lookup.cuh"
 #include "cuda/common/kv_load.cuh"
 #include "cuda/common/mma.cuh"
 #include "cuda/common/wgmma.cuh"
@@ -127,17 +128,12 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
 
   // ---- which request, split and rows this CTA owns
   int req, split_id, n_splits;
-  if (p.split_offsets) {
-    const int x = blockIdx.x;
-    if (x >= __ldg(p.split_offsets + p.b)) return;
-    int lo = 0, hi = p.b - 1;  // last request with split_offsets[r] <= x
-    while (lo < hi) {
-      int mid = (lo + hi + 1) >> 1;
-      if (__ldg(p.split_offsets + mid) <= x) lo = mid; else hi = mid - 1;
-    }
-    req = lo;
-    split_id = x - __ldg(p.split_offsets + req);
-    n_splits = __ldg(p.split_offsets + req + 1) - __ldg(p.split_offsets + req);
+  if (is_split_launch(p)) {
+    const SplitSlot s = split_slot(p, static_cast<int>(blockIdx.x));
+    if (!s.active) return;
+    req = s.req;
+    split_id = s.split_id;
+    n_splits = s.n_splits;
   } else {
     req = blockIdx.x;
     split_id = 0;

@@ -10,6 +10,7 @@
 #include "cuda/attention/combine_kernel.cuh"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_info.h"
+#include "cuda/common/pdl.cuh"
 #include "cuda/sparse_decode/launch.h"
 #include "metadata/index_math.h"
 #include "smla/metadata.h"
@@ -33,9 +34,18 @@ __device__ int request_keys(const AttnParams& p, int req) {
   return sparse_len(p.main, req) + (p.has_extra ? sparse_len(p.extra, req) : 0);
 }
 
+// Sparse key lists without per-request lengths: every request has the same key count.
+bool uniform_keys(const AttnParams& p) {
+  return !p.dense && p.main.topk_length == nullptr && (!p.has_extra || p.extra.topk_length == nullptr);
+}
+int64_t uniform_key_count(const AttnParams& p) {
+  return static_cast<int64_t>(std::max(p.main.topk, 0)) + (p.has_extra ? std::max(p.extra.topk, 0) : 0);
+}
+
 // The split-KV schedule of metadata.h (decode_split_schedule), computed from the lengths the
 // attention kernel itself will see. One CTA: requests are split into contiguous runs per thread.
 __global__ void __launch_bounds__(kPlanThreads) split_plan_kernel(const AttnParams p, int num_units, int32_t* offsets) {
+  pdl_launch_dependents();  // the attention kernel starts and waits (pdl_wait) for these offsets
   using Scan = cub::BlockScan<int64_t, kPlanThreads>;
   __shared__ typename Scan::TempStorage scan_tmp;
   __shared__ int64_t s_total;
@@ -181,6 +191,20 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
     p.split_offsets = reinterpret_cast<int32_t*>(base);
     p.part_lse = reinterpret_cast<float*>(base + align_up((p.b + 1) * sizeof(int32_t)));
     p.part_o = reinterpret_cast<float*>(base + align_up((p.b + 1) * sizeof(int32_t)) + align_up(rows * sizeof(float)));
+  }
+  int combine_warps_per_head = 1;
+  if (plan.split && uniform_keys(p)) {
+    // Every request has the same key count: the schedule follows from shapes (no schedule
+    // kernel); one split each means no partials and no combine.
+    const int64_t blocks = meta::split_key_blocks(uniform_key_count(p), kMaxKeys, kBlockN);
+    const int64_t n = meta::split_count(blocks, meta::split_per_unit(static_cast<int64_t>(p.b) * (blocks + 1), plan.num_units));
+    p.split_offsets = nullptr;
+    if (n > 1) {
+      p.uniform_splits = static_cast<int>(n);
+      grid.x = static_cast<unsigned>(static_cast<int64_t>(p.b) * n);  // <= b + num_units (split_schedule.cpp)
+      combine_warps_per_head = n >= 8 ? kCombineWarps : 1;
+    }
+  } else if (plan.split) {
     split_plan_kernel<<<1, kPlanThreads, 0, stream>>>(p, plan.num_units, const_cast<int32_t*>(p.split_offsets));
     SMLA_CUDA_CHECK_LAUNCH();
     grid.x = static_cast<unsigned>(plan.max_splits);
@@ -190,10 +214,17 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
   } else {
     dispatch(plan, p, grid, stream);
   }
-  if (plan.split) {
-    combine_splits_kernel<<<dim3(p.b, p.s_q, (p.h_q + kCombineWarps - 1) / kCombineWarps), kCombineWarps * 32, 0,
-                            stream>>>(p);
-    SMLA_CUDA_CHECK_LAUNCH();
+  if (p.split_offsets != nullptr || p.uniform_splits > 0) {
+    const unsigned heads_z = static_cast<unsigned>((p.h_q * combine_warps_per_head + kCombineWarps - 1) / kCombineWarps);
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(p.b, p.s_q, heads_z);
+    cfg.blockDim = dim3(kCombineWarps * 32);
+    cfg.stream = stream;
+    cudaLaunchAttribute pdl = pdl_attribute();  // its launch hides behind the attention kernel's tail
+    cfg.attrs = &pdl;
+    cfg.numAttrs = 1;
+    if (combine_warps_per_head == 1) SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, combine_splits_kernel<1>, p));
+    else SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, combine_splits_kernel<kCombineWarps>, p));
   }
 }
 

@@ -58,8 +58,10 @@ struct AttnParams {
   float* max_logits = nullptr;
   int64_t m_sb = 0, m_st = 0, m_sh = 0;
 
-  // Split-KV: split_offsets [b+1] from the device schedule, or null for one CTA per request.
+  // Split-KV: split_offsets [b+1] from the device schedule, or null for one CTA per request;
+  // uniform_splits > 0 instead: every request has that many splits (split_lookup.cuh).
   const int32_t* split_offsets = nullptr;
+  int uniform_splits = 0;
   float* part_o = nullptr;    // [splits, s_q, h_q, 512]
   float* part_lse = nullptr;  // [splits, s_q, h_q]
 

@@ -7,6 +7,8 @@
 #include <cuda_fp16.h>
 
 #include "cuda/attention/attention_params.h"
+#include "cuda/attention/split_lookup.cuh"
+#include "cuda/common/pdl.cuh"
 #include "cuda/common/sink.cuh"
 #include "smla/formats.h"
 
@@ -14,29 +16,50 @@ namespace smla::cuda {
 
 inline constexpr int kCombineWarps = 4;
 
-// grid (b, s_q, ceil(h_q / 4)), 4 warps: warp w merges head 4 * blockIdx.z + w; lane l owns
-// columns 4l + 128k. Splits are read four at a time so their loads are in flight together.
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// grid (b, s_q, ceil(h_q * kWarpsPerHead / 4)), 4 warps. kWarpsPerHead warps merge one head:
+// warp `sub` of them takes splits sub, sub + kWarpsPerHead, ... (lane l: columns 4l + 128k) and
+// they sum through shared memory (many splits, as at small batch: more loads in flight per head).
+// Every warp computes the merged lse itself, its lanes reading the splits' lse together.
+template <int kWarpsPerHead>
 __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(const AttnParams p) {
+  constexpr int kHeadsPerCta = kCombineWarps / kWarpsPerHead;
+  pdl_wait();  // launched as a programmatic dependent of the attention kernel
   const int req = blockIdx.x, t = blockIdx.y;
-  const int base = __ldg(p.split_offsets + req);
-  const int n = __ldg(p.split_offsets + req + 1) - base;
-  if (n <= 1) return;
-  const int lane = threadIdx.x & 31;
-  const int h = blockIdx.z * kCombineWarps + (threadIdx.x >> 5);
-  if (h >= p.h_q) return;
-  auto part_row = [&](int j) { return (static_cast<int64_t>(base + j) * p.s_q + t) * p.h_q + h; };
-  float mx = -INFINITY;
-  for (int j = 0; j < n; ++j) mx = fmaxf(mx, p.part_lse[part_row(j)]);
+  int first, n;
+  request_splits(p, req, first, n);
+  if (n <= 1) return;  // uniform across the CTA
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int sub = warp % kWarpsPerHead;
+  const int h = blockIdx.z * kHeadsPerCta + warp / kWarpsPerHead;
+  const bool real = h < p.h_q;
+  auto part_row = [&](int j) { return (static_cast<int64_t>(first + j) * p.s_q + t) * p.h_q + h; };
+
   float lse = -INFINITY;
-  if (mx != -INFINITY) {
-    float sum = 0.f;
-    for (int j = 0; j < n; ++j) sum += expf(p.part_lse[part_row(j)] - mx);
-    lse = mx + logf(sum);
+  if (real) {
+    float mx = -INFINITY;
+    for (int j = lane; j < n; j += 32) mx = fmaxf(mx, p.part_lse[part_row(j)]);
+    mx = warp_max(mx);
+    if (mx != -INFINITY) {
+      float sum = 0.f;
+      for (int j = lane; j < n; j += 32) sum += expf(p.part_lse[part_row(j)] - mx);
+      lse = mx + logf(warp_sum(sum));
+    }
   }
   float acc[4][4] = {};
   if (lse != -INFINITY) {
 #pragma unroll 4
-    for (int j = 0; j < n; ++j) {
+    for (int j = sub; j < n; j += kWarpsPerHead) {
       const int64_t prow = part_row(j);
       const float w = expf(p.part_lse[prow] - lse);  // 0 for empty splits (lse -inf)
       const float4* src = reinterpret_cast<const float4*>(p.part_o + prow * kDv);
@@ -50,10 +73,37 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(cons
       }
     }
   }
+  // Columns this lane writes: 4 lane + 128 k (one warp per head), or 128 sub + 4 lane (k = 0
+  // only) after the warps of a head summed their partials.
+  int kw = 4, col0 = 0;
+  if constexpr (kWarpsPerHead > 1) {
+    __shared__ float4 red[kCombineWarps][kDv / 4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) red[warp][lane + 32 * k] = make_float4(acc[k][0], acc[k][1], acc[k][2], acc[k][3]);
+    __syncthreads();
+    const int w0 = warp - sub;
+    float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int i = 0; i < kWarpsPerHead; ++i) {
+      const float4 v = red[w0 + i][32 * sub + lane];
+      s.x += v.x;
+      s.y += v.y;
+      s.z += v.z;
+      s.w += v.w;
+    }
+    acc[0][0] = s.x;
+    acc[0][1] = s.y;
+    acc[0][2] = s.z;
+    acc[0][3] = s.w;
+    kw = 1;
+    col0 = 128 * sub;
+  }
+  if (!real) return;
   const float f = (lse == -INFINITY) ? 0.f : (p.sink ? sink_factor_dev(__ldg(p.sink + h * p.sink_st), lse) : 1.f);
-  uint16_t* orow = static_cast<uint16_t*>(p.out) + req * p.o_sb + t * p.o_st + h * p.o_sh;
+  uint16_t* orow = static_cast<uint16_t*>(p.out) + req * p.o_sb + t * p.o_st + h * p.o_sh + col0;
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
+    if (k >= kw) break;
     uint2 v;
     if (p.out_f16) {
       __half2 a = __floats2half2_rn(acc[k][0] * f, acc[k][1] * f), b = __floats2half2_rn(acc[k][2] * f, acc[k][3] * f);
@@ -65,7 +115,7 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(cons
     }
     *reinterpret_cast<uint2*>(orow + 4 * (lane + 32 * k)) = v;
   }
-  if (lane == 0) p.lse[req * p.l_sb + t * p.l_st + h * p.l_sh] = lse;
+  if (sub == 0 && lane == 0) p.lse[req * p.l_sb + t * p.l_st + h * p.l_sh] = lse;
 }
 
 }  // namespace smla::cuda

@@ -41,6 +41,7 @@ inline constexpr int kBarPReady = 1;   // WG0 -> WG1: P and the row rescale fact
 inline constexpr int kBarPFree = 2;    // WG1 -> WG0: WG1 has read them
 inline constexpr int kBarFinal = 3;    // WG0 -> WG1: final row factors; narrow CTAs: key-group merge
 inline constexpr int kBarMerge = 4;    // narrow CTAs: merge steps
+inline constexpr int kBarQReady = 5;   // consumers: Q is in shared memory
 
 // Which keys of a block are real: one 32-bit ballot per (32-key round, producer warp) whose low
 // byte holds that warp's eight keys (32 bits so that a peer CTA's producer can st.async it).

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/pdl.cuh"
 #include "cuda/sparse_decode/kernel.cuh"
 
 namespace smla::cuda::sparse_decode_family {
@@ -24,13 +25,15 @@ void launch_kernel(const AttnParams& p, dim3 grid, cudaStream_t stream) {
   cfg.blockDim = dim3(cta_threads(kRows));
   cfg.dynamicSmemBytes = kSmem;
   cfg.stream = stream;
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = 1;
-  cluster.val.clusterDim.y = kPair ? kPairCtas : 1;
-  cluster.val.clusterDim.z = 1;
-  cfg.attrs = &cluster;
-  cfg.numAttrs = kPair ? 1 : 0;
+  // Programmatic dependent of the split schedule kernel (the kernel waits for it before it
+  // reads anything); clusters of two for pairs.
+  cudaLaunchAttribute attrs[2] = {pdl_attribute(), {}};
+  attrs[1].id = cudaLaunchAttributeClusterDimension;
+  attrs[1].val.clusterDim.x = 1;
+  attrs[1].val.clusterDim.y = kPair ? kPairCtas : 1;
+  attrs[1].val.clusterDim.z = 1;
+  cfg.attrs = attrs;
+  cfg.numAttrs = kPair ? 2 : 1;
   SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
 }
 

@@ -15,6 +15,7 @@
 #include "cuda/attention/attention_params.h"
 #include "cuda/common/barriers.cuh"
 #include "cuda/common/cluster.cuh"
+#include "cuda/common/pdl.cuh"
 #include "cuda/sparse_decode/config.h"
 #include "cuda/sparse_decode/consumer_narrow.cuh"
 #include "cuda/sparse_decode/consumer_wide.cuh"
@@ -24,19 +25,31 @@
 namespace smla::cuda::sparse_decode_family {
 
 // Q rows r < heads of this tile's token into the core-matrix tile; padded rows are zeros (their
-// scores are finite and they are never written out).
+// scores are finite and they are never written out). The consumer warps load it while the
+// producer issues its first gathers; every load is issued before the first store (one round
+// trip), and the consumers meet at a named barrier before their first MMA reads it.
 template <int kRows, int kD>
 __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8_t* smem) {
   constexpr int kChunks = kD / 8;
-  for (int i = threadIdx.x; i < kRows * kChunks; i += cta_threads(kRows)) {
+  constexpr int kTotal = kRows * kChunks;
+  constexpr int kPer = (kTotal + kConsumerThreads - 1) / kConsumerThreads;
+  const uint16_t* q = static_cast<const uint16_t*>(p.q) + w.req * p.q_sb + w.t * p.q_st + w.head0 * p.q_sh;
+  uint4 v[kPer];
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int i = static_cast<int>(threadIdx.x) + k * kConsumerThreads;
     const int r = i / kChunks, ch = i % kChunks;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (r < w.heads) {
-      const uint16_t* row = static_cast<const uint16_t*>(p.q) + w.req * p.q_sb + w.t * p.q_st + (w.head0 + r) * p.q_sh;
-      v = __ldg(reinterpret_cast<const uint4*>(row) + ch);
-    }
-    *reinterpret_cast<uint4*>(smem + Smem<kRows, kD>::q + (r >> 3) * 16 * kD + ch * 128 + (r & 7) * 16) = v;
+    v[k] = make_uint4(0, 0, 0, 0);
+    if (i < kTotal && r < w.heads) v[k] = __ldg(reinterpret_cast<const uint4*>(q + r * p.q_sh) + ch);
   }
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int i = static_cast<int>(threadIdx.x) + k * kConsumerThreads;
+    const int r = i / kChunks, ch = i % kChunks;
+    if (i < kTotal) *reinterpret_cast<uint4*>(smem + Smem<kRows, kD>::q + (r >> 3) * 16 * kD + ch * 128 + (r & 7) * 16) = v[k];
+  }
+  fence_proxy_async();  // Q is read by wgmma
+  named_bar_sync(kBarQReady, kConsumerThreads);
 }
 
 // kPair: launched as two-CTA clusters along grid.y (config.h, kPairCtas). A separate
@@ -45,6 +58,8 @@ template <int kRows, int kD, int kFmt, bool kPair>
 __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(const __grid_constant__ AttnParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
   using S = Smem<kRows, kD>;
+  pdl_wait();                // the split schedule, and q / the cache / indices of earlier work
+  pdl_launch_dependents();   // the combine may launch once every CTA of this grid has started
   Work w = make_work(p);
   if (!w.active) return;  // uniform across the CTA (and across a pair: both own the same keys)
   if constexpr (kPair) {
@@ -60,8 +75,6 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
       mbar_init(bars + kStages + s, (kConsumerThreads / 32) * (w.pair ? kPairCtas : 1));
     }
   }
-  load_q<kRows, kD>(p, w, smem);
-  fence_proxy_async();  // Q is read by wgmma
   __syncthreads();
   if constexpr (kPair) cluster_sync();  // the peer's barriers are initialized before anyone writes or arrives there
 
@@ -71,9 +84,11 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
   if constexpr (kRows == 64) {
     if (wg == 0) {
       setmaxnreg_to<kRegsWg0, kEntry>();
+      load_q<kRows, kD>(p, w, smem);
       consume_wg0<kD>(p, w, smem);
     } else if (wg == 1) {
       setmaxnreg_to<kRegsWg1, kEntry>();
+      load_q<kRows, kD>(p, w, smem);
       consume_wg1<kD>(p, w, smem);
     } else {
       setmaxnreg_to<kRegsProducerWide, kEntry>();
@@ -83,6 +98,7 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
   } else {
     if (wg < 2) {
       setmaxnreg_to<kRegsConsumerNarrow, kEntry>();
+      load_q<kRows, kD>(p, w, smem);
       consume_narrow<kRows, kD>(p, w, smem);
     } else {
       setmaxnreg_to<kRegsProducerNarrow, kEntry>();

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "cuda/attention/attention_params.h"
+#include "cuda/attention/split_lookup.cuh"
 #include "cuda/common/kv_load.cuh"
 #include "cuda/sparse_decode/config.h"
 
@@ -27,20 +28,15 @@ struct Work {
 __device__ __forceinline__ Work make_work(const AttnParams& p) {
   Work w;
   int split_id = 0;
-  if (p.split_offsets) {
-    const int x = blockIdx.x;
-    if (x >= __ldg(p.split_offsets + p.b)) {
+  if (is_split_launch(p)) {
+    const SplitSlot s = split_slot(p, static_cast<int>(blockIdx.x));
+    if (!s.active) {
       w.active = false;
       return w;
     }
-    int lo = 0, hi = p.b - 1;  // last request with split_offsets[r] <= x
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) >> 1;
-      if (__ldg(p.split_offsets + mid) <= x) lo = mid; else hi = mid - 1;
-    }
-    w.req = lo;
-    split_id = x - __ldg(p.split_offsets + lo);
-    w.n_splits = __ldg(p.split_offsets + lo + 1) - __ldg(p.split_offsets + lo);
+    w.req = s.req;
+    split_id = s.split_id;
+    w.n_splits = s.n_splits;
   } else {
     w.req = blockIdx.x;
   }
