@@ -3,7 +3,7 @@
 # scripts/gpu_check.sh or here) against a baseline tree carried as .gpu/base.tar (made here by
 # `git archive -o .gpu/base.tar COMMIT`), each timing the same benchmark rows on identical inputs
 # (fixed --seed), alternating A, B per row so that drift hits both alike. Run from the repository root:
-#   bash bench/ab_trees.sh sd_ [seed]
+#   bash bench/ab_trees.sh sd_[,PREFIX...] [seed]
 # Writes $OUT/ab.txt (one line per row: key, baseline µs, this tree's µs, ratio).
 set -uo pipefail
 ONLY=${1:-sd_}
@@ -23,7 +23,7 @@ fi
 [ -x build-gpu/tools/smla ] || { cmake -S . -B build-gpu -G Ninja -DSMLA_CUDA=ON -DSMLA_BUILD_TESTS=OFF > "$OUT/ab_build.log" 2>&1 &&
   cmake --build build-gpu -j "$(nproc)" --target smla_cli >> "$OUT/ab_build.log" 2>&1; }
 [ -f "$OUT/ceilings.json" ] || python3 bench/ceilings.py > "$OUT/ceilings.json"
-keys=$(python3 -c "import sys; sys.path.insert(0, 'bench'); import run_set; print(' '.join(k for k, *_ in run_set.CONFIGS if k.startswith('$ONLY')))")
+keys=$(python3 -c "import sys; sys.path.insert(0, 'bench'); import run_set; only = '$ONLY'.split(','); print(' '.join(k for k, *_ in run_set.CONFIGS if any(k.startswith(p) for p in only)))")
 for key in $keys; do
   for side in base new; do
     bin=$([ $side = base ] && echo "$BASE/build/tools/smla" || echo build-gpu/tools/smla)

@@ -185,6 +185,11 @@ TEST(GpuSparseDecode, SmallBatchSplitsKv) {
   for (int h : {16, 128})
     run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 1, 1, h, 2048, 64, 1024, true, true, false});
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 2, 2, 64, 2048, 64, 1024, true, true, false});
+  // Without topk_length every request has the same key count: the split count follows from the
+  // shapes (no schedule kernel). b = 1 h128: 32 splits, four combine warps per head; b = 32 h16
+  // topk 512: 3 splits, one warp per head.
+  run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 1, 1, 128, 2048, 64, 1024, false, true, false});
+  run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 32, 1, 16, 512, 64, 1024, false, true, false, 0, 64, 4});
 }
 
 TEST(GpuSparseDecode, PageSizes) {
