@@ -16,11 +16,19 @@ inline constexpr int kVariant = SMLA_SD_VARIANT;
 
 inline constexpr int kKeys = 64;              // keys per block (one K tile)
 inline constexpr int kStages = 2;             // K tiles in flight between producer and consumers
-inline constexpr int kConsumerThreads = 256;  // two consumer warpgroups
+inline constexpr int kConsumerThreads = 256;  // two consumer warpgroups (64-row CTAs)
+// 16/32-row CTAs: one consumer warpgroup on wgmma with the keys in M (S^T = K Q^T,
+// consumer_narrow_wgmma.cuh), or (SMLA_SD_NARROW_WGMMA=0, a measurement build) the eight
+// mma.sync warps of consumer_narrow.cuh.
+#ifndef SMLA_SD_NARROW_WGMMA
+#define SMLA_SD_NARROW_WGMMA 1
+#endif
+inline constexpr bool kNarrowWgmma = SMLA_SD_NARROW_WGMMA != 0;
+constexpr int consumer_threads(int rows) { return rows == 64 || !kNarrowWgmma ? kConsumerThreads : 128; }
 // Producer warpgroups: one in a 64-row CTA (384 threads, so it can hold two 32-key rounds of
-// loads in 152 registers), two in a 16/32-row CTA (512 threads: eight consumer warps).
+// loads in 152 registers), two in a 16/32-row CTA (one round each).
 constexpr int producer_threads(int rows) { return rows == 64 ? 128 : 256; }
-constexpr int cta_threads(int rows) { return kConsumerThreads + producer_threads(rows); }
+constexpr int cta_threads(int rows) { return consumer_threads(rows) + producer_threads(rows); }
 
 // Register budgets (setmaxnreg). A CTA's register pool is what it was launched with (65536 /
 // threads, rounded down to 8: 168 per thread at 384 threads, 128 at 512), and a warpgroup that
@@ -29,11 +37,16 @@ constexpr int cta_threads(int rows) { return kConsumerThreads + producer_threads
 // ptxas: WG1 needs 160 (below, ptxas ignores every setmaxnreg, C7507); WG0 at 184 serializes
 // its wgmmas (C7512). 16/32-row CTAs: every consumer warp holds a 16 x 256 slice of O and its
 // own S; a producer thread one round (44).
+// Narrow wgmma CTAs (384 threads): the consumer holds O^T (64 or 128 registers) and S^T (at
+// 200, the 32-row fp8_model1 kernel spilled); a producer thread two rounds of loads (its round
+// of block kb + 1 is loaded before block kb is stored).
 inline constexpr int kRegsWg0 = 192, kRegsWg1 = 160, kRegsProducerWide = 152;
-inline constexpr int kRegsConsumerNarrow = 168, kRegsProducerNarrow = 88;
+inline constexpr int kRegsConsumerNarrow = kNarrowWgmma ? 216 : 168, kRegsProducerNarrow = kNarrowWgmma ? 144 : 88;
+inline constexpr int kNarrowAhead = kNarrowWgmma ? 1 : 0;
 constexpr int launch_regs(int threads) { return 65536 / threads / 8 * 8; }
 static_assert(kRegsWg0 + kRegsWg1 + kRegsProducerWide <= 3 * launch_regs(cta_threads(64)), "64-row register budget");
-static_assert(2 * kRegsConsumerNarrow + 2 * kRegsProducerNarrow <= 4 * launch_regs(cta_threads(16)),
+static_assert((consumer_threads(16) / 128) * kRegsConsumerNarrow + 2 * kRegsProducerNarrow <=
+                  (cta_threads(16) / 128) * launch_regs(cta_threads(16)),
               "narrow register budget");
 
 // Named barriers among the consumer warpgroups (0 is __syncthreads).
@@ -77,10 +90,10 @@ struct Smem {
   static constexpr size_t kKBytes = static_cast<size_t>(kKeys) * kD * 2;
   static constexpr size_t q = 0;
   static constexpr size_t k = q + kQBytes;                          // [kStages] K tiles
-  static constexpr size_t p = k + kStages * kKBytes;                // 64 x 64 bf16 P (wide only)
-  static constexpr size_t scale = p + (kWide ? kKeys * 64 * 2 : 0);  // float[64] row rescale factors
+  static constexpr size_t p = k + kStages * kKBytes;                // kRows x 64 bf16 P (narrow: P^T)
+  static constexpr size_t scale = p + kKeys * kRows * 2;             // float[64] row rescale factors
   static constexpr size_t factor = scale + 64 * 4;                  // float[64] final row factors
-  static constexpr size_t merge = factor + 64 * 4;                  // narrow: float[2][4][32] (m, l)
+  static constexpr size_t merge = factor + 64 * 4;                  // narrow: float[2][4][32] (m, l / maxima)
   static constexpr size_t valid = merge + (kWide ? 0 : 2 * 4 * 32 * 4);  // uint32[kStages][8] key masks
   static constexpr size_t bars = valid + kValidBytes * kStages;     // uint64 full[kStages], empty[kStages]
   static constexpr size_t bytes = bars + 2 * kStages * 8;

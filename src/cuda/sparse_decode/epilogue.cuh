@@ -49,6 +49,18 @@ __device__ __forceinline__ void store_o_row(const AttnParams& p, const Work& w, 
   }
 }
 
+// Four values of a row of O (columns col .. col + 3, already scaled): bf16 into `out`, or the
+// float32 partial of the split.
+__device__ __forceinline__ void store_o4(const AttnParams& p, const Work& w, int head, int col, const float4& v) {
+  if (w.n_splits == 1) {
+    uint16_t* row = static_cast<uint16_t*>(p.out) + w.req * p.o_sb + w.t * p.o_st + head * p.o_sh + col;
+    *reinterpret_cast<uint2*>(row) = make_uint2(to16x2(v.x, v.y, false), to16x2(v.z, v.w, false));
+  } else {
+    const int64_t prow = (static_cast<int64_t>(w.split_slot) * p.s_q + w.t) * p.h_q + head;
+    *reinterpret_cast<float4*>(p.part_o + prow * kDv + col) = v;
+  }
+}
+
 __device__ __forceinline__ void store_lse(const AttnParams& p, const Work& w, int head, float lse) {
   if (w.n_splits == 1) {
     p.lse[w.req * p.l_sb + w.t * p.l_st + head * p.l_sh] = lse;

@@ -1,10 +1,11 @@
 // The warp-specialized sparse-decode kernel (sm_90a): one CTA per (split of a request's key
 // list, head tile, query token):
-//   WG0, WG1  consumers: 64-row tiles on wgmma (consumer_wide.cuh), 16/32-row tiles on
-//             mma.sync (consumer_narrow.cuh);
-//   WG2 (64-row tiles), WG2 + WG3 (16/32-row tiles)  producers: gather and dequantize 64-key
-//             blocks into two K tiles (producer.cuh); two 64-row tiles of one token may run as
-//             a cluster pair that shares the gathers.
+//   64-row tiles: WG0, WG1 consumers on wgmma (consumer_wide.cuh), WG2 the producer;
+//   16/32-row tiles: WG0 the consumer on wgmma with the keys in M (consumer_narrow_wgmma.cuh;
+//             a measurement build keeps the older eight mma.sync warps, consumer_narrow.cuh),
+//             the next two warpgroups producers.
+//   Producers gather and dequantize 64-key blocks into two K tiles (producer.cuh); two 64-row
+//   tiles of one token may run as a cluster pair that shares the gathers.
 // Producer and consumers meet on mbarriers only ("full" per K tile: the rows are in; "empty":
 // every consumer warp is done with it), so gathers and dequantization overlap the MMAs.
 // docs/design/sparse_decode_sm90.md has the design and its numbers.
@@ -18,6 +19,7 @@
 #include "cuda/common/pdl.cuh"
 #include "cuda/sparse_decode/config.h"
 #include "cuda/sparse_decode/consumer_narrow.cuh"
+#include "cuda/sparse_decode/consumer_narrow_wgmma.cuh"
 #include "cuda/sparse_decode/consumer_wide.cuh"
 #include "cuda/sparse_decode/producer.cuh"
 #include "cuda/sparse_decode/work.cuh"
@@ -32,24 +34,25 @@ template <int kRows, int kD>
 __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8_t* smem) {
   constexpr int kChunks = kD / 8;
   constexpr int kTotal = kRows * kChunks;
-  constexpr int kPer = (kTotal + kConsumerThreads - 1) / kConsumerThreads;
+  constexpr int kThreads = consumer_threads(kRows);
+  constexpr int kPer = (kTotal + kThreads - 1) / kThreads;
   const uint16_t* q = static_cast<const uint16_t*>(p.q) + w.req * p.q_sb + w.t * p.q_st + w.head0 * p.q_sh;
   uint4 v[kPer];
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {
-    const int i = static_cast<int>(threadIdx.x) + k * kConsumerThreads;
+    const int i = static_cast<int>(threadIdx.x) + k * kThreads;
     const int r = i / kChunks, ch = i % kChunks;
     v[k] = make_uint4(0, 0, 0, 0);
     if (i < kTotal && r < w.heads) v[k] = __ldg(reinterpret_cast<const uint4*>(q + r * p.q_sh) + ch);
   }
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {
-    const int i = static_cast<int>(threadIdx.x) + k * kConsumerThreads;
+    const int i = static_cast<int>(threadIdx.x) + k * kThreads;
     const int r = i / kChunks, ch = i % kChunks;
     if (i < kTotal) *reinterpret_cast<uint4*>(smem + Smem<kRows, kD>::q + (r >> 3) * 16 * kD + ch * 128 + (r & 7) * 16) = v[k];
   }
   fence_proxy_async();  // Q is read by wgmma
-  named_bar_sync(kBarQReady, kConsumerThreads);
+  named_bar_sync(kBarQReady, kThreads);
 }
 
 // kPair: launched as two-CTA clusters along grid.y (config.h, kPairCtas). A separate
@@ -72,7 +75,7 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
     for (int s = 0; s < kStages; ++s) {
       mbar_init(bars + s, producer_threads(kRows));  // full: every producer thread
       // empty: one arrive per consumer warp (of both CTAs of a pair)
-      mbar_init(bars + kStages + s, (kConsumerThreads / 32) * (w.pair ? kPairCtas : 1));
+      mbar_init(bars + kStages + s, (consumer_threads(kRows) / 32) * (w.pair ? kPairCtas : 1));
     }
   }
   __syncthreads();
@@ -96,10 +99,11 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
       else produce_packed<kRows, kFmt>(p, w, smem);
     }
   } else {
-    if (wg < 2) {
+    if (wg < consumer_threads(kRows) / 128) {
       setmaxnreg_to<kRegsConsumerNarrow, kEntry>();
       load_q<kRows, kD>(p, w, smem);
-      consume_narrow<kRows, kD>(p, w, smem);
+      if constexpr (kNarrowWgmma) consume_narrow_wgmma<kRows, kD>(p, w, smem);
+      else consume_narrow<kRows, kD>(p, w, smem);
     } else {
       setmaxnreg_to<kRegsProducerNarrow, kEntry>();
       if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);

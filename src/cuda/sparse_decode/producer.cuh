@@ -6,8 +6,8 @@
 // 64-byte chunk of the row, so the four lanes of a key read 64 contiguous bytes per load and
 // their 16-byte stores fill four distinct 128-byte lines of the tile (no bank conflicts).
 // Rounds: a 16/32-row CTA's two producer warpgroups take one each; a 64-row CTA's one warpgroup
-// takes both; in a pair each CTA's warpgroup takes one (its rank) for both CTAs, and issues the
-// loads of the next block before it stores the current one.
+// takes both; in a pair each CTA's warpgroup takes one (its rank) for both CTAs. A thread that
+// takes one round issues the loads of the next block before it stores the current one.
 //
 // Latency: rows two blocks ahead of the loads are prefetched into L2 (128-byte lines, two per
 // lane: no registers, no shared memory) and indices are loaded three blocks ahead of their rows.
@@ -92,8 +92,9 @@ struct IndexQueue {
 // round .. round + kRounds - 1 of every block, kRounds from producer_rounds()).
 struct ProducerLane {
   int lane, warp, q, round, key;  // key: the lane's key within a 32-key round
-  __device__ explicit ProducerLane(const Work& w) {
-    const int pt = static_cast<int>(threadIdx.x) - kConsumerThreads;
+  int first_thread;               // the CTA's first producer thread
+  __device__ ProducerLane(const Work& w, int consumer_threads) : first_thread(consumer_threads) {
+    const int pt = static_cast<int>(threadIdx.x) - consumer_threads;
     lane = pt & 31;
     warp = (pt >> 5) & 3;
     q = lane >> 3;
@@ -102,7 +103,7 @@ struct ProducerLane {
   }
   __device__ int row_in_block(int r) const { return (round + r) * 32 + key; }
   __device__ int pos(int kb, int r) const { return kb * kKeys + row_in_block(r); }
-  __device__ bool first() const { return threadIdx.x == kConsumerThreads; }
+  __device__ bool first() const { return static_cast<int>(threadIdx.x) == first_thread; }
 };
 
 // The shared::cluster address of `p` (this CTA's shared memory) in the pair's other CTA.
@@ -320,7 +321,7 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
 
 template <int kRows, int kFmt>
 __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem) {
-  const ProducerLane pl(w);
+  const ProducerLane pl(w, consumer_threads(kRows));
   if (w.kb_begin >= w.kb_end) return;
   constexpr int kAlone = producer_rounds<kRows>(false);
   if constexpr (kRows == 64) {  // only 64-row tiles pair (launch.cu)
@@ -329,7 +330,7 @@ __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem
       return;
     }
   }
-  produce_packed_rounds<kRows, kFmt, kAlone, false, 0>(p, w, smem, pl);
+  produce_packed_rounds<kRows, kFmt, kAlone, false, (kRows == 64 ? 0 : kNarrowAhead)>(p, w, smem, pl);
 }
 
 // bf16 rows need no conversion: cp.async straight into the K tile (zero-fill for skipped
@@ -339,7 +340,7 @@ __device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem) 
   constexpr int kRowBytes = kD * 2;
   constexpr int kRowGroup = 16 * kD;
   constexpr int kRounds = producer_rounds<kRows>(false);
-  const ProducerLane pl(w);
+  const ProducerLane pl(w, consumer_threads(kRows));
   if (w.kb_begin >= w.kb_end) return;
   IndexQueue iq[kRounds];
 #pragma unroll

@@ -1,0 +1,196 @@
+// The consumer warpgroup of a 16- or 32-row CTA (h_q <= 32) on wgmma, transposed so that the 64
+// keys of a block fill the M dimension and the N = kRows heads are the narrow side: no
+// tensor-core work or shared-memory traffic on padded heads, and every key row is read from
+// shared memory once per product.
+//   S^T = K Q^T      (64 keys x N; 36 or 32 x m64nNk16, K and Q from shared memory)
+//   mask, online softmax per head (a column: max over the 8 lanes and 4 warps of the keys)
+//   P^T -> shared memory (N x 64, K-major, the B operand)
+//   O^T += V^T P^T   (512 value rows x N; 8 x 4 x m64nNk16, V^T = the K tile read MN-major)
+// At the end each head's row sum is reduced over the warps and O^T is written out through
+// shared memory (the K tiles are free then) as coalesced rows.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/barriers.cuh"
+#include "cuda/common/mma.cuh"
+#include "cuda/common/wgmma.cuh"
+#include "cuda/sparse_decode/epilogue.cuh"
+#include "cuda/sparse_decode/producer.cuh"
+
+namespace smla::cuda::sparse_decode_family {
+
+template <int kRows, int kD>
+__device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t* smem) {
+  using S = Smem<kRows, kD>;
+  constexpr int N = kRows;        // heads: the wgmma N dimension
+  constexpr int kNJ = N / 8;      // 8-head column tiles of S^T and O^T
+  constexpr int kMT = kDv / 64;   // 64-row tiles of O^T (value columns)
+  constexpr int kThreads = 128;   // the one consumer warpgroup
+  constexpr int kRowGroup = 16 * kD;
+  const int lane = threadIdx.x & 31, wq = threadIdx.x >> 5;
+  const int g = lane >> 2, c = lane & 3;
+  const int key0 = 16 * wq + g;   // this thread's S^T rows: keys key0 and key0 + 8
+  // Head of fragment column (j, e): 8 j + 2 c + e.
+  auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
+  float* s_max = reinterpret_cast<float*>(smem + S::merge);  // [2 (block parity)][4 warps][32 heads]
+  uint8_t* s_p = smem + S::p;
+  // P^T tile (N x 64 keys, K-major core matrices): element (head n, key k) at
+  // (n / 8) * 1024 + (k / 8) * 128 + (n % 8) * 16 + (k % 8) * 2.
+  uint16_t* p_key0 = reinterpret_cast<uint16_t*>(s_p + (key0 >> 3) * 128) + (key0 & 7);
+  const uint64_t dq = gmma_desc(smem_addr(smem + S::q), 128, kRowGroup);
+  const uint64_t dp = gmma_desc(smem_addr(s_p), 128, 8 * 128);
+
+  float o[kMT][kNJ][4];
+#pragma unroll
+  for (int mi = 0; mi < kMT; ++mi)
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j) o[mi][j][0] = o[mi][j][1] = o[mi][j][2] = o[mi][j][3] = 0.f;
+  float m_run[kNJ][2], l_run[kNJ][2];
+#pragma unroll
+  for (int j = 0; j < kNJ; ++j) m_run[j][0] = m_run[j][1] = -INFINITY, l_run[j][0] = l_run[j][1] = 0.f;
+
+  for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
+    const int i = kb - w.kb_begin;
+    const Stage<kRows, kD> stage(smem, i & 1);
+    stage.wait_full(i);
+    if constexpr (kVariant == 7) {
+      stage.release(w, lane);
+      continue;
+    }
+    const uint32_t k_addr = smem_addr(stage.tile);
+
+    // ---- S^T = K Q^T: 64 keys x N heads
+    float s[kNJ][4];
+    const uint64_t dk = gmma_desc(k_addr, 128, kRowGroup);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) wgmma_m64nNk16_ss<N, 0>(s, desc_add(dk, ks * 16), desc_add(dq, ks * 16), ks > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    reg_fence(s);
+
+    // ---- mask, scale; each head's maximum over this thread's keys, the 8 lanes g, the 4 warps
+    const uint64_t valid = stage.valid_mask();
+    const bool ok0 = (valid >> key0) & 1u, ok1 = (valid >> (key0 + 8)) & 1u;
+    float mx[kNJ][2];
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        s[j][e] = ok0 ? s[j][e] * p.scale_log2 : -INFINITY;
+        s[j][2 + e] = ok1 ? s[j][2 + e] * p.scale_log2 : -INFINITY;
+        float v = fmaxf(s[j][e], s[j][2 + e]);
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 4));
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 8));
+        mx[j][e] = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 16));
+      }
+    // Two buffers by block parity: a thread that writes block i + 2's maxima has passed block
+    // i + 1's barrier, which every thread reaches only after reading block i's.
+    float* buf = s_max + (i & 1) * 128;
+    if (g == 0) {
+#pragma unroll
+      for (int j = 0; j < kNJ; ++j) buf[wq * 32 + head_of(j, 0)] = mx[j][0], buf[wq * 32 + head_of(j, 1)] = mx[j][1];
+    }
+    named_bar_sync(kBarMerge, kThreads);
+    float alpha[kNJ][2];
+    bool moved = false;
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int h = head_of(j, e);
+        const float bm = fmaxf(fmaxf(buf[h], buf[32 + h]), fmaxf(buf[64 + h], buf[96 + h]));
+        const float m_new = fmaxf(m_run[j][e], bm);
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;
+        alpha[j][e] = exp2f(m_run[j][e] - m_use);
+        moved |= alpha[j][e] != 1.f;
+        m_run[j][e] = m_new;
+        s[j][e] = exp2f(s[j][e] - m_use);
+        s[j][2 + e] = exp2f(s[j][2 + e] - m_use);
+        l_run[j][e] = l_run[j][e] * alpha[j][e] + s[j][e] + s[j][2 + e];
+      }
+    // O^T columns are heads: rescale only when some head of the warp moved its maximum.
+    if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+      for (int mi = 0; mi < kMT; ++mi)
+#pragma unroll
+        for (int j = 0; j < kNJ; ++j) {
+          o[mi][j][0] *= alpha[j][0];
+          o[mi][j][1] *= alpha[j][1];
+          o[mi][j][2] *= alpha[j][0];
+          o[mi][j][3] *= alpha[j][1];
+        }
+    }
+
+    // ---- P^T into shared memory (the previous block's P V completed in every warp before
+    // that warp reached this block's barrier above)
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        uint16_t* col = p_key0 + j * 512 + (2 * c + e) * 8;  // (head 8j + 2c + e, key0): 1024 B per 8 heads
+        col[0] = __bfloat16_as_ushort(__float2bfloat16_rn(s[j][e]));
+        col[64] = __bfloat16_as_ushort(__float2bfloat16_rn(s[j][2 + e]));  // key0 + 8: the next 128-byte core matrix
+      }
+    fence_proxy_async();  // read next by wgmma
+    named_bar_sync(kBarPReady, kThreads);
+
+    // ---- O^T += V^T P^T: value rows 64 mi .. 64 mi + 63, keys 16 kk .. 16 kk + 15
+    wgmma_fence();
+#pragma unroll
+    for (int mi = 0; mi < kMT; ++mi) {
+      const uint64_t dv = gmma_desc(k_addr + mi * 8 * 128, kRowGroup, 128);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        wgmma_m64nNk16_ss<N, 1>(o[mi], desc_add(dv, kk * (2 * kRowGroup / 16)), desc_add(dp, kk * 16), 1);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int mi = 0; mi < kMT; ++mi) reg_fence(o[mi]);
+    stage.release(w, lane);
+  }
+
+  // ---- row sums over the lanes and warps; m is the same in every thread holding a head
+  named_bar_sync(kBarMerge, kThreads);  // every warp is past its last P^T and K tile
+  float* s_l = reinterpret_cast<float*>(s_p);  // [4 warps][32 heads]
+#pragma unroll
+  for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float v = l_run[j][e];
+      v += __shfl_xor_sync(0xffffffffu, v, 4);
+      v += __shfl_xor_sync(0xffffffffu, v, 8);
+      v += __shfl_xor_sync(0xffffffffu, v, 16);
+      if (g == 0) s_l[wq * 32 + head_of(j, e)] = v;
+    }
+  named_bar_sync(kBarMerge, kThreads);
+  // O^T scaled by each head's factor into [head][512 (+ 4 pad)] floats over the K tiles, then
+  // written as rows.
+  constexpr int kStride = kDv + 4;  // the 4 heads of a lane quad land in distinct banks
+  float* obuf = reinterpret_cast<float*>(smem + S::k);
+#pragma unroll
+  for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int h = head_of(j, e);
+      const float l = s_l[h] + s_l[32 + h] + s_l[64 + h] + s_l[96 + h];
+      const bool real = h < w.heads;
+      const RowResult res = finish_row(p, w, w.head0 + h, m_run[j][e], l, real);
+      if (real && wq == 0 && g == 0) store_lse(p, w, w.head0 + h, res.lse);
+#pragma unroll
+      for (int mi = 0; mi < kMT; ++mi) {
+        obuf[h * kStride + 64 * mi + key0] = o[mi][j][e] * res.factor;
+        obuf[h * kStride + 64 * mi + key0 + 8] = o[mi][j][2 + e] * res.factor;
+      }
+    }
+  named_bar_sync(kBarMerge, kThreads);
+  for (int idx = threadIdx.x; idx < w.heads * (kDv / 4); idx += kThreads) {
+    const int h = idx / (kDv / 4), col = 4 * (idx % (kDv / 4));
+    const float4 v = *reinterpret_cast<const float4*>(obuf + h * kStride + col);
+    store_o4(p, w, w.head0 + h, col, v);
+  }
+}
+
+}  // namespace smla::cuda::sparse_decode_family
