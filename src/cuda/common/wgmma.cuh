@@ -19,6 +19,12 @@ __device__ __forceinline__ uint64_t gmma_desc(uint32_t smem_addr, uint32_t lbo, 
          (static_cast<uint64_t>(sbo >> 4) << 32);
 }
 
+// A descriptor moved by `units16` 16-byte units (a later k-step or tile of the same operand):
+// only the start address in the low word changes.
+__device__ __forceinline__ uint64_t desc_add(uint64_t d, uint32_t units16) {
+  return (d & 0xffffffff00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(d) + units16);
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }

@@ -18,13 +18,8 @@ inline constexpr int kKeys = 64;              // keys per block (one K tile)
 inline constexpr int kStages = 2;             // K tiles in flight between producer and consumers
 inline constexpr int kConsumerThreads = 256;  // two consumer warpgroups (64-row CTAs)
 // 16/32-row CTAs: one consumer warpgroup on wgmma with the keys in M (S^T = K Q^T,
-// consumer_narrow_wgmma.cuh), or (SMLA_SD_NARROW_WGMMA=0, a measurement build) the eight
-// mma.sync warps of consumer_narrow.cuh.
-#ifndef SMLA_SD_NARROW_WGMMA
-#define SMLA_SD_NARROW_WGMMA 1
-#endif
-inline constexpr bool kNarrowWgmma = SMLA_SD_NARROW_WGMMA != 0;
-constexpr int consumer_threads(int rows) { return rows == 64 || !kNarrowWgmma ? kConsumerThreads : 128; }
+// consumer_narrow_wgmma.cuh).
+constexpr int consumer_threads(int rows) { return rows == 64 ? kConsumerThreads : 128; }
 // Producer warpgroups: one in a 64-row CTA (384 threads, so it can hold two 32-key rounds of
 // loads in 152 registers), two in a 16/32-row CTA (one round each).
 constexpr int producer_threads(int rows) { return rows == 64 ? 128 : 256; }
@@ -41,8 +36,8 @@ constexpr int cta_threads(int rows) { return consumer_threads(rows) + producer_t
 // 200, the 32-row fp8_model1 kernel spilled); a producer thread two rounds of loads (its round
 // of block kb + 1 is loaded before block kb is stored).
 inline constexpr int kRegsWg0 = 192, kRegsWg1 = 160, kRegsProducerWide = 152;
-inline constexpr int kRegsConsumerNarrow = kNarrowWgmma ? 216 : 168, kRegsProducerNarrow = kNarrowWgmma ? 144 : 88;
-inline constexpr int kNarrowAhead = kNarrowWgmma ? 1 : 0;
+inline constexpr int kRegsConsumerNarrow = 216, kRegsProducerNarrow = 144;
+inline constexpr int kNarrowAhead = 1;
 constexpr int launch_regs(int threads) { return 65536 / threads / 8 * 8; }
 static_assert(kRegsWg0 + kRegsWg1 + kRegsProducerWide <= 3 * launch_regs(cta_threads(64)), "64-row register budget");
 static_assert((consumer_threads(16) / 128) * kRegsConsumerNarrow + 2 * kRegsProducerNarrow <=
@@ -52,8 +47,8 @@ static_assert((consumer_threads(16) / 128) * kRegsConsumerNarrow + 2 * kRegsProd
 // Named barriers among the consumer warpgroups (0 is __syncthreads).
 inline constexpr int kBarPReady = 1;   // WG0 -> WG1: P and the row rescale factors are in shared memory
 inline constexpr int kBarPFree = 2;    // WG1 -> WG0: WG1 has read them
-inline constexpr int kBarFinal = 3;    // WG0 -> WG1: final row factors; narrow CTAs: key-group merge
-inline constexpr int kBarMerge = 4;    // narrow CTAs: merge steps
+inline constexpr int kBarFinal = 3;    // WG0 -> WG1: final row factors
+inline constexpr int kBarMerge = 4;    // narrow CTAs: the per-block head maxima, the final sums
 inline constexpr int kBarQReady = 5;   // consumers: Q is in shared memory
 
 // Which keys of a block are real: one 32-bit ballot per (32-key round, producer warp) whose low
@@ -93,7 +88,7 @@ struct Smem {
   static constexpr size_t p = k + kStages * kKBytes;                // kRows x 64 bf16 P (narrow: P^T)
   static constexpr size_t scale = p + kKeys * kRows * 2;             // float[64] row rescale factors
   static constexpr size_t factor = scale + 64 * 4;                  // float[64] final row factors
-  static constexpr size_t merge = factor + 64 * 4;                  // narrow: float[2][4][32] (m, l / maxima)
+  static constexpr size_t merge = factor + 64 * 4;                  // narrow: float[2][4][32] head maxima
   static constexpr size_t valid = merge + (kWide ? 0 : 2 * 4 * 32 * 4);  // uint32[kStages][8] key masks
   static constexpr size_t bars = valid + kValidBytes * kStages;     // uint64 full[kStages], empty[kStages]
   static constexpr size_t bytes = bars + 2 * kStages * 8;

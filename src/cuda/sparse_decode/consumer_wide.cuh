@@ -34,10 +34,6 @@ struct WideTiles {
   __device__ static uint64_t p(uint8_t* smem) { return gmma_desc(smem_addr(smem + S::p), 128, 8 * 128); }
 };
 
-__device__ __forceinline__ uint64_t desc_add(uint64_t d, uint32_t units16) {
-  return (d & 0xffffffff00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(d) + units16);
-}
-
 // The two 128-column halves of a warpgroup's 64 x 256 accumulator (m64n128 wgmmas: 64
 // accumulators each fit the kernel's 128-register entry budget, which ptxas checks per instruction).
 __device__ __forceinline__ float (&o_lo(float (&o)[32][4]))[16][4] { return *reinterpret_cast<float(*)[16][4]>(&o[0]); }

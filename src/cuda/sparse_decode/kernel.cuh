@@ -1,8 +1,7 @@
 // The warp-specialized sparse-decode kernel (sm_90a): one CTA per (split of a request's key
 // list, head tile, query token):
 //   64-row tiles: WG0, WG1 consumers on wgmma (consumer_wide.cuh), WG2 the producer;
-//   16/32-row tiles: WG0 the consumer on wgmma with the keys in M (consumer_narrow_wgmma.cuh;
-//             a measurement build keeps the older eight mma.sync warps, consumer_narrow.cuh),
+//   16/32-row tiles: WG0 the consumer on wgmma with the keys in M (consumer_narrow_wgmma.cuh),
 //             the next two warpgroups producers.
 //   Producers gather and dequantize 64-key blocks into two K tiles (producer.cuh); two 64-row
 //   tiles of one token may run as a cluster pair that shares the gathers.
@@ -18,7 +17,6 @@
 #include "cuda/common/cluster.cuh"
 #include "cuda/common/pdl.cuh"
 #include "cuda/sparse_decode/config.h"
-#include "cuda/sparse_decode/consumer_narrow.cuh"
 #include "cuda/sparse_decode/consumer_narrow_wgmma.cuh"
 #include "cuda/sparse_decode/consumer_wide.cuh"
 #include "cuda/sparse_decode/producer.cuh"
@@ -102,8 +100,7 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
     if (wg < consumer_threads(kRows) / 128) {
       setmaxnreg_to<kRegsConsumerNarrow, kEntry>();
       load_q<kRows, kD>(p, w, smem);
-      if constexpr (kNarrowWgmma) consume_narrow_wgmma<kRows, kD>(p, w, smem);
-      else consume_narrow<kRows, kD>(p, w, smem);
+      consume_narrow_wgmma<kRows, kD>(p, w, smem);
     } else {
       setmaxnreg_to<kRegsProducerNarrow, kEntry>();
       if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
