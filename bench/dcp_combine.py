@@ -1,12 +1,19 @@
 """Decode context parallelism on N GPUs, one process per GPU on an NCCL process group
 (NCCL_NVLS_ENABLE=0: no NVLink multicast). Every rank holds the positions p of each request with
-(p // I) % N == rank at their local slots (SPEC §4.6) in its own fp8_ds_mla cache, runs
-sparse_decode over that shard for all heads, then smla.dcp_combine. Each rank's heads are
-checked against the unsharded single-GPU result; the attention on the shard, the combine and
-the unsharded attention are timed with CUDA events (median).
+(p // I) % N == rank at their local slots (SPEC §4.6) in its own fp8_ds_mla cache and runs
+sparse_decode over that shard for all heads, two ways: over the whole global index list with the
+positions it does not own masked (-1), and over its compacted list from smla.dcp_local_topk
+(its own slots packed to the front, topk_length = the request's largest count); then
+smla.dcp_combine. Each rank's heads are checked against the unsharded single-GPU result; the
+attention on the shard (both ways), the compaction, the combine and the unsharded attention are
+timed with CUDA events (median). The rank step is compaction + compacted attention + combine.
 
-usage: python3 bench/dcp_combine.py [--world N] [--small] [--out FILE.jsonl]"""
+usage: python3 bench/dcp_combine.py [--world N] [--small] [--out FILE.jsonl] [--commit C]
+       python3 bench/dcp_combine.py --check-cpu   (one process, the CPU backend: every rank's
+              masked and compacted shard results merged with dcp_rescale against the unsharded
+              result, small shapes; no GPU or process group needed)"""
 import argparse
+import datetime
 import json
 import os
 import socket
@@ -67,7 +74,16 @@ def _case(rank, world, b, s_q, h, topk, ctx, interleave, seed, dev):
     glob = torch.where(pos >= 0, base + pos, -1).int()
     mine = (pos >= 0) & (owner[safe] == rank)
     loc = torch.where(mine, base + local[safe], -1).int()
-    return q, sink, full, glob, shard, loc
+    # The rank's block table with one-slot pages: request i's local position j at slot i * ctx + j
+    # (context lengths need not be multiples of a page).
+    table = (req + torch.arange(ctx, device=dev).unsqueeze(0)).int()
+    return q, sink, full, glob, shard, loc, pos.int(), table
+
+
+def _compact(pos, table, world, rank, interleave):
+    """This rank's compacted index list: (slots [b, s_q, topk], topk_length [b])."""
+    slots, _, topk_length = smla.dcp_local_topk(pos, table, 1, world=world, rank=rank, interleave=interleave)
+    return slots, topk_length
 
 
 def _worker(rank, world, port, cases, seed, results):
@@ -77,29 +93,41 @@ def _worker(rank, world, port, cases, seed, results):
     try:
         out_rows = []
         for name, b, s_q, h, topk, ctx, interleave in cases:
-            q, sink, full, glob, shard, loc = _case(rank, world, b, s_q, h, topk, ctx, interleave, seed,
-                                                     torch.device("cuda", rank))
+            q, sink, full, glob, shard, loc, pos, table = _case(rank, world, b, s_q, h, topk, ctx, interleave, seed,
+                                                                 torch.device("cuda", rank))
             t = b * s_q
             ref_out, ref_lse = smla.sparse_decode(q, full, glob, cache_format="fp8_ds_mla", attn_sink=sink)
             part_out, part_lse = smla.sparse_decode(q, shard, loc, cache_format="fp8_ds_mla")
-            out, lse = smla.dcp_combine(part_out.view(t, h, 512), part_lse.view(t, h), attn_sink=sink)
+            slots, topk_length = _compact(pos, table, world, rank, interleave)
+            comp_out, comp_lse = smla.sparse_decode(q, shard, slots, topk_length=topk_length, cache_format="fp8_ds_mla")
             heads = slice(rank * (h // world), (rank + 1) * (h // world))
             want = ref_out.view(t, h, 512)[:, heads].float()
-            err = (out - want).abs().max().item()
-            lse_err = (lse - ref_lse.view(t, h)[:, heads]).abs().max().item()
-            torch.testing.assert_close(out, want, atol=1.6e-2, rtol=1.6e-2, msg=lambda m: f"{name}, rank {rank}: {m}")
-            torch.testing.assert_close(lse, ref_lse.view(t, h)[:, heads], atol=1e-3, rtol=1e-4,
-                                       msg=lambda m: f"{name}, rank {rank} lse: {m}")
+            errs = {}
+            for way, (po, pl) in (("masked", (part_out, part_lse)), ("compacted", (comp_out, comp_lse))):
+                out, lse = smla.dcp_combine(po.view(t, h, 512), pl.view(t, h), attn_sink=sink)
+                errs[way] = (out - want).abs().max().item()
+                errs[way + "_lse"] = (lse - ref_lse.view(t, h)[:, heads]).abs().max().item()
+                torch.testing.assert_close(out, want, atol=1.6e-2, rtol=1.6e-2,
+                                           msg=lambda m: f"{name}, rank {rank}, {way}: {m}")
+                torch.testing.assert_close(lse, ref_lse.view(t, h)[:, heads], atol=1e-3, rtol=1e-4,
+                                           msg=lambda m: f"{name}, rank {rank}, {way} lse: {m}")
             shard_us = _median_us(lambda: smla.sparse_decode(q, shard, loc, cache_format="fp8_ds_mla",
                                                              out=part_out, lse=part_lse))
+            compact_us = _median_us(lambda: _compact(pos, table, world, rank, interleave))
+            comp_attn_us = _median_us(lambda: smla.sparse_decode(q, shard, slots, topk_length=topk_length,
+                                                                 cache_format="fp8_ds_mla", out=comp_out, lse=comp_lse))
             dist.barrier()
-            combine_us = _median_us(lambda: smla.dcp_combine(part_out.view(t, h, 512), part_lse.view(t, h),
+            combine_us = _median_us(lambda: smla.dcp_combine(comp_out.view(t, h, 512), comp_lse.view(t, h),
                                                              attn_sink=sink))
             full_us = _median_us(lambda: smla.sparse_decode(q, full, glob, cache_format="fp8_ds_mla",
                                                             attn_sink=sink, out=ref_out, lse=ref_lse))
-            out_rows.append(dict(name=name, world=world, rank=rank, interleave=interleave, max_err=err,
-                                 lse_err=lse_err, shard_attention_us=shard_us, combine_us=combine_us,
-                                 unsharded_us=full_us))
+            step_us = compact_us + comp_attn_us + combine_us
+            out_rows.append(dict(name=name, world=world, rank=rank, interleave=interleave, b=b, h=h,
+                                 max_err=max(errs["masked"], errs["compacted"]),
+                                 lse_err=max(errs["masked_lse"], errs["compacted_lse"]),
+                                 shard_attention_us=shard_us, compact_us=compact_us,
+                                 compacted_attention_us=comp_attn_us, combine_us=combine_us, step_us=step_us,
+                                 unsharded_us=full_us, step_ratio=step_us / full_us))
         results[rank] = out_rows
     finally:
         dist.destroy_process_group()
@@ -122,24 +150,77 @@ def launch(world, small, seed=None):
     return [row for r in range(world) for row in results[r]]
 
 
+def check_cpu(seed=0):
+    """Every rank of a small case in one process on the CPU backend: the masked and the compacted
+    shard results, merged with dcp_rescale (the combine without collectives), against the
+    unsharded result. Returns the largest error."""
+    worst = 0.0
+    dev = torch.device("cpu")
+    for name, b, s_q, h, topk, ctx, interleave in SMALL:
+        for world in (2, 3):
+            hw = h - h % world
+            if hw == 0:
+                continue
+            per_rank = []
+            for rank in range(world):
+                q, sink, full, glob, shard, loc, pos, table = _case(rank, world, b, s_q, h, topk, ctx, interleave,
+                                                                    seed, dev)
+                q, sink = q[:, :, :hw].contiguous(), sink[:hw].contiguous()
+                slots, topk_length = _compact(pos, table, world, rank, interleave)
+                masked = smla.sparse_decode(q, shard, loc, cache_format="fp8_ds_mla")
+                compacted = smla.sparse_decode(q, shard, slots, topk_length=topk_length, cache_format="fp8_ds_mla")
+                per_rank.append((masked, compacted))
+            ref_out, ref_lse = smla.sparse_decode(q, full, glob, cache_format="fp8_ds_mla", attn_sink=sink)
+            t = b * s_q
+            for way in (0, 1):
+                lse_all = torch.stack([r[way][1].reshape(t, hw) for r in per_rank])
+                scaled = sum(smla.dcp_rescale(r[way][0].reshape(t, hw, 512), lse_all, rank, attn_sink=sink)[0]
+                             for rank, r in enumerate(per_rank))
+                for rank in range(world):
+                    heads = slice(rank * (hw // world), (rank + 1) * (hw // world))
+                    want = ref_out.reshape(t, hw, 512)[:, heads].float()
+                    err = (scaled[rank] - want).abs().max().item()
+                    torch.testing.assert_close(scaled[rank], want, atol=1.6e-2, rtol=1.6e-2,
+                                               msg=lambda m: f"{name} N={world} rank {rank} way {way}: {m}")
+                    worst = max(worst, err)
+            print(f"{name} I={interleave} N={world}: masked and compacted shards merge to the unsharded result")
+    return worst
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--world", type=int, default=torch.cuda.device_count())
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--out")
+    ap.add_argument("--commit", default=os.environ.get("SMLA_COMMIT", "unknown"))
+    ap.add_argument("--check-cpu", action="store_true")
     args = ap.parse_args()
+    if args.check_cpu:
+        print(f"largest error {check_cpu():.2e}")
+        return
     if args.world < 2:
         raise SystemExit(f"dcp_combine.py needs at least 2 GPUs, this machine has {torch.cuda.device_count()}")
     rows = launch(args.world, args.small)
     if args.out:
+        # One row per rank, plus the issue's keys (dcp<N>_b<b>_h<h>_{combine,step_ratio}: the
+        # slowest rank's value; a ratio row keeps the ratio in `us`).
+        date = datetime.date.today().isoformat()
         with open(args.out, "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in rows)
-    print("| config | N | rank | attention on the shard µs | combine µs | combine share | unsharded µs | max err |")
-    print("|---|---|---|---|---|---|---|---|")
+            f.writelines(json.dumps(dict(r, commit=args.commit, date=date)) + "\n" for r in rows)
+            for name in dict.fromkeys(r["name"] for r in rows):
+                rs = [r for r in rows if r["name"] == name]
+                key = f"dcp{rs[0]['world']}_b{rs[0]['b']}_h{rs[0]['h']}"
+                for suffix, field in (("combine", "combine_us"), ("step_ratio", "step_ratio")):
+                    f.write(json.dumps(dict(key=f"{key}_{suffix}", name=name, us=max(r[field] for r in rs),
+                                            commit=args.commit, date=date,
+                                            check=f"ok {max(r['max_err'] for r in rs):.1e}")) + "\n")
+    print("| config | N | rank | shard attention, masked µs | compaction µs | shard attention, compacted µs | "
+          "combine µs | rank step µs | unsharded µs | step / unsharded | max err |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        share = r["combine_us"] / (r["shard_attention_us"] + r["combine_us"])
         print(f"| {r['name']} I={r['interleave']} | {r['world']} | {r['rank']} | {r['shard_attention_us']:.1f} | "
-              f"{r['combine_us']:.1f} | {100 * share:.0f}% | {r['unsharded_us']:.1f} | {r['max_err']:.1e} |")
+              f"{r['compact_us']:.1f} | {r['compacted_attention_us']:.1f} | {r['combine_us']:.1f} | "
+              f"{r['step_us']:.1f} | {r['unsharded_us']:.1f} | {r['step_ratio']:.2f} | {r['max_err']:.1e} |")
 
 
 if __name__ == "__main__":

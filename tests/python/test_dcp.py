@@ -98,3 +98,20 @@ def test_combine_across_two_processes():
         torch.testing.assert_close(out.double(), ref_out[:, heads], rtol=1e-4, atol=1e-5)
         assert torch.equal(torch.isinf(lse), torch.isinf(ref_lse[:, heads]))
         torch.testing.assert_close(lse.double(), ref_lse[:, heads], rtol=1e-4, atol=1e-5)
+
+
+def test_compacted_rank_lists_merge_to_the_unsharded_result():
+    """The DCP pipeline on the CPU backend, every rank in one process (bench/dcp_combine.py's
+    check): each rank's shard attended over its masked global list and over its compacted list
+    (smla.dcp_local_topk -> sparse_decode with topk_length), merged with dcp_rescale, equals the
+    unsharded result for N = 2 and 3, interleave 1 and 64."""
+    import importlib.util
+    import pathlib
+
+    from conftest import SEED
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "dcp_combine.py"
+    spec = importlib.util.spec_from_file_location("dcp_combine_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.check_cpu(seed=SEED) < 1.6e-2
