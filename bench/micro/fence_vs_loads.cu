@@ -15,6 +15,9 @@
 //   4 L2 prefetch, fence.proxy.async, then the load it prefetched one iteration later
 //   5 L2 prefetch, no fence, same loads
 //   6 serial: load and use in the same iteration (one full round trip each)
+//   7 bulk L2 prefetch (cp.async.bulk.prefetch.L2, async proxy) two ahead + load one ahead,
+//     fence.proxy.async: does the fence wait for bulk prefetches?
+//   8 coherent load (ld.global, not .nc) one ahead, fence.proxy.async
 //
 // Build and run on the GPU machine:
 //   nvcc -O3 -std=c++17 -arch=sm_90a bench/micro/fence_vs_loads.cu -o fence_bench && ./fence_bench
@@ -45,7 +48,15 @@ __device__ __forceinline__ uint4 ldg(const uint8_t* p) {
   asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
+__device__ __forceinline__ uint4 ldg_coherent(const uint8_t* p) {
+  uint4 v;
+  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
 __device__ __forceinline__ void prefetch_l2(const uint8_t* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+__device__ __forceinline__ void bulk_prefetch_l2(const uint8_t* p) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], 128;\n" ::"l"(p) : "memory");
+}
 
 template <int kWay>
 __global__ void __launch_bounds__(32, 1) fence_kernel(const uint8_t* buf, long long* cycles, float* sink) {
@@ -59,6 +70,7 @@ __global__ void __launch_bounds__(32, 1) fence_kernel(const uint8_t* buf, long l
   float acc = static_cast<float>(lane);
   uint4 cur = ldg(addr(0));
   if constexpr (kWay == 4 || kWay == 5) prefetch_l2(addr(1));
+  if constexpr (kWay == 7) bulk_prefetch_l2(addr(1) - (lane & 7) * 16);
   const long long t0 = clock64();
   for (uint32_t i = 0; i < kIters; ++i) {
     uint4 nxt = make_uint4(0, 0, 0, 0);
@@ -67,13 +79,18 @@ __global__ void __launch_bounds__(32, 1) fence_kernel(const uint8_t* buf, long l
     } else if constexpr (kWay == 4 || kWay == 5) {
       prefetch_l2(addr(i + 2));
       nxt = ldg(addr(i + 1));  // prefetched one iteration ago
+    } else if constexpr (kWay == 7) {
+      bulk_prefetch_l2(addr(i + 2) - (lane & 7) * 16);  // the whole 128-byte line
+      nxt = ldg(addr(i + 1));
+    } else if constexpr (kWay == 8) {
+      nxt = ldg_coherent(addr(i + 1));
     } else {
       nxt = ldg(addr(i + 1));
     }
 #pragma unroll
     for (int k = 0; k < kWork; ++k) acc = fmaf(acc, 1.0001f, 0.5f);
     tile[lane] = make_uint4(__float_as_uint(acc), 0, 0, 0);  // a shared-memory store, as the producer's
-    if constexpr (kWay == 1 || kWay == 4) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    if constexpr (kWay == 1 || kWay == 4 || kWay == 7 || kWay == 8) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     if constexpr (kWay == 2) __threadfence_block();
     if constexpr (kWay == 3) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar_addr) : "memory");
     acc += __uint_as_float(cur.x & 0x3fffffu) * 1e-30f;  // consume iteration i's value
@@ -118,5 +135,7 @@ int main() {
   run<3>(buf, d_cycles, d_sink, sms, "load one ahead, mbarrier.arrive (release)");
   run<5>(buf, d_cycles, d_sink, sms, "L2 prefetch two ahead + load one ahead, no fence");
   run<4>(buf, d_cycles, d_sink, sms, "L2 prefetch two ahead + load one ahead, fence.proxy.async.shared::cta");
+  run<7>(buf, d_cycles, d_sink, sms, "bulk L2 prefetch two ahead + load one ahead, fence.proxy.async.shared::cta");
+  run<8>(buf, d_cycles, d_sink, sms, "coherent load one ahead, fence.proxy.async.shared::cta");
   return 0;
 }
