@@ -65,6 +65,15 @@ inline constexpr int kPairCtas = 2;
 #define SMLA_SD_PAIR_AHEAD 1
 #endif
 inline constexpr int kPairAhead = SMLA_SD_PAIR_AHEAD;
+// Measurement build (SMLA_SD_TILE_ST_ASYNC=1; not yet measured or device-tested): the packed
+// producers write their own K tile with st.async too, completing on the "full" barrier's
+// transaction count (armed once per block by the first producer thread), so they never execute
+// fence.proxy.async, whose MEMBAR.ALL.CTA may wait for the next block's loads in flight
+// (bench/micro/fence_vs_loads.cu); consumers fence after waiting instead.
+#ifndef SMLA_SD_TILE_ST_ASYNC
+#define SMLA_SD_TILE_ST_ASYNC 0
+#endif
+inline constexpr bool kTileStAsync = SMLA_SD_TILE_ST_ASYNC != 0;
 // L2 line prefetch of the rows two blocks ahead of the loads (SMLA_SD_PREFETCH=0: none; a
 // measurement build).
 #ifndef SMLA_SD_PREFETCH

@@ -59,6 +59,7 @@ template <int kRows, int kD, int kFmt, bool kPair>
 __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(const __grid_constant__ AttnParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
   using S = Smem<kRows, kD>;
+  constexpr bool kBf16 = kFmt == static_cast<int>(CacheFormat::bf16);
   pdl_wait();                // the split schedule, and q / the cache / indices of earlier work
   pdl_launch_dependents();   // the combine may launch once every CTA of this grid has started
   Work w = make_work(p);
@@ -71,7 +72,9 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
   if (threadIdx.x == 0) {
     uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::bars);
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(bars + s, producer_threads(kRows));  // full: every producer thread
+      // full: every producer thread, or (packed formats written with st.async) the first one,
+      // which arms the block's transaction count
+      mbar_init(bars + s, kTileStAsync && !kBf16 ? 1 : producer_threads(kRows));
       // empty: one arrive per consumer warp (of both CTAs of a pair)
       mbar_init(bars + kStages + s, (consumer_threads(kRows) / 32) * (w.pair ? kPairCtas : 1));
     }
@@ -81,7 +84,6 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
 
   const int wg = threadIdx.x / 128;
   constexpr int kEntry = launch_regs(cta_threads(kRows));
-  constexpr bool kBf16 = kFmt == static_cast<int>(CacheFormat::bf16);
   if constexpr (kRows == 64) {
     if (wg == 0) {
       setmaxnreg_to<kRegsWg0, kEntry>();
