@@ -5,6 +5,9 @@
 # config.h's SMLA_SD_* macros); "env:VAR=VALUE" runs the first build with an environment variable
 # instead. Run from the repository root on the GPU machine:
 #   bash bench/sparse_decode_variants.sh "0 SMLA_SD_PAIR_AHEAD=0 env:SMLA_SPARSE_DECODE_KERNEL=unpaired" [bench flags...]
+# VARIANT_TESTS=<gtest filter> also builds the GPU test suite of every variant (GoogleTest from
+# .gpu/googletest) and runs that filter on it first: a variant that is to ship must pass them.
+# CONFIGS_SD="--b 128 --s_q 1 --h_q 32;..." replaces the timed configurations.
 set -uo pipefail
 VARIANTS=${1:-"0 3 4 7"}
 shift || true
@@ -16,13 +19,31 @@ dir() { echo "build-v$(echo "$1" | tr -c 'A-Za-z0-9\n' '_')"; }
 builds=$(for v in $VARIANTS; do [[ $v == env:* ]] || echo "$v"; done)
 first=$(echo "$builds" | head -1)
 jobs=$(( $(nproc) / $(echo $builds | wc -w) + 1 ))
+TESTS=${VARIANT_TESTS:-}
+if [ -n "$TESTS" ]; then
+  cmake_tests="-DSMLA_BUILD_TESTS=ON -DSMLA_GTEST_SOURCE_DIR=$PWD/.gpu/googletest"; targets="smla_cli smla_gpu_tests"
+else
+  cmake_tests="-DSMLA_BUILD_TESTS=OFF"; targets="smla_cli"
+fi
 for v in $builds; do
-  ( cmake -S . -B "$(dir "$v")" -G Ninja -DSMLA_CUDA=ON -DSMLA_BUILD_TESTS=OFF -DCMAKE_CUDA_FLAGS="$(define "$v")" \
-      > "$OUT/$(dir "$v").log" 2>&1 && cmake --build "$(dir "$v")" -j $jobs --target smla_cli >> "$OUT/$(dir "$v").log" 2>&1 \
+  ( cmake -S . -B "$(dir "$v")" -G Ninja -DSMLA_CUDA=ON $cmake_tests -DCMAKE_CUDA_FLAGS="$(define "$v")" \
+      > "$OUT/$(dir "$v").log" 2>&1 && cmake --build "$(dir "$v")" -j $jobs --target $targets >> "$OUT/$(dir "$v").log" 2>&1 \
       || echo "variant $v: build failed" ) &
 done
 wait
-CONFIGS=("--b 128 --s_q 1 --h_q 64" "--b 128 --s_q 1 --h_q 16" "--b 128 --s_q 2 --h_q 128")
+if [ -n "$TESTS" ]; then
+  for v in $builds; do
+    t=$(dir "$v")/tests/smla_gpu_tests
+    [ -x "$t" ] || { echo "$v | tests | not built" | tee -a "$OUT/variants.txt"; continue; }
+    timeout ${TEST_TIMEOUT:-300} "$t" --gtest_filter="$TESTS" > "$OUT/$(dir "$v")_tests.log" 2>&1
+    echo "$v | tests $TESTS | rc=$? $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$OUT/$(dir "$v")_tests.log" | tr '\n' ' ')" | tee -a "$OUT/variants.txt"
+  done
+fi
+if [ -n "${CONFIGS_SD:-}" ]; then
+  IFS=';' read -r -a CONFIGS <<< "$CONFIGS_SD"
+else
+  CONFIGS=("--b 128 --s_q 1 --h_q 64" "--b 128 --s_q 1 --h_q 16" "--b 128 --s_q 2 --h_q 128")
+fi
 for cfg in "${CONFIGS[@]}"; do
   for v in $VARIANTS; do
     if [[ $v == env:* ]]; then bin=$(dir "$first")/tools/smla; envs=${v#env:}; else bin=$(dir "$v")/tools/smla; envs=; fi
