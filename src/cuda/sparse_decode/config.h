@@ -25,6 +25,14 @@ constexpr int consumer_threads(int rows) { return rows == 64 ? kConsumerThreads 
 constexpr int producer_threads(int rows) { return rows == 64 ? 128 : 256; }
 constexpr int cta_threads(int rows) { return consumer_threads(rows) + producer_threads(rows); }
 
+// Measurement build (SMLA_SD_QK_AHEAD=1; not yet measured or device-tested): the 64-row
+// consumer WG0 issues QK^T of the next block before its P V of this block drains. With S, O and
+// P live together WG0 takes 200 registers (the producer 144) and still spills 24-32 bytes in its
+// loop (ptxas).
+#ifndef SMLA_SD_QK_AHEAD
+#define SMLA_SD_QK_AHEAD 0
+#endif
+inline constexpr bool kQkAhead = SMLA_SD_QK_AHEAD != 0;
 // Register budgets (setmaxnreg). A CTA's register pool is what it was launched with (65536 /
 // threads, rounded down to 8: 168 per thread at 384 threads, 128 at 512), and a warpgroup that
 // asks for more than the others released waits forever. 64-row CTAs: WG0 holds S (32), O[:,
@@ -35,7 +43,8 @@ constexpr int cta_threads(int rows) { return consumer_threads(rows) + producer_t
 // Narrow wgmma CTAs (384 threads): the consumer holds O^T (64 or 128 registers) and S^T (at
 // 200, the 32-row fp8_model1 kernel spilled); a producer thread two rounds of loads (its round
 // of block kb + 1 is loaded before block kb is stored).
-inline constexpr int kRegsWg0 = 192, kRegsWg1 = 160, kRegsProducerWide = 152;
+// QK-ahead (measurement build) keeps S, O and P's registers live together: WG0 200, producer 144.
+inline constexpr int kRegsWg0 = kQkAhead ? 200 : 192, kRegsWg1 = 160, kRegsProducerWide = kQkAhead ? 144 : 152;
 inline constexpr int kRegsConsumerNarrow = 216, kRegsProducerNarrow = 144;
 inline constexpr int kNarrowAhead = 1;
 constexpr int launch_regs(int threads) { return 65536 / threads / 8 * 8; }
