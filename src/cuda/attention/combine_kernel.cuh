@@ -75,7 +75,8 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(cons
   }
   // Columns this lane writes: 4 lane + 128 k (one warp per head), or 128 sub + 4 lane (k = 0
   // only) after the warps of a head summed their partials.
-  int kw = 4, col0 = 0;
+  constexpr int kw = kWarpsPerHead > 1 ? 1 : 4;
+  const int col0 = kWarpsPerHead > 1 ? 128 * sub : 0;
   if constexpr (kWarpsPerHead > 1) {
     __shared__ float4 red[kCombineWarps][kDv / 4];
 #pragma unroll
@@ -95,15 +96,12 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(cons
     acc[0][1] = s.y;
     acc[0][2] = s.z;
     acc[0][3] = s.w;
-    kw = 1;
-    col0 = 128 * sub;
   }
   if (!real) return;
   const float f = (lse == -INFINITY) ? 0.f : (p.sink ? sink_factor_dev(__ldg(p.sink + h * p.sink_st), lse) : 1.f);
   uint16_t* orow = static_cast<uint16_t*>(p.out) + req * p.o_sb + t * p.o_st + h * p.o_sh + col0;
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    if (k >= kw) break;
+  for (int k = 0; k < kw; ++k) {
     uint2 v;
     if (p.out_f16) {
       __half2 a = __floats2half2_rn(acc[k][0] * f, acc[k][1] * f), b = __floats2half2_rn(acc[k][2] * f, acc[k][3] * f);

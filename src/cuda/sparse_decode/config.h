@@ -34,15 +34,13 @@ constexpr int cta_threads(int rows) { return consumer_threads(rows) + producer_t
 #endif
 inline constexpr bool kQkAhead = SMLA_SD_QK_AHEAD != 0;
 // Register budgets (setmaxnreg). A CTA's register pool is what it was launched with (65536 /
-// threads, rounded down to 8: 168 per thread at 384 threads, 128 at 512), and a warpgroup that
+// threads, rounded down to 8: 168 per thread at the 384 threads of every CTA here), and a warpgroup that
 // asks for more than the others released waits forever. 64-row CTAs: WG0 holds S (32), O[:,
 // 0:256] (128) and P; WG1 O[:, 256:512]; the producer two 32-key rounds of loads (88). From
 // ptxas: WG1 needs 160 (below, ptxas ignores every setmaxnreg, C7507); WG0 at 184 serializes
-// its wgmmas (C7512). 16/32-row CTAs: every consumer warp holds a 16 x 256 slice of O and its
-// own S; a producer thread one round (44).
-// Narrow wgmma CTAs (384 threads): the consumer holds O^T (64 or 128 registers) and S^T (at
-// 200, the 32-row fp8_model1 kernel spilled); a producer thread two rounds of loads (its round
-// of block kb + 1 is loaded before block kb is stored).
+// its wgmmas (C7512). 16/32-row CTAs (384 threads): the consumer warpgroup holds O^T (64 or 128
+// registers) and S^T (at 200, the 32-row fp8_model1 kernel spilled); a producer thread two
+// rounds of loads (its round of block kb + 1 is loaded before block kb is stored).
 // QK-ahead (measurement build) keeps S, O and P's registers live together: WG0 200, producer 144.
 inline constexpr int kRegsWg0 = kQkAhead ? 200 : 192, kRegsWg1 = 160, kRegsProducerWide = kQkAhead ? 144 : 152;
 inline constexpr int kRegsConsumerNarrow = 216, kRegsProducerNarrow = 144;

@@ -26,7 +26,7 @@ __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t
   constexpr int N = kRows;        // heads: the wgmma N dimension
   constexpr int kNJ = N / 8;      // 8-head column tiles of S^T and O^T
   constexpr int kMT = kDv / 64;   // 64-row tiles of O^T (value columns)
-  constexpr int kThreads = 128;   // the one consumer warpgroup
+  constexpr int kThreads = consumer_threads(kRows);  // the one consumer warpgroup
   constexpr int kRowGroup = 16 * kD;
   const int lane = threadIdx.x & 31, wq = threadIdx.x >> 5;
   const int g = lane >> 2, c = lane & 3;
