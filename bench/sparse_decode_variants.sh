@@ -14,7 +14,7 @@ shift || true
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 export PATH=$PATH:/usr/local/cuda/bin
-# A variant of several macros joins them with '+': SMLA_SD_TILE_ST_ASYNC=1+SMLA_SD_QK_AHEAD=1.
+# A variant of several macros joins them with '+': SMLA_SD_LAZY_RESCALE=0+SMLA_SD_PREFETCH=0.
 define() { [[ $1 == *=* ]] && echo "-D${1//+/ -D}" || echo "-DSMLA_SD_VARIANT=$1"; }
 dir() { echo "build-v$(echo "$1" | tr -c 'A-Za-z0-9\n' '_')"; }
 builds=$(for v in $VARIANTS; do [[ $v == env:* ]] || echo "$v"; done)

@@ -9,7 +9,8 @@
 // mantissa x power of two (two HMUL2: any float32 scale, f16 rounding once), 4 no conversion
 // (the stores alone), 5 e4m3 -> bf16 by bit moves x bf16 scale (exact for power-of-two scales),
 // 6 the shipped conversion stored with st.async into this CTA's own tile (completing on an
-// mbarrier's transaction count, re-armed per block: the SMLA_SD_TILE_ST_ASYNC producer).
+// mbarrier's transaction count, re-armed per block; the producer measured so, removed after its
+// device run, PERF.md).
 //
 // Build and run on the GPU machine:
 //   nvcc -O3 -std=c++17 -arch=sm_90a -I src bench/micro/convert_from_registers.cu -o convert_bench && ./convert_bench
@@ -164,12 +165,25 @@ template <int kWay>
 void run(const uint4* src, const float* scales, long long* d_cycles, int ctas, const char* what) {
   const int smem = 2 * kTileBytes + 16;
   cudaFuncSetAttribute(convert_kernel<kWay>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  convert_kernel<kWay><<<ctas, kThreads, smem>>>(src, scales, d_cycles);  // warm-up
+  // st.async addresses shared::cluster: way 6 launches as one-CTA clusters (a plain launch
+  // stopped at its first st.async with "an illegal instruction was encountered").
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(ctas);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = 1;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  cfg.attrs = &cluster;
+  cfg.numAttrs = kWay == 6 ? 1 : 0;
+  cudaLaunchKernelEx(&cfg, convert_kernel<kWay>, src, scales, d_cycles);  // warm-up
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
   cudaEventRecord(e0);
-  convert_kernel<kWay><<<ctas, kThreads, smem>>>(src, scales, d_cycles);
+  cudaLaunchKernelEx(&cfg, convert_kernel<kWay>, src, scales, d_cycles);
   cudaEventRecord(e1);
   if (cudaDeviceSynchronize() != cudaSuccess) {
     std::printf("{\"way\": %d, \"error\": \"%s\"}\n", kWay, cudaGetErrorString(cudaGetLastError()));

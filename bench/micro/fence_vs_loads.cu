@@ -32,7 +32,7 @@
 namespace {
 
 constexpr int kIters = 512;
-constexpr int kWork = 64;  // dependent FMAs per iteration (~256 cycles at 4 cycles each)
+constexpr int kWork = 256;  // dependent FMAs per iteration (~1,000 cycles: more than a load's latency)
 constexpr size_t kBytes = size_t(2) << 30;
 
 __device__ __forceinline__ size_t line_of(uint32_t sm, uint32_t lane, uint32_t i) {
@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(32, 1) fence_kernel(const uint8_t* buf, long l
   __shared__ uint64_t bar;
   __shared__ uint4 tile[32];
   const uint32_t lane = threadIdx.x, sm = blockIdx.x;
-  if (lane == 0) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(&bar))), "r"(1u << 20));
+  if (lane == 0) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(&bar))), "r"((1u << 20) - 1));  // the largest count: never completes
   __syncwarp();
   const uint32_t bar_addr = static_cast<uint32_t>(__cvta_generic_to_shared(&bar));
   auto addr = [&](uint32_t i) { return buf + line_of(sm, lane, i) * 128 + (lane & 7) * 16; };

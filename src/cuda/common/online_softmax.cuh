@@ -54,4 +54,19 @@ __device__ __forceinline__ float update_max(RowState& st, float block_max, float
   return alpha;
 }
 
+// Lazy rescaling: the reference maximum moves only when a block's maximum exceeds it by more
+// than kLazyRescaleLog2, so O and l are rescaled in few blocks. Exponentials then reach at most
+// 2^kLazyRescaleLog2, which bf16 P and the fp32 sums hold with the same relative precision; l
+// stays the sum of exp2(s - m) for the m kept, so lse = m + log2(l) is unchanged.
+inline constexpr float kLazyRescaleLog2 = 8.f;
+
+// As update_max; -inf + 8 = -inf, so the first finite maximum always moves the reference.
+__device__ __forceinline__ float update_max_lazy(RowState& st, float block_max, float& m_use) {
+  const float m_new = block_max > st.m + kLazyRescaleLog2 ? block_max : st.m;
+  m_use = m_new == -INFINITY ? 0.f : m_new;
+  const float alpha = m_new == st.m ? 1.f : exp2f(st.m - m_use);
+  st.m = m_new;
+  return alpha;
+}
+
 }  // namespace smla::cuda

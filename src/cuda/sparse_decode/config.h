@@ -25,14 +25,6 @@ constexpr int consumer_threads(int rows) { return rows == 64 ? kConsumerThreads 
 constexpr int producer_threads(int rows) { return rows == 64 ? 128 : 256; }
 constexpr int cta_threads(int rows) { return consumer_threads(rows) + producer_threads(rows); }
 
-// Measurement build (SMLA_SD_QK_AHEAD=1; not yet measured or device-tested): the 64-row
-// consumer WG0 issues QK^T of the next block before its P V of this block drains. With S, O and
-// P live together WG0 takes 200 registers (the producer 144) and still spills 24-32 bytes in its
-// loop (ptxas).
-#ifndef SMLA_SD_QK_AHEAD
-#define SMLA_SD_QK_AHEAD 0
-#endif
-inline constexpr bool kQkAhead = SMLA_SD_QK_AHEAD != 0;
 // Register budgets (setmaxnreg). A CTA's register pool is what it was launched with (65536 /
 // threads, rounded down to 8: 168 per thread at the 384 threads of every CTA here), and a warpgroup that
 // asks for more than the others released waits forever. 64-row CTAs: WG0 holds S (32), O[:,
@@ -41,8 +33,7 @@ inline constexpr bool kQkAhead = SMLA_SD_QK_AHEAD != 0;
 // its wgmmas (C7512). 16/32-row CTAs (384 threads): the consumer warpgroup holds O^T (64 or 128
 // registers) and S^T (at 200, the 32-row fp8_model1 kernel spilled); a producer thread two
 // rounds of loads (its round of block kb + 1 is loaded before block kb is stored).
-// QK-ahead (measurement build) keeps S, O and P's registers live together: WG0 200, producer 144.
-inline constexpr int kRegsWg0 = kQkAhead ? 200 : 192, kRegsWg1 = 160, kRegsProducerWide = kQkAhead ? 144 : 152;
+inline constexpr int kRegsWg0 = 192, kRegsWg1 = 160, kRegsProducerWide = 152;
 inline constexpr int kRegsConsumerNarrow = 216, kRegsProducerNarrow = 144;
 inline constexpr int kNarrowAhead = 1;
 constexpr int launch_regs(int threads) { return 65536 / threads / 8 * 8; }
@@ -72,21 +63,21 @@ inline constexpr int kPairCtas = 2;
 #define SMLA_SD_PAIR_AHEAD 1
 #endif
 inline constexpr int kPairAhead = SMLA_SD_PAIR_AHEAD;
-// Measurement build (SMLA_SD_TILE_ST_ASYNC=1; not yet measured or device-tested): the packed
-// producers write their own K tile with st.async too, completing on the "full" barrier's
-// transaction count (armed once per block by the first producer thread), so they never execute
-// fence.proxy.async, whose MEMBAR.ALL.CTA may wait for the next block's loads in flight
-// (bench/micro/fence_vs_loads.cu); consumers fence after waiting instead.
-#ifndef SMLA_SD_TILE_ST_ASYNC
-#define SMLA_SD_TILE_ST_ASYNC 0
-#endif
-inline constexpr bool kTileStAsync = SMLA_SD_TILE_ST_ASYNC != 0;
 // L2 line prefetch of the rows two blocks ahead of the loads (SMLA_SD_PREFETCH=0: none; a
 // measurement build).
 #ifndef SMLA_SD_PREFETCH
 #define SMLA_SD_PREFETCH 1
 #endif
 inline constexpr bool kPrefetch = SMLA_SD_PREFETCH != 0;
+
+// 64-row tiles: online softmax with lazy rescaling (online_softmax.cuh, update_max_lazy): O is
+// rescaled only when a row's maximum grows by more than a factor 2^8 (V4 b128 s_q2 h128: 247.7
+// -> 241.2 µs; V3.2 rows within 1%; 32-row tiles measured 2.4% slower with it, so they keep
+// rescaling at every new maximum). SMLA_SD_LAZY_RESCALE=0: at every new maximum.
+#ifndef SMLA_SD_LAZY_RESCALE
+#define SMLA_SD_LAZY_RESCALE 1
+#endif
+inline constexpr bool kLazyRescale = SMLA_SD_LAZY_RESCALE != 0;
 
 // Key groups of a narrow (16 or 32-row) CTA: the eight consumer warps are row groups x key
 // groups x value-column halves; each key group walks its share of every 64-key block.

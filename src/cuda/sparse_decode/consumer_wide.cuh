@@ -59,51 +59,32 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem) {
   for (int i = 0; i < 32; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   RowState st0, st1;
   const uint64_t dq = T::q(smem);
-  // kAhead (measurement build SMLA_SD_QK_AHEAD=1): QK^T of block i + 1 is issued right after
-  // P V of block i, so the tensor pipe has it queued while this warpgroup waits; stage i is
-  // released at the top of iteration i + 1, once both completed.
-  constexpr bool kAhead = kQkAhead && kVariant != 7;
-  float sc[8][4];
-  uint32_t a[4][4];
-  auto issue_qk = [&](int s) {
-    const uint64_t dk = T::k(smem, s);
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) wgmma_m64n64k16_ss(sc, desc_add(dq, ks * 16), desc_add(dk, ks * 16), ks > 0);
-    wgmma_commit();
-  };
-  if constexpr (kAhead) {
-    if (w.kb_begin < w.kb_end) {
-      Stage<64, kD>(smem, 0).wait_full(0);
-      issue_qk(0);
-    }
-  }
 
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, s = i & 1;
     const Stage<64, kD> stage(smem, s);
-    if constexpr (!kAhead) stage.wait_full(i);  // (ahead: waited before QK^T was issued)
+    stage.wait_full(i);
     if constexpr (kVariant == 7) {
       stage.release(w, lane);
       continue;
     }
 
-    // ---- S = Q K^T: 64 heads x 64 keys (and, ahead, the previous block's P V)
-    if constexpr (!kAhead) issue_qk(s);
+    // ---- S = Q K^T: 64 heads x 64 keys
+    float sc[8][4];
+    const uint64_t dk = T::k(smem, s);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) wgmma_m64n64k16_ss(sc, desc_add(dq, ks * 16), desc_add(dk, ks * 16), ks > 0);
+    wgmma_commit();
     wgmma_wait<0>();
     reg_fence(sc);
-    if constexpr (kAhead) {
-      reg_fence(o);
-      reg_fence(a);
-      if (i > 0) Stage<64, kD>(smem, s ^ 1).release(w, lane);
-    }
 
     // ---- mask, online softmax (log2 domain)
     float mx0, mx1;
     mask_scale_rowmax(sc, stage.valid_mask() >> (2 * c), p.scale_log2, mx0, mx1);
     float m0, m1;
-    const float a0 = update_max(st0, quad_max(mx0), m0);
-    const float a1 = update_max(st1, quad_max(mx1), m1);
+    const float a0 = kLazyRescale ? update_max_lazy(st0, quad_max(mx0), m0) : update_max(st0, quad_max(mx0), m0);
+    const float a1 = kLazyRescale ? update_max_lazy(st1, quad_max(mx1), m1) : update_max(st1, quad_max(mx1), m1);
     uint32_t pk[8][2];
     float rs0 = 0.f, rs1 = 0.f;
 #pragma unroll
@@ -134,6 +115,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem) {
 
     // ---- O[:, 0:256] += P V
     rescale_o(o, a0, a1);
+    uint32_t a[4][4];
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       a[kk][0] = pk[2 * kk][0];
@@ -150,25 +132,10 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem) {
       wgmma_m64n128k16_rs(o_hi(o), a[kk], desc_add(d, 128 * 16 / 16));
     }
     wgmma_commit();
-    if constexpr (kAhead) {
-      if (kb + 1 < w.kb_end) {
-        Stage<64, kD>(smem, s ^ 1).wait_full(i + 1);
-        issue_qk(s ^ 1);
-      }
-    } else {
-      wgmma_wait<0>();
-      reg_fence(o);
-      reg_fence(a);
-      stage.release(w, lane);
-    }
-  }
-  if constexpr (kAhead) {
-    if (w.kb_begin < w.kb_end) {
-      wgmma_wait<0>();
-      reg_fence(o);
-      reg_fence(a);
-      Stage<64, kD>(smem, (w.kb_end - w.kb_begin - 1) & 1).release(w, lane);
-    }
+    wgmma_wait<0>();
+    reg_fence(o);
+    reg_fence(a);
+    stage.release(w, lane);
   }
 
   // ---- epilogue: full row sums, final factors for WG1, this half of O

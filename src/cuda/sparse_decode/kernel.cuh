@@ -72,9 +72,8 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
   if (threadIdx.x == 0) {
     uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::bars);
     for (int s = 0; s < kStages; ++s) {
-      // full: every producer thread, or (packed formats written with st.async) the first one,
-      // which arms the block's transaction count
-      mbar_init(bars + s, kTileStAsync && !kBf16 ? 1 : producer_threads(kRows));
+      // full: every producer thread
+      mbar_init(bars + s, producer_threads(kRows));
       // empty: one arrive per consumer warp (of both CTAs of a pair)
       mbar_init(bars + kStages + s, (consumer_threads(kRows) / 32) * (w.pair ? kPairCtas : 1));
     }

@@ -126,11 +126,7 @@ struct Stage {
   }
   // Block i (the CTA's i-th block, in stage i % kStages): consumers wait until its rows are in;
   // producers wait until the consumers released the block kStages before it (none for the first).
-  // Rows written with st.async (kTileStAsync) are made visible to wgmma by the consumer's fence.
-  __device__ void wait_full(int i) const {
-    mbar_wait(full, (i / kStages) & 1);
-    if constexpr (kTileStAsync) fence_proxy_async();
-  }
+  __device__ void wait_full(int i) const { mbar_wait(full, (i / kStages) & 1); }
   __device__ void wait_empty(int i) const {
     if (i >= kStages) mbar_wait(empty, ((i / kStages) - 1) & 1);
   }
@@ -159,14 +155,13 @@ struct PeerStage {
 
 // The round's valid keys: the warp's ballot (low byte = keys 8 * warp .. 8 * warp + 7 of the
 // round), in this CTA and, for a pair, in the peer.
-template <bool kPeer, bool kOwnAsync = kTileStAsync>
-__device__ __forceinline__ void publish_valid(uint32_t* valid_stage, uint64_t* full, const PeerStage& peer,
-                                              const ProducerLane& pl, int round, bool ok) {
+template <bool kPeer>
+__device__ __forceinline__ void publish_valid(uint32_t* valid_stage, const PeerStage& peer, const ProducerLane& pl, int round,
+                                              bool ok) {
   const unsigned bal = __ballot_sync(0xffffffffu, ok);
   if (pl.lane == 0) {
     const int word = round * 4 + pl.warp;
-    if constexpr (kOwnAsync) st_async_b32(smem_addr(valid_stage + word), bal, smem_addr(full));
-    else valid_stage[word] = bal;
+    valid_stage[word] = bal;
     if constexpr (kPeer) st_async_b32(peer.valid + 4 * word, bal, peer.full);
   }
 }
@@ -210,15 +205,12 @@ struct PackedRound {
   // loaded as zeros and is written as zeros (its logit is masked, and zero V keeps NaN bytes of
   // unused slots out of P V).
   template <bool kPeer>
-  __device__ void store(uint8_t* tile, uint64_t* full, const PeerStage& peer, const ProducerLane& pl, int j) const {
+  __device__ void store(uint8_t* tile, const PeerStage& peer, const ProducerLane& pl, int j) const {
     constexpr int kRowGroup = 16 * F::kD;
     const int row_off = (j >> 3) * kRowGroup + (j & 7) * 16;
     uint8_t* dst = tile + row_off;
-    // A shared::cta address is also this CTA's shared::cluster address (st.async's operands).
-    const uint32_t own = smem_addr(dst), own_full = smem_addr(full);
     auto put = [&](int c, const uint4& v) {
-      if constexpr (kTileStAsync) st_async_v4(own + c * 128, v, own_full);
-      else *reinterpret_cast<uint4*>(dst + c * 128) = v;
+      *reinterpret_cast<uint4*>(dst + c * 128) = v;
       if constexpr (kPeer) st_async_v4(peer.tile + row_off + c * 128, v, peer.full);
     };
 #pragma unroll
@@ -269,10 +261,6 @@ __device__ __forceinline__ void prefetch_key(const AttnParams& p, const Work& w,
 // Bytes a pair's peer writes into this CTA's K tile per block: its 32 rows and its 4 ballots.
 template <int kD>
 inline constexpr uint32_t kPeerTxBytes = 32 * kD * 2 + 4 * 4;
-// Bytes of a whole block, when every producer writes with st.async (kTileStAsync): 64 rows and
-// the 8 ballots.
-template <int kD>
-inline constexpr uint32_t kBlockTxBytes = kKeys * kD * 2 + 8 * 4;
 
 // fp8_ds_mla / fp8_model1: global -> registers -> dequantize -> K tile. A thread takes kRounds
 // keys of every block; kAhead = 1 issues the loads of block kb + 1 before it stores block kb.
@@ -314,17 +302,12 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
     st.wait_empty(i);
 #pragma unroll
     for (int r = 0; r < kRounds; ++r) {
-      publish_valid<kPeer>(st.valid, st.full, peer, pl, pl.round + r, cur[r].ok);
-      cur[r].template store<kPeer>(st.tile, st.full, peer, pl, pl.row_in_block(r));
+      publish_valid<kPeer>(st.valid, peer, pl, pl.round + r, cur[r].ok);
+      cur[r].template store<kPeer>(st.tile, peer, pl, pl.row_in_block(r));
     }
-    if constexpr (kTileStAsync) {
-      // Every byte of the block (this CTA's and a peer's) completes the transaction count.
-      if (pl.first()) mbar_arrive_expect_tx(st.full, kBlockTxBytes<kD>);
-    } else {
-      fence_proxy_async();  // generic-proxy stores, read next by wgmma (async proxy)
-      if (kPeer && pl.first()) mbar_arrive_expect_tx(st.full, kPeerTxBytes<kD>);
-      else mbar_arrive(st.full);
-    }
+    fence_proxy_async();  // generic-proxy stores, read next by wgmma (async proxy)
+    if (kPeer && pl.first()) mbar_arrive_expect_tx(st.full, kPeerTxBytes<kD>);
+    else mbar_arrive(st.full);
   };
   if constexpr (kAhead == 0) {
     for (int kb = w.kb_begin; kb < w.kb_end; ++kb) step(ra, ra, kb);
@@ -377,7 +360,7 @@ __device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem) 
 #pragma unroll
       for (int ch = 0; ch < kRowBytes / 64; ++ch)
         cp_async_16_zfill(dst + (4 * ch + pl.q) * 128, src + ch * 64 + pl.q * 16, ok ? 16 : 0);
-      publish_valid<false, false>(st.valid, st.full, PeerStage{}, pl, pl.round + r, ok);
+      publish_valid<false>(st.valid, PeerStage{}, pl, pl.round + r, ok);
       rotate_queue(iq[r], p, w, pl, r, kb);
     }
     cp_async_commit_group();
