@@ -14,7 +14,7 @@ export PATH=$PATH:/usr/local/cuda/bin
 STEPS=${STEPS:-build,tests,sanitizer,bench,python,dcp}
 # Narrower runs: BUILD_TARGETS (default: all), GPU_TEST_ARGS (e.g. --gtest_filter=...),
 # SANITIZER_FILTER (gtest filter of the memcheck step), RUN_SET_ARGS (e.g. --only sd_),
-# RUN_MAIN=0 skips `smla run` in the bench step.
+# RUN_MAIN=0 skips `smla run` in the bench step; PYTEST_ARGS replaces the pytest targets.
 # Never NVLink multicast (SHARP) for NCCL here.
 export NCCL_NVLS_ENABLE=0
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
@@ -93,7 +93,7 @@ if has python; then
     t1=$(date +%s)
     # SMLA_REQUIRE_CUDA=1: when the CUDA tests cannot run (torch sees no GPU, no CUDA build),
     # pytest stops with an error instead of skipping them.
-    SMLA_REQUIRE_CUDA=1 python3 -m pytest tests/python -q -rs > "$OUT/pytest.log" 2>&1
+    SMLA_REQUIRE_CUDA=1 python3 -m pytest ${PYTEST_ARGS:-tests/python} -q -rs > "$OUT/pytest.log" 2>&1
     rc=$?
     [ $rc -ne 0 ] && status=1
     echo "- python: pip install in $(( t1 - t0 )) s; pytest rc=$rc in $(( $(date +%s) - t1 )) s: $(tail -1 "$OUT/pytest.log")" >> "$SUMMARY"
