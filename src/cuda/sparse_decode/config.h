@@ -72,7 +72,7 @@ inline constexpr bool kPrefetch = SMLA_SD_PREFETCH != 0;
 
 // 64-row tiles: online softmax with lazy rescaling (online_softmax.cuh, update_max_lazy): O is
 // rescaled only when a row's maximum grows by more than a factor 2^8 (V4 b128 s_q2 h128: 247.7
-// -> 241.2 µs; V3.2 rows within 1%; 32-row tiles measured 2.4% slower with it, so they keep
+// -> 243.6 µs; V3.2 rows within 1%; 32-row tiles measured 2.4% slower with it, so they keep
 // rescaling at every new maximum). SMLA_SD_LAZY_RESCALE=0: at every new maximum.
 #ifndef SMLA_SD_LAZY_RESCALE
 #define SMLA_SD_LAZY_RESCALE 1
