@@ -3,6 +3,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "cuda/attention/attention_dispatch.h"
@@ -158,6 +159,13 @@ AttentionPlan plan_sparse_decode(int b, int s_q, int h_q, int format) {
     const int64_t ctas_per_split = static_cast<int64_t>(pl.tiles_per_kv) * pl.token_groups;
     const int64_t slots = current_device_info().sm_count;  // one CTA per SM
     pl.num_units = static_cast<int>(std::max<int64_t>(1, slots / std::max<int64_t>(1, ctas_per_split)));
+    // Measurement knob (bench/sparse_decode_variants.sh): SMLA_SPLIT_UNITS=n schedules splits
+    // for n work units instead (fewer units, fewer and longer splits). Read once per process.
+    static const int units_env = [] {
+      const char* v = std::getenv("SMLA_SPLIT_UNITS");
+      return v ? std::atoi(v) : 0;
+    }();
+    if (units_env > 0) pl.num_units = units_env;
     pl.max_splits = max_total_splits(b, pl.num_units);
   }
   return pl;

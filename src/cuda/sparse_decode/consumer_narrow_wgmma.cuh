@@ -17,6 +17,7 @@
 #include "cuda/common/wgmma.cuh"
 #include "cuda/sparse_decode/epilogue.cuh"
 #include "cuda/sparse_decode/producer.cuh"
+#include "cuda/sparse_decode/timeline.cuh"
 
 namespace smla::cuda::sparse_decode_family {
 
@@ -54,6 +55,7 @@ __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t
     const int i = kb - w.kb_begin;
     const Stage<kRows, kD> stage(smem, i & 1);
     stage.wait_full(i);
+    if (kTimeline && i == 0 && threadIdx.x == 0) timeline_mark(4);
     if constexpr (kVariant == 7) {
       stage.release(w, lane);
       continue;
@@ -152,6 +154,7 @@ __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t
     stage.release(w, lane);
   }
 
+  if (kTimeline && threadIdx.x == 0) timeline_mark(5);
   // ---- row sums over the lanes and warps; m is the same in every thread holding a head
   named_bar_sync(kBarMerge, kThreads);  // every warp is past its last P^T and K tile
   float* s_l = reinterpret_cast<float*>(s_p);  // [4 warps][32 heads]
@@ -191,6 +194,7 @@ __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t
     const float4 v = *reinterpret_cast<const float4*>(obuf + h * kStride + col);
     store_o4(p, w, w.head0 + h, col, v);
   }
+  if (kTimeline && threadIdx.x == 0) timeline_mark(6);
 }
 
 }  // namespace smla::cuda::sparse_decode_family

@@ -15,6 +15,7 @@
 #include "cuda/common/wgmma.cuh"
 #include "cuda/sparse_decode/epilogue.cuh"
 #include "cuda/sparse_decode/producer.cuh"
+#include "cuda/sparse_decode/timeline.cuh"
 
 namespace smla::cuda::sparse_decode_family {
 
@@ -64,6 +65,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem) {
     const int i = kb - w.kb_begin, s = i & 1;
     const Stage<64, kD> stage(smem, s);
     stage.wait_full(i);
+    if (kTimeline && i == 0 && threadIdx.x == 0) timeline_mark(4);
     if constexpr (kVariant == 7) {
       stage.release(w, lane);
       continue;
@@ -138,6 +140,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem) {
     stage.release(w, lane);
   }
 
+  if (kTimeline && threadIdx.x == 0) timeline_mark(5);
   // ---- epilogue: full row sums, final factors for WG1, this half of O
   if (kVariant != 7 && w.kb_end > w.kb_begin) named_bar_sync(kBarPFree, kConsumerThreads);  // WG1 is past its last P
   st0.l = quad_sum(st0.l);
@@ -157,6 +160,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem) {
     store_o_row(p, w, w.head0 + r1, 0, o, 1, res1.factor);
     if (c == 0) store_lse(p, w, w.head0 + r1, res1.lse);
   }
+  if (kTimeline && threadIdx.x == 0) timeline_mark(6);
 }
 
 template <int kD>

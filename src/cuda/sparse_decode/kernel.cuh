@@ -20,6 +20,7 @@
 #include "cuda/sparse_decode/consumer_narrow_wgmma.cuh"
 #include "cuda/sparse_decode/consumer_wide.cuh"
 #include "cuda/sparse_decode/producer.cuh"
+#include "cuda/sparse_decode/timeline.cuh"
 #include "cuda/sparse_decode/work.cuh"
 
 namespace smla::cuda::sparse_decode_family {
@@ -60,7 +61,9 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
   extern __shared__ __align__(128) uint8_t smem[];
   using S = Smem<kRows, kD>;
   constexpr bool kBf16 = kFmt == static_cast<int>(CacheFormat::bf16);
+  if (kTimeline && threadIdx.x == 0) timeline_mark(0);
   pdl_wait();                // the split schedule, and q / the cache / indices of earlier work
+  if (kTimeline && threadIdx.x == 0) timeline_mark(1);
   pdl_launch_dependents();   // the combine may launch once every CTA of this grid has started
   Work w = make_work(p);
   if (!w.active) return;  // uniform across the CTA (and across a pair: both own the same keys)
@@ -80,6 +83,7 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
   }
   __syncthreads();
   if constexpr (kPair) cluster_sync();  // the peer's barriers are initialized before anyone writes or arrives there
+  if (kTimeline && threadIdx.x == 0) timeline_mark(2);
 
   const int wg = threadIdx.x / 128;
   constexpr int kEntry = launch_regs(cta_threads(kRows));
@@ -87,6 +91,7 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
     if (wg == 0) {
       setmaxnreg_to<kRegsWg0, kEntry>();
       load_q<kRows, kD>(p, w, smem);
+      if (kTimeline && threadIdx.x == 0) timeline_mark(3);
       consume_wg0<kD>(p, w, smem);
     } else if (wg == 1) {
       setmaxnreg_to<kRegsWg1, kEntry>();
@@ -101,11 +106,19 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
     if (wg < consumer_threads(kRows) / 128) {
       setmaxnreg_to<kRegsConsumerNarrow, kEntry>();
       load_q<kRows, kD>(p, w, smem);
+      if (kTimeline && threadIdx.x == 0) timeline_mark(3);
       consume_narrow_wgmma<kRows, kD>(p, w, smem);
     } else {
       setmaxnreg_to<kRegsProducerNarrow, kEntry>();
       if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
       else produce_packed<kRows, kFmt>(p, w, smem);
+    }
+  }
+  if constexpr (kTimeline) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      timeline_mark(9);
+      timeline_print();
     }
   }
   if constexpr (kPair) cluster_sync();  // no CTA leaves while its peer may still write or arrive in its shared memory

@@ -22,6 +22,7 @@
 #include "cuda/common/mma.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "cuda/sparse_decode/config.h"
+#include "cuda/sparse_decode/timeline.cuh"
 #include "cuda/sparse_decode/work.cuh"
 #include "smla/formats.h"
 
@@ -308,6 +309,7 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
     fence_proxy_async();  // generic-proxy stores, read next by wgmma (async proxy)
     if (kPeer && pl.first()) mbar_arrive_expect_tx(st.full, kPeerTxBytes<kD>);
     else mbar_arrive(st.full);
+    if (kTimeline && i == 0 && pl.first()) timeline_mark(7);
   };
   if constexpr (kAhead == 0) {
     for (int kb = w.kb_begin; kb < w.kb_end; ++kb) step(ra, ra, kb);
@@ -327,10 +329,12 @@ __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem
   if constexpr (kRows == 64) {  // only 64-row tiles pair (launch.cu)
     if (w.pair) {
       produce_packed_rounds<kRows, kFmt, producer_rounds<kRows>(true), true, kPairAhead>(p, w, smem, pl);
+      if (kTimeline && pl.first()) timeline_mark(8);
       return;
     }
   }
   produce_packed_rounds<kRows, kFmt, kAlone, false, (kRows == 64 ? 0 : kNarrowAhead)>(p, w, smem, pl);
+  if (kTimeline && pl.first()) timeline_mark(8);
 }
 
 // bf16 rows need no conversion: cp.async straight into the K tile (zero-fill for skipped

@@ -1,0 +1,51 @@
+// Diagnostic build (SMLA_SD_TIMELINE=1): %globaltimer marks of a few CTAs per launch (the first
+// two, the middle one and the last of grid.x, head tile 0, token 0), printed by each at its
+// exit: where a CTA's time goes outside its per-block loop. Off (no code) in every other build.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+
+namespace smla::cuda::sparse_decode_family {
+
+#ifndef SMLA_SD_TIMELINE
+#define SMLA_SD_TIMELINE 0
+#endif
+inline constexpr bool kTimeline = SMLA_SD_TIMELINE != 0;
+
+// Marks: 0 entry, 1 after the grid-dependency wait, 2 barriers initialized, 3 Q in shared
+// memory (consumer), 4 first K tile full (consumer), 5 last block done (consumer), 6 consumer
+// warpgroup 0's epilogue issued, 7 first block stored (producer), 8 producer done, 9 exit.
+inline constexpr int kMarks = 10;
+
+__device__ __forceinline__ uint64_t* timeline_slots() {
+  __shared__ uint64_t slots[kMarks];
+  return slots;
+}
+
+__device__ __forceinline__ void timeline_mark(int id) {
+  if constexpr (kTimeline) {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    timeline_slots()[id] = t;
+  }
+}
+
+__device__ __forceinline__ void timeline_print() {
+  if constexpr (kTimeline) {
+    const bool chosen = blockIdx.y == 0 && blockIdx.z == 0 &&
+                        (blockIdx.x < 2 || blockIdx.x == gridDim.x / 2 || blockIdx.x == gridDim.x - 1);
+    if (!chosen) return;
+    uint32_t sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    const uint64_t* s = timeline_slots();
+    printf("timeline cta %u sm %u entry %llu | +ns wait %lld init %lld q %lld first_full %lld loop_end %lld epilogue %lld "
+           "first_stored %lld producer_done %lld exit %lld\n",
+           blockIdx.x, sm, static_cast<unsigned long long>(s[0]), static_cast<long long>(s[1] - s[0]),
+           static_cast<long long>(s[2] - s[0]), static_cast<long long>(s[3] - s[0]), static_cast<long long>(s[4] - s[0]),
+           static_cast<long long>(s[5] - s[0]), static_cast<long long>(s[6] - s[0]), static_cast<long long>(s[7] - s[0]),
+           static_cast<long long>(s[8] - s[0]), static_cast<long long>(s[9] - s[0]));
+  }
+}
+
+}  // namespace smla::cuda::sparse_decode_family
