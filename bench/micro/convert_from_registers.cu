@@ -7,10 +7,9 @@
 // Ways (--way, or all): 0 the shipped path (e4m3 -> f16 -> f32, x scale, -> bf16), 1 e4m3 -> f16
 // only (lower bound of any f16 tile), 2 e4m3 -> f16 x f16 scale (one HMUL2), 3 e4m3 -> f16 x
 // mantissa x power of two (two HMUL2: any float32 scale, f16 rounding once), 4 no conversion
-// (the stores alone), 5 e4m3 -> bf16 by bit moves x bf16 scale (exact for power-of-two scales),
-// 6 the shipped conversion stored with st.async into this CTA's own tile (completing on an
-// mbarrier's transaction count, re-armed per block; the producer measured so, removed after its
-// device run, PERF.md).
+// (the stores alone), 5 e4m3 -> bf16 by bit moves x bf16 scale (exact for power-of-two scales).
+// (A way 6, the stores as st.async into the own tile on an mbarrier's transaction count, failed
+// on the device with a plain and with a one-CTA cluster launch; bench/results has the record.)
 //
 // Build and run on the GPU machine:
 //   nvcc -O3 -std=c++17 -arch=sm_90a -I src bench/micro/convert_from_registers.cu -o convert_bench && ./convert_bench
@@ -58,7 +57,7 @@ struct Scale {
 
 template <int kWay>
 __device__ __forceinline__ void convert16(const uint4& in, const Scale& s, uint4& lo, uint4& hi) {
-  if constexpr (kWay == 0 || kWay == 6) {
+  if constexpr (kWay == 0) {
     smla::cuda::e4m3x16_to_bf16(in, s.f, lo, hi);
   } else if constexpr (kWay == 4) {
     lo = in;
@@ -102,25 +101,10 @@ __global__ void __launch_bounds__(kThreads, 1) convert_kernel(const uint4* src, 
     sc[r].p2 = __float2half2_rn(ldexpf(1.f, e - 1));
     sc[r].b = __float2bfloat162_rn(ldexpf(f, 112));
   }
-  // Way 6: one mbarrier per tile, count 1, armed by thread 0 with the block's bytes.
-  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + 2 * kTileBytes);
-  if (kWay == 6 && t == 0) {
-    for (int b = 0; b < 2; ++b)
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(bars + b))));
-  }
   __syncthreads();
   const long long t0 = clock64();
   for (int blk = 0; blk < kBlocks; ++blk) {
     uint8_t* tile = smem + (blk & 1) * kTileBytes;
-    const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(bars + (blk & 1)));
-    if (kWay == 6 && t == 0) {
-      if (blk >= 2) {  // the tile's previous phase is complete before it is armed again
-        asm volatile(
-            "{\n.reg .pred d;\nW_%=:\nmbarrier.try_wait.parity.shared::cta.b64 d, [%0], %1;\n@!d bra W_%=;\n}\n" ::"r"(bar),
-            "r"(static_cast<uint32_t>((blk / 2 - 1) & 1)));
-      }
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(static_cast<uint32_t>(kTileBytes)));
-    }
 #pragma unroll
     for (int r = 0; r < kRounds; ++r) {
       const int j = r * 32 + key;
@@ -135,27 +119,11 @@ __global__ void __launch_bounds__(kThreads, 1) convert_kernel(const uint4* src, 
         uint4 lo, hi;
         convert16<kWay>(v, sc[r], lo, hi);
         const int c = 8 * i + 2 * q;
-        if constexpr (kWay == 6) {
-          const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst + c * 128));
-          asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(d),
-                       "r"(lo.x), "r"(lo.y), "r"(lo.z), "r"(lo.w), "r"(bar) : "memory");
-          asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(d + 128),
-                       "r"(hi.x), "r"(hi.y), "r"(hi.z), "r"(hi.w), "r"(bar) : "memory");
-        } else {
-          *reinterpret_cast<uint4*>(dst + c * 128) = lo;
-          *reinterpret_cast<uint4*>(dst + (c + 1) * 128) = hi;
-        }
+        *reinterpret_cast<uint4*>(dst + c * 128) = lo;
+        *reinterpret_cast<uint4*>(dst + (c + 1) * 128) = hi;
       }
     }
     __syncwarp();
-  }
-  if (kWay == 6 && t == 0) {  // the last two blocks' bytes have landed
-    for (int blk = kBlocks - 2; blk < kBlocks; ++blk) {
-      const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(bars + (blk & 1)));
-      asm volatile(
-          "{\n.reg .pred d;\nW_%=:\nmbarrier.try_wait.parity.shared::cta.b64 d, [%0], %1;\n@!d bra W_%=;\n}\n" ::"r"(bar),
-          "r"(static_cast<uint32_t>((blk / 2) & 1)));
-    }
   }
   __syncthreads();
   if (t == 0) cycles[blockIdx.x] = clock64() - t0;
@@ -165,25 +133,12 @@ template <int kWay>
 void run(const uint4* src, const float* scales, long long* d_cycles, int ctas, const char* what) {
   const int smem = 2 * kTileBytes + 16;
   cudaFuncSetAttribute(convert_kernel<kWay>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  // st.async addresses shared::cluster: way 6 launches as one-CTA clusters (a plain launch
-  // stopped at its first st.async with "an illegal instruction was encountered").
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(ctas);
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smem;
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = 1;
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
-  cfg.attrs = &cluster;
-  cfg.numAttrs = kWay == 6 ? 1 : 0;
-  cudaLaunchKernelEx(&cfg, convert_kernel<kWay>, src, scales, d_cycles);  // warm-up
+  convert_kernel<kWay><<<ctas, kThreads, smem>>>(src, scales, d_cycles);  // warm-up
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
   cudaEventRecord(e0);
-  cudaLaunchKernelEx(&cfg, convert_kernel<kWay>, src, scales, d_cycles);
+  convert_kernel<kWay><<<ctas, kThreads, smem>>>(src, scales, d_cycles);
   cudaEventRecord(e1);
   if (cudaDeviceSynchronize() != cudaSuccess) {
     std::printf("{\"way\": %d, \"error\": \"%s\"}\n", kWay, cudaGetErrorString(cudaGetLastError()));
@@ -235,6 +190,5 @@ int main(int argc, char** argv) {
   if (way < 0 || way == 3) run<3>(d_src, d_scales, d_cycles, sms, "e4m3 -> f16 x mantissa x 2^k");
   if (way < 0 || way == 4) run<4>(d_src, d_scales, d_cycles, sms, "no conversion (stores only)");
   if (way < 0 || way == 5) run<5>(d_src, d_scales, d_cycles, sms, "e4m3 -> bf16 bit moves x bf16 scale");
-  if (way < 0 || way == 6) run<6>(d_src, d_scales, d_cycles, sms, "shipped conversion, st.async into the own tile");
   return 0;
 }
