@@ -66,47 +66,54 @@ __global__ void dcp_kernel(const int32_t* in, int world, int interleave, int ran
   if (i < b) out[i] = static_cast<int32_t>(meta::dcp_local_len(in[i], world, interleave, rank));
 }
 
-// One CTA per request (grid-stride over requests), one warp per query row. A warp walks its
-// row in chunks of 32 entries; a ballot of the kept ones and a popcount of the lower lanes
-// place each kept slot after those before it, so the row keeps its order. Every entry of the
-// row is written (the -1 tail too) and topk_length[i] is a plain store of the warps' maximum
-// (no atomics): nothing needs clearing before a launch or a graph replay.
-constexpr int kTopkMaxWarps = 8;
+// One CTA per request (grid-stride over requests); its rows one after the other, each in
+// chunks of kTopkThreads x kTopkPerThread entries. A thread resolves its run of consecutive
+// entries with all their loads in flight (positions, then block-table entries), and a block
+// scan of the kept counts places each kept slot after those before it, so the row keeps its
+// order. Every entry of the row is written (the -1 tail too) and topk_length[i] is a plain store
+// of the rows' maximum (no atomics): nothing needs clearing before a launch or a graph replay.
+constexpr int kTopkThreads = 256, kTopkPerThread = 8;
 
-__global__ void __launch_bounds__(kTopkMaxWarps * 32)
-    dcp_topk_kernel(const int32_t* pos, int64_t pos_st0, int64_t pos_st1, const int32_t* table, int64_t table_st,
-                    int64_t max_blocks, int page_size, int world, int interleave, int rank, int32_t* slots,
-                    int32_t* counts, int32_t* topk_length, int64_t b, int64_t s_q, int64_t k) {
-  __shared__ int32_t s_longest[kTopkMaxWarps];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  const unsigned lower_lanes = (1u << lane) - 1;
+__global__ void __launch_bounds__(kTopkThreads)
+    dcp_topk_kernel(const int32_t* __restrict__ pos, int64_t pos_st0, int64_t pos_st1,
+                    const int32_t* __restrict__ table, int64_t table_st, int64_t max_blocks, int page_size, int world,
+                    int interleave, int rank, int32_t* __restrict__ slots, int32_t* __restrict__ counts,
+                    int32_t* __restrict__ topk_length, int64_t b, int64_t s_q, int64_t k) {
+  using Scan = cub::BlockScan<int32_t, kTopkThreads>;
+  __shared__ typename Scan::TempStorage tmp;
+  constexpr int64_t kChunk = int64_t{kTopkThreads} * kTopkPerThread;
   for (int64_t i = blockIdx.x; i < b; i += gridDim.x) {
     const int32_t* row = table + i * table_st;
-    int32_t longest = 0;
-    for (int64_t j = warp; j < s_q; j += warps) {
+    int64_t longest = 0;  // the same in every thread
+    for (int64_t j = 0; j < s_q; ++j) {
       const int32_t* p = pos + i * pos_st0 + j * pos_st1;
       int32_t* out = slots + (i * s_q + j) * k;
-      int64_t kept = 0;  // the same in every lane
-      for (int64_t c = 0; c < k; c += 32) {
-        const int64_t e = c + lane;
-        const int32_t slot =
-            e < k ? meta::dcp_rank_slot(row, max_blocks, p[e], page_size, world, interleave, rank) : -1;
-        const unsigned keep = __ballot_sync(0xffffffffu, slot >= 0);
-        if (slot >= 0) out[kept + __popc(keep & lower_lanes)] = slot;
-        kept += __popc(keep);
+      int64_t kept = 0;  // the same in every thread
+      for (int64_t c = 0; c < k; c += kChunk) {
+        const int64_t e0 = c + static_cast<int64_t>(threadIdx.x) * kTopkPerThread;
+        int32_t v[kTopkPerThread];
+#pragma unroll
+        for (int u = 0; u < kTopkPerThread; ++u) v[u] = e0 + u < k ? p[e0 + u] : -1;
+        int32_t n = 0;
+#pragma unroll
+        for (int u = 0; u < kTopkPerThread; ++u) {
+          v[u] = e0 + u < k ? meta::dcp_rank_slot(row, max_blocks, v[u], page_size, world, interleave, rank) : -1;
+          n += v[u] >= 0;
+        }
+        int32_t before, total;
+        Scan(tmp).ExclusiveSum(n, before, total);
+        int64_t o = kept + before;
+#pragma unroll
+        for (int u = 0; u < kTopkPerThread; ++u)
+          if (v[u] >= 0) out[o++] = v[u];
+        kept += total;
+        __syncthreads();  // tmp is reused by the next scan
       }
-      for (int64_t e = kept + lane; e < k; e += 32) out[e] = -1;
-      if (lane == 0) counts[i * s_q + j] = static_cast<int32_t>(kept);
-      longest = max(longest, static_cast<int32_t>(kept));
+      for (int64_t e = kept + threadIdx.x; e < k; e += kTopkThreads) out[e] = -1;
+      if (threadIdx.x == 0) counts[i * s_q + j] = static_cast<int32_t>(kept);
+      longest = max(longest, kept);
     }
-    if (lane == 0) s_longest[warp] = longest;
-    __syncthreads();
-    if (threadIdx.x == 0 && topk_length != nullptr) {
-      int32_t m = 0;
-      for (int w = 0; w < warps; ++w) m = max(m, s_longest[w]);
-      topk_length[i] = m;
-    }
-    __syncthreads();  // s_longest is reused by the next request
+    if (threadIdx.x == 0 && topk_length != nullptr) topk_length[i] = static_cast<int32_t>(longest);
   }
 }
 
@@ -198,10 +205,9 @@ void dcp_local_topk(const TensorView& positions, const TensorView& block_table, 
                     const Exec& exec) {
   const int64_t b = positions.shape[0], s_q = positions.shape[1], k = positions.shape[2];
   if (b == 0) return;
-  // Warps beyond s_q would idle; b is bounded only by memory, so the grid strides.
-  const int warps = static_cast<int>(meta::clamp64(s_q, 1, kTopkMaxWarps));
+  // b is bounded only by memory, so the grid strides.
   const unsigned grid = static_cast<unsigned>(meta::min64(b, int64_t{1} << 16));
-  dcp_topk_kernel<<<grid, warps * 32, 0, as_stream(exec.stream)>>>(
+  dcp_topk_kernel<<<grid, kTopkThreads, 0, as_stream(exec.stream)>>>(
       positions.ptr<const int32_t>(), positions.stride[0], positions.stride[1], block_table.ptr<const int32_t>(),
       block_table.stride[0], block_table.shape[1], page_size, d.world, d.interleave, rank, slots.ptr<int32_t>(),
       counts.ptr<int32_t>(), topk_length.present() ? topk_length.ptr<int32_t>() : nullptr, b, s_q, k);
