@@ -1,10 +1,8 @@
 """Decode context parallelism (SPEC §3, §4.6): every rank attends over its shard of the cache
 for all heads; ``dcp_combine`` then merges the partial results across the ranks of a
-``torch.distributed`` process group: each rank receives every rank's partial for its own heads
-(one all-to-all of the partials in their dtype, one of the LSEs) and merges them with
-:func:`merge_states`, applying the sink once, after the merge. :func:`dcp_rescale` is the
-other way engines do it (an all-gather of the LSEs, the rescale, a reduce-scatter of float32
-sums), kept as an operation of its own."""
+``torch.distributed`` process group the way engines do — an all-gather of the LSEs, the
+rescale of this rank's partial (:func:`dcp_rescale`), and a reduce-scatter (sum) over the
+head dimension — applying the sink once, after the merge."""
 
 from typing import Optional, Tuple
 
@@ -14,7 +12,6 @@ from torch import Tensor
 
 from . import _smla
 from ._convert import check_devices, describe, device_of, dl, error, stream_of
-from .ops import merge_states
 
 _LIB = "smla"
 
@@ -50,36 +47,31 @@ def dcp_rescale(out_local: Tensor, lse_all: Tensor, rank: int, *,
 
 def dcp_combine(out_local: Tensor, lse_local: Tensor, group: Optional[dist.ProcessGroup] = None, *,
                 attn_sink: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
-    """Merges the ranks' partial attention results. out_local [T, h, d_v] float32 or bfloat16 and
-    lse_local [T, h] are this rank's (over its shard, all heads, no sink); h must be a multiple
-    of the group's size N. Returns ``(out [T, h/N, d_v] float32, lse [T, h/N] float32)`` for this
-    rank's heads ``rank * h/N ...``, with the sink applied once. Collectives run on ``group``
-    (NCCL for CUDA tensors, gloo on the CPU): two all-to-alls, each rank sending every other
-    rank that rank's heads of its partial (out_local's bytes as they are, and the LSEs)."""
+    """Merges the ranks' partial attention results. out_local [T, h, d_v] and lse_local [T, h]
+    are this rank's (over its shard, all heads, no sink); h must be a multiple of the group's
+    size N. Returns ``(out [T, h/N, d_v] float32, lse [T, h/N] float32)`` for this rank's heads
+    ``rank * h/N ...``, with the sink applied once. Collectives run on ``group`` (NCCL for CUDA
+    tensors; gloo on the CPU, where the reduce-scatter is an all-reduce and a slice)."""
     check_devices(("out_local", out_local), ("lse_local", lse_local), ("attn_sink", attn_sink))
-    # Every shape is checked here, before the first collective, so that a mismatch names the
-    # caller's argument and no rank is left waiting in a collective another rank never joins.
+    # lse_local is gathered into lse_all before the core sees anything: its shape is checked
+    # here, so that a mismatch names lse_local (not lse_all) and no collective runs first.
     if out_local.dim() != 3:
         raise error("out_local", "a tensor of shape (T, h, d_v)", describe(out_local))
-    if out_local.dtype not in (torch.float32, torch.bfloat16):
-        raise error("out_local", "float32 or bfloat16 of shape (T, h, d_v)", describe(out_local))
-    t, h, d_v = out_local.shape
+    t, h = out_local.shape[0], out_local.shape[1]
     if tuple(lse_local.shape) != (t, h):
         raise error("lse_local", f"a tensor of shape ({t}, {h}) (T and h of out_local)", describe(lse_local))
-    if attn_sink is not None and (attn_sink.dtype != torch.float32 or tuple(attn_sink.shape) != (h,)):
-        raise error("attn_sink", f"float32 of shape ({h},) (h of out_local)", describe(attn_sink))
     world = dist.get_world_size(group)
     rank = dist.get_rank(group)
-    if h < 1 or h % world != 0:  # the core's rule, before the collectives rather than after them
+    if h < 1 or h % world != 0:  # the core's rule, before the gather rather than after it
         raise error("out_local", f"a tensor of shape (T, h, d_v) with h a positive multiple of the world size {world}",
                     describe(out_local))
+    lse_all = lse_local.new_empty((world, t, h), dtype=torch.float32)
+    dist.all_gather_into_tensor(lse_all.view(world * t, h), lse_local.contiguous().float(), group=group)
+    scaled, lse = dcp_rescale(out_local, lse_all, rank, attn_sink=attn_sink)
     hr = h // world
-    # Row d of a send buffer goes to rank d: this rank's partial for rank d's heads.
-    send_o = out_local.reshape(t, world, hr, d_v).transpose(0, 1).contiguous()
-    send_l = lse_local.float().reshape(t, world, hr).transpose(0, 1).contiguous()
-    recv_o = torch.empty_like(send_o)
-    recv_l = torch.empty_like(send_l)
-    dist.all_to_all_single(recv_o, send_o, group=group)
-    dist.all_to_all_single(recv_l, send_l, group=group)
-    sink = None if attn_sink is None else attn_sink[rank * hr:(rank + 1) * hr]
-    return merge_states(recv_o, recv_l, attn_sink=sink, out_dtype=torch.float32)
+    if dist.get_backend(group) == dist.Backend.GLOO:
+        dist.all_reduce(scaled, group=group)
+        return scaled[rank].clone(), lse
+    out = scaled.new_empty((t, hr, scaled.shape[-1]))
+    dist.reduce_scatter_tensor(out, scaled.reshape(world * t, hr, -1), group=group)
+    return out, lse
