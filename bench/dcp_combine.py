@@ -6,7 +6,9 @@ positions it does not own masked (-1), and over its compacted list from smla.dcp
 (its own slots packed to the front, topk_length = the request's largest count); then
 smla.dcp_combine. Each rank's heads are checked against the unsharded single-GPU result; the
 attention on the shard (both ways), the compaction, the combine and the unsharded attention are
-timed with CUDA events (median). The rank step is compaction + compacted attention + combine.
+timed with CUDA events (median), each call eagerly and as CUDA graph replays (the GPU's time,
+without the host's; the rank step also as one graph). The eager rank step is compaction +
+compacted attention + combine.
 
 usage: python3 bench/dcp_combine.py [--world N] [--small] [--out FILE.jsonl] [--commit C]
        python3 bench/dcp_combine.py --check-cpu   (one process, the CPU backend: every rank's
@@ -43,6 +45,31 @@ def _median_us(fn, reps=20):
         b.synchronize()
         times.append(a.elapsed_time(b) * 1e3)
     return sorted(times)[len(times) // 2]
+
+
+def _capture(fn):
+    """fn captured in a CUDA graph after two warm-up calls on a side stream (as torch asks), or
+    None when the capture fails (the failure is printed)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(g):
+            fn()
+    except Exception as e:  # noqa: BLE001  (any capture failure: time eagerly instead)
+        print(f"CUDA graph capture failed: {e}", flush=True)
+        return None
+    return g
+
+
+def _replay_us(g, reps=20):
+    """Median of `reps` replays of g, each between its own pair of CUDA events: the GPU's time
+    for the captured work, without the host's (as engines run decode steps)."""
+    return _median_us(g.replay, reps)
 
 
 def _case(rank, world, b, s_q, h, topk, ctx, interleave, seed, dev):
@@ -122,12 +149,40 @@ def _worker(rank, world, port, cases, seed, results):
             full_us = _median_us(lambda: smla.sparse_decode(q, full, glob, cache_format="fp8_ds_mla",
                                                             attn_sink=sink, out=ref_out, lse=ref_lse))
             step_us = compact_us + comp_attn_us + combine_us
+
+            # The same parts as CUDA graph replays, and the whole rank step as one graph. Every
+            # rank captures the same graphs in the same order; they are replayed only if every
+            # rank captured all of them (a graph with a collective replayed on one rank alone
+            # would wait forever).
+            def step():
+                sl, tl = _compact(pos, table, world, rank, interleave)
+                o, l = smla.sparse_decode(q, shard, sl, topk_length=tl, cache_format="fp8_ds_mla")
+                smla.dcp_combine(o.view(t, h, 512), l.view(t, h), attn_sink=sink)
+
+            parts = dict(
+                compact=lambda: _compact(pos, table, world, rank, interleave),
+                compacted_attention=lambda: smla.sparse_decode(q, shard, slots, topk_length=topk_length,
+                                                               cache_format="fp8_ds_mla", out=comp_out, lse=comp_lse),
+                combine=lambda: smla.dcp_combine(comp_out.view(t, h, 512), comp_lse.view(t, h), attn_sink=sink),
+                step=step,
+                unsharded=lambda: smla.sparse_decode(q, full, glob, cache_format="fp8_ds_mla", attn_sink=sink,
+                                                     out=ref_out, lse=ref_lse))
+            graphs = {k: _capture(fn) for k, fn in parts.items()}
+            ok = torch.tensor([int(all(g is not None for g in graphs.values()))], device=q.device)
+            dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+            graph_us = {}
+            if ok.item():
+                for k, g in graphs.items():
+                    dist.barrier()
+                    graph_us[k] = _replay_us(g)
+            g_ratio = graph_us["step"] / graph_us["unsharded"] if graph_us else None
             out_rows.append(dict(name=name, world=world, rank=rank, interleave=interleave, b=b, h=h,
                                  max_err=max(errs["masked"], errs["compacted"]),
                                  lse_err=max(errs["masked_lse"], errs["compacted_lse"]),
                                  shard_attention_us=shard_us, compact_us=compact_us,
                                  compacted_attention_us=comp_attn_us, combine_us=combine_us, step_us=step_us,
-                                 unsharded_us=full_us, step_ratio=step_us / full_us))
+                                 unsharded_us=full_us, step_ratio=step_us / full_us,
+                                 **{f"{k}_graph_us": v for k, v in graph_us.items()}, step_ratio_graph=g_ratio))
         results[rank] = out_rows
     finally:
         dist.destroy_process_group()
@@ -210,7 +265,10 @@ def main():
             for name in dict.fromkeys(r["name"] for r in rows):
                 rs = [r for r in rows if r["name"] == name]
                 key = f"dcp{rs[0]['world']}_b{rs[0]['b']}_h{rs[0]['h']}"
-                for suffix, field in (("combine", "combine_us"), ("step_ratio", "step_ratio")):
+                for suffix, field in (("combine", "combine_us"), ("step_ratio", "step_ratio"),
+                                      ("combine_graph", "combine_graph_us"), ("step_ratio_graph", "step_ratio_graph")):
+                    if any(r.get(field) is None for r in rs):
+                        continue  # no graph timings: a capture failed on some rank
                     f.write(json.dumps(dict(key=f"{key}_{suffix}", name=name, us=max(r[field] for r in rs),
                                             commit=args.commit, date=date,
                                             check=f"ok {max(r['max_err'] for r in rs):.1e}")) + "\n")
@@ -221,6 +279,17 @@ def main():
         print(f"| {r['name']} I={r['interleave']} | {r['world']} | {r['rank']} | {r['shard_attention_us']:.1f} | "
               f"{r['compact_us']:.1f} | {r['compacted_attention_us']:.1f} | {r['combine_us']:.1f} | "
               f"{r['step_us']:.1f} | {r['unsharded_us']:.1f} | {r['step_ratio']:.2f} | {r['max_err']:.1e} |")
+    print("\nCUDA graph replays (the GPU's time, no host work), µs:\n")
+    print("| config | N | rank | compaction | shard attention, compacted | combine | rank step (one graph) | "
+          "unsharded | step / unsharded |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if r.get("step_ratio_graph") is None:
+            print(f"| {r['name']} I={r['interleave']} | {r['world']} | {r['rank']} | capture failed | | | | | |")
+            continue
+        print(f"| {r['name']} I={r['interleave']} | {r['world']} | {r['rank']} | {r['compact_graph_us']:.1f} | "
+              f"{r['compacted_attention_graph_us']:.1f} | {r['combine_graph_us']:.1f} | {r['step_graph_us']:.1f} | "
+              f"{r['unsharded_graph_us']:.1f} | {r['step_ratio_graph']:.2f} |")
 
 
 if __name__ == "__main__":

@@ -27,5 +27,11 @@ def test_sharded_sparse_decode_combines_across_two_gpus(tmp_path):
     ranks = [r for r in rows if "rank" in r]
     assert len(ranks) == 2 * 2  # two cases on each rank
     assert all(r["max_err"] < 1.6e-2 for r in ranks)
-    # The keys: combine time and rank step / unsharded per case.
-    assert sorted(r["key"].rsplit("_", 1)[-1] for r in rows if "key" in r) == ["combine", "combine", "ratio", "ratio"]
+    # The keys (dcp2_b<b>_h<h>_<what>): combine time and rank step / unsharded per case,
+    # eagerly and, where every rank captured its CUDA graphs, from graph replays.
+    suffixes = sorted(r["key"].split("_", 3)[3] for r in rows if "key" in r)
+    assert [x for x in suffixes if not x.endswith("_graph")] == ["combine", "combine", "step_ratio", "step_ratio"]
+    graphed = {r["step_ratio_graph"] is not None for r in ranks}
+    assert len(graphed) == 1  # all ranks replayed their graphs, or none did
+    if graphed == {True}:
+        assert [x for x in suffixes if x.endswith("_graph")] == ["combine_graph"] * 2 + ["step_ratio_graph"] * 2
