@@ -6,11 +6,11 @@ positions it does not own masked (-1), and over its compacted list from smla.dcp
 (its own slots packed to the front, topk_length = the request's largest count); then
 smla.dcp_combine. Each rank's heads are checked against the unsharded single-GPU result; the
 attention on the shard (both ways), the compaction, the combine and the unsharded attention are
-timed with CUDA events (median), each call eagerly and as CUDA graph replays (the GPU's time,
-without the host's; the rank step also as one graph). The eager rank step is compaction +
-compacted attention + combine.
+timed with CUDA events (median), each call eagerly and, with --graphs, as CUDA graph replays
+(the GPU's time without the host's; the rank step also as one graph; not yet run on a device).
+The eager rank step is compaction + compacted attention + combine.
 
-usage: python3 bench/dcp_combine.py [--world N] [--small] [--out FILE.jsonl] [--commit C]
+usage: python3 bench/dcp_combine.py [--world N] [--small] [--graphs] [--out FILE.jsonl] [--commit C]
        python3 bench/dcp_combine.py --check-cpu   (one process, the CPU backend: every rank's
               masked and compacted shard results merged with dcp_rescale against the unsharded
               result, small shapes; no GPU or process group needed)"""
@@ -113,7 +113,7 @@ def _compact(pos, table, world, rank, interleave):
     return slots, topk_length
 
 
-def _worker(rank, world, port, cases, seed, results):
+def _worker(rank, world, port, cases, seed, results, use_graphs=False):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NCCL_NVLS_ENABLE="0")
     torch.cuda.set_device(rank)
     dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", rank))
@@ -167,14 +167,15 @@ def _worker(rank, world, port, cases, seed, results):
                 step=step,
                 unsharded=lambda: smla.sparse_decode(q, full, glob, cache_format="fp8_ds_mla", attn_sink=sink,
                                                      out=ref_out, lse=ref_lse))
-            graphs = {k: _capture(fn) for k, fn in parts.items()}
-            ok = torch.tensor([int(all(g is not None for g in graphs.values()))], device=q.device)
-            dist.all_reduce(ok, op=dist.ReduceOp.MIN)
             graph_us = {}
-            if ok.item():
-                for k, g in graphs.items():
-                    dist.barrier()
-                    graph_us[k] = _replay_us(g)
+            if use_graphs:
+                graphs = {k: _capture(fn) for k, fn in parts.items()}
+                ok = torch.tensor([int(all(g is not None for g in graphs.values()))], device=q.device)
+                dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+                if ok.item():
+                    for k, g in graphs.items():
+                        dist.barrier()
+                        graph_us[k] = _replay_us(g)
             g_ratio = graph_us["step"] / graph_us["unsharded"] if graph_us else None
             out_rows.append(dict(name=name, world=world, rank=rank, interleave=interleave, b=b, h=h,
                                  max_err=max(errs["masked"], errs["compacted"]),
@@ -194,13 +195,13 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def launch(world, small, seed=None):
+def launch(world, small, seed=None, use_graphs=False):
     """Runs the check and timing on `world` GPUs; returns every rank's result rows. A mismatch
     in any rank raises (torch.multiprocessing.ProcessRaisedException)."""
     seed = int(torch.randint(1 << 30, ()).item()) if seed is None else seed
     ctx = mp.get_context("spawn")
     results = ctx.Manager().dict()
-    mp.start_processes(_worker, args=(world, _free_port(), SMALL if small else REAL, seed, results),
+    mp.start_processes(_worker, args=(world, _free_port(), SMALL if small else REAL, seed, results, use_graphs),
                        nprocs=world, join=True, start_method="spawn")
     return [row for r in range(world) for row in results[r]]
 
@@ -246,6 +247,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--world", type=int, default=torch.cuda.device_count())
     ap.add_argument("--small", action="store_true")
+    ap.add_argument("--graphs", action="store_true", help="also time CUDA graph replays of each part and of the rank step")
     ap.add_argument("--out")
     ap.add_argument("--commit", default=os.environ.get("SMLA_COMMIT", "unknown"))
     ap.add_argument("--check-cpu", action="store_true")
@@ -255,7 +257,7 @@ def main():
         return
     if args.world < 2:
         raise SystemExit(f"dcp_combine.py needs at least 2 GPUs, this machine has {torch.cuda.device_count()}")
-    rows = launch(args.world, args.small)
+    rows = launch(args.world, args.small, use_graphs=args.graphs)
     if args.out:
         # One row per rank, plus the issue's keys (dcp<N>_b<b>_h<h>_{combine,step_ratio}: the
         # slowest rank's value; a ratio row keeps the ratio in `us`).
@@ -279,6 +281,8 @@ def main():
         print(f"| {r['name']} I={r['interleave']} | {r['world']} | {r['rank']} | {r['shard_attention_us']:.1f} | "
               f"{r['compact_us']:.1f} | {r['compacted_attention_us']:.1f} | {r['combine_us']:.1f} | "
               f"{r['step_us']:.1f} | {r['unsharded_us']:.1f} | {r['step_ratio']:.2f} | {r['max_err']:.1e} |")
+    if not args.graphs:
+        return
     print("\nCUDA graph replays (the GPU's time, no host work), µs:\n")
     print("| config | N | rank | compaction | shard attention, compacted | combine | rank step (one graph) | "
           "unsharded | step / unsharded |")

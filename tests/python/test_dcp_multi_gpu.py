@@ -28,10 +28,7 @@ def test_sharded_sparse_decode_combines_across_two_gpus(tmp_path):
     assert len(ranks) == 2 * 2  # two cases on each rank
     assert all(r["max_err"] < 1.6e-2 for r in ranks)
     # The keys (dcp2_b<b>_h<h>_<what>): combine time and rank step / unsharded per case,
-    # eagerly and, where every rank captured its CUDA graphs, from graph replays.
+    # eagerly (graph replays only with --graphs, not asked for here).
     suffixes = sorted(r["key"].split("_", 3)[3] for r in rows if "key" in r)
     assert [x for x in suffixes if not x.endswith("_graph")] == ["combine", "combine", "step_ratio", "step_ratio"]
-    graphed = {r["step_ratio_graph"] is not None for r in ranks}
-    assert len(graphed) == 1  # all ranks replayed their graphs, or none did
-    if graphed == {True}:
-        assert [x for x in suffixes if x.endswith("_graph")] == ["combine_graph"] * 2 + ["step_ratio_graph"] * 2
+    assert all(r["step_ratio_graph"] is None for r in ranks)
