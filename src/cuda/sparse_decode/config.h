@@ -79,6 +79,19 @@ inline constexpr bool kPrefetch = SMLA_SD_PREFETCH != 0;
 #endif
 inline constexpr bool kLazyRescale = SMLA_SD_LAZY_RESCALE != 0;
 
+// Measurement build (SMLA_SD_PERSISTENT=1; not yet run on a device): 64-row tiles of the packed
+// formats run as persistent CTAs (pairs as persistent clusters), at most one per SM, each walking
+// work units blockIdx.x, + gridDim.x, ...: the producer gathers the next unit's first blocks
+// while the consumers finish the current one, and the K tiles' stages and phases continue
+// across units. Aims at the ~15 µs a CTA spends before its first block and in its epilogue
+// (docs/PERF.md, fourth pass), paid once per wave today.
+#ifndef SMLA_SD_PERSISTENT
+#define SMLA_SD_PERSISTENT 0
+#endif
+inline constexpr bool kPersistent = SMLA_SD_PERSISTENT != 0;
+template <int kRows, bool kBf16>
+inline constexpr bool kPersistentTile = kPersistent && kRows == 64 && !kBf16;
+
 // Key groups of a narrow (16 or 32-row) CTA: the eight consumer warps are row groups x key
 // groups x value-column halves; each key group walks its share of every 64-key block.
 constexpr int narrow_key_groups(int rows) { return rows == 16 ? 4 : 2; }

@@ -41,7 +41,8 @@ __device__ __forceinline__ float (&o_lo(float (&o)[32][4]))[16][4] { return *rei
 __device__ __forceinline__ float (&o_hi(float (&o)[32][4]))[16][4] { return *reinterpret_cast<float(*)[16][4]>(&o[16]); }
 
 template <int kD>
-__device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem) {
+// n0: K blocks the CTA handled before this unit (persistent CTAs; stage and phase continue).
+__device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   using T = WideTiles<kD>;
   using S = Smem<64, kD>;
   const int lane = threadIdx.x & 31, wq = (threadIdx.x >> 5) & 3;  // warp within the warpgroup
@@ -62,9 +63,9 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem) {
   const uint64_t dq = T::q(smem);
 
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
-    const int i = kb - w.kb_begin, s = i & 1;
+    const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
     const Stage<64, kD> stage(smem, s);
-    stage.wait_full(i);
+    stage.wait_full(n);
     if (kTimeline && i == 0 && threadIdx.x == 0) timeline_mark(4);
     if constexpr (kVariant == 7) {
       stage.release(w, lane);
@@ -164,7 +165,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem) {
 }
 
 template <int kD>
-__device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem) {
+__device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   using T = WideTiles<kD>;
   using S = Smem<64, kD>;
   const int lane = threadIdx.x & 31, wq = (threadIdx.x >> 5) & 3;
@@ -178,9 +179,9 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem) {
   const uint64_t dp = T::p(smem);
 
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
-    const int i = kb - w.kb_begin, s = i & 1;
+    const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
     const Stage<64, kD> stage(smem, s);
-    stage.wait_full(i);
+    stage.wait_full(n);
     if constexpr (kVariant == 7) {
       stage.release(w, lane);
       continue;

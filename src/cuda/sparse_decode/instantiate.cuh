@@ -2,7 +2,11 @@
 // kernels compile in parallel.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
+
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/device_info.h"
 #include "cuda/common/pdl.cuh"
 #include "cuda/sparse_decode/kernel.cuh"
 
@@ -22,6 +26,7 @@ void launch_kernel(const AttnParams& p, dim3 grid, cudaStream_t stream) {
   (void)configured;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
+  AttnParams args = p;
   cfg.blockDim = dim3(cta_threads(kRows));
   cfg.dynamicSmemBytes = kSmem;
   cfg.stream = stream;
@@ -34,7 +39,24 @@ void launch_kernel(const AttnParams& p, dim3 grid, cudaStream_t stream) {
   attrs[1].val.clusterDim.z = 1;
   cfg.attrs = attrs;
   cfg.numAttrs = kPair ? 2 : 1;
-  SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
+  if constexpr (kPersistentTile<kRows, kFmt == static_cast<int>(CacheFormat::bf16)>) {
+    // Persistent CTAs (measurement build): the launch grid becomes the unit grid, walked by as
+    // many CTAs (pairs: clusters of two) as can be resident at once, one per SM.
+    static const int64_t resident = [&cfg] {
+      if constexpr (!kPair) return static_cast<int64_t>(current_device_info().sm_count);
+      int clusters = 0;
+      cudaLaunchConfig_t one = cfg;
+      one.gridDim = dim3(1, kPairCtas, 1);
+      SMLA_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &one));
+      return static_cast<int64_t>(clusters);
+    }();
+    args.unit_gx = static_cast<int>(grid.x);
+    args.unit_gy = static_cast<int>(grid.y);
+    args.unit_gz = static_cast<int>(grid.z);
+    const int64_t units = static_cast<int64_t>(grid.x) * (grid.y / (kPair ? kPairCtas : 1)) * grid.z;
+    cfg.gridDim = dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min(units, resident))), kPair ? kPairCtas : 1, 1);
+  }
+  SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args));
 }
 
 // pair: clusters of two CTAs along grid.y (two head tiles of one token) that share each block's

@@ -54,6 +54,65 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
   named_bar_sync(kBarQReady, kThreads);
 }
 
+// Persistent 64-row CTAs (measurement build, config.h kPersistentTile): the CTA (for pairs, its
+// cluster: blockIdx.x, with blockIdx.y its rank) walks units blockIdx.x, + gridDim.x, ... of
+// the unit grid p.unit_g{x,y,z}. Every role walks the same units in the same order; n0 counts
+// the K blocks of earlier units, so the K tiles' stages and phases continue across units.
+// Between units the consumer warpgroups reload Q: WG1 only after WG0's final factors (WG0 has
+// finished its QK^T then), and both meet at the Q barrier before the next QK^T.
+template <int kRows, int kD, int kFmt, bool kPair>
+__device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
+  using S = Smem<kRows, kD>;
+  if (threadIdx.x == 0) {
+    uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::bars);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(bars + s, producer_threads(kRows));
+      mbar_init(bars + kStages + s, (consumer_threads(kRows) / 32) * (kPair ? kPairCtas : 1));
+    }
+  }
+  __syncthreads();
+  if constexpr (kPair) cluster_sync();
+  const int rank = kPair ? static_cast<int>(cluster_ctarank()) : 0;
+  const int gy = kPair ? p.unit_gy / kPairCtas : p.unit_gy;
+  const int units = p.unit_gx * gy * p.unit_gz;
+  // Each role walks the units itself, inside the branch that set its register budget (ptxas
+  // holds a role's code to its setmaxnreg only there).
+  auto each_unit = [&](auto&& role) {
+    int n0 = 0;
+    for (int u = blockIdx.x; u < units; u += gridDim.x) {
+      const int bx = u % p.unit_gx, rest = u / p.unit_gx, yy = rest % gy, bz = rest / gy;
+      Work w = make_work(p, UnitAt{static_cast<unsigned>(bx), static_cast<unsigned>(kPair ? yy * kPairCtas + rank : yy),
+                                   static_cast<unsigned>(bz)});
+      if (!w.active) continue;  // the same in every role (and in both CTAs of a pair)
+      if constexpr (kPair) {
+        w.pair = true;
+        w.rank = rank;
+      }
+      role(w, n0);
+      n0 += w.kb_end - w.kb_begin;
+    }
+  };
+  const int wg = threadIdx.x / 128;
+  constexpr int kEntry = launch_regs(cta_threads(kRows));
+  if (wg == 0) {
+    setmaxnreg_to<kRegsWg0, kEntry>();
+    each_unit([&](const Work& w, int n0) {
+      load_q<kRows, kD>(p, w, smem);
+      consume_wg0<kD>(p, w, smem, n0);
+    });
+  } else if (wg == 1) {
+    setmaxnreg_to<kRegsWg1, kEntry>();
+    each_unit([&](const Work& w, int n0) {
+      load_q<kRows, kD>(p, w, smem);
+      consume_wg1<kD>(p, w, smem, n0);
+    });
+  } else {
+    setmaxnreg_to<kRegsProducerWide, kEntry>();
+    each_unit([&](const Work& w, int n0) { produce_packed<kRows, kFmt>(p, w, smem, n0); });
+  }
+  if constexpr (kPair) cluster_sync();  // no CTA leaves while its peer may still write or arrive in its shared memory
+}
+
 // kPair: launched as two-CTA clusters along grid.y (config.h, kPairCtas). A separate
 // instantiation, so that kernels which never pair carry none of its code.
 template <int kRows, int kD, int kFmt, bool kPair>
@@ -65,6 +124,10 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
   pdl_wait();                // the split schedule, and q / the cache / indices of earlier work
   if (kTimeline && threadIdx.x == 0) timeline_mark(1);
   pdl_launch_dependents();   // the combine may launch once every CTA of this grid has started
+  if constexpr (kPersistentTile<kRows, kBf16>) {
+    persistent_units<kRows, kD, kFmt, kPair>(p, smem);
+    return;
+  }
   Work w = make_work(p);
   if (!w.active) return;  // uniform across the CTA (and across a pair: both own the same keys)
   if constexpr (kPair) {

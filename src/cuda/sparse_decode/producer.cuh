@@ -266,7 +266,7 @@ inline constexpr uint32_t kPeerTxBytes = 32 * kD * 2 + 4 * 4;
 // fp8_ds_mla / fp8_model1: global -> registers -> dequantize -> K tile. A thread takes kRounds
 // keys of every block; kAhead = 1 issues the loads of block kb + 1 before it stores block kb.
 template <int kRows, int kFmt, int kRounds, bool kPeer, int kAhead>
-__device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl) {
+__device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl, int n0) {
   constexpr int kD = PackedRow<kFmt>::kD;
   using Round = PackedRound<kFmt>;
   IndexQueue iq[kRounds];
@@ -282,8 +282,8 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
   }
   // One block: `cur` holds (or receives) block kb's rows, `nxt` receives block kb + 1's.
   auto step = [&](Round (&cur)[kRounds], Round (&nxt)[kRounds], int kb) {
-    const int i = kb - w.kb_begin;
-    const Stage<kRows, kD> st(smem, i & 1);
+    const int i = kb - w.kb_begin, n = n0 + i;
+    const Stage<kRows, kD> st(smem, n & 1);
 #pragma unroll
     for (int r = 0; r < kRounds; ++r) {
       if constexpr (kAhead == 0) cur[r].load(p, w, pl, pl.pos(kb, r), iq[r].v[0]);
@@ -300,7 +300,7 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
       peer.valid = in_peer(w, st.valid);
       peer.full = in_peer(w, st.full);
     }
-    st.wait_empty(i);
+    st.wait_empty(n);
 #pragma unroll
     for (int r = 0; r < kRounds; ++r) {
       publish_valid<kPeer>(st.valid, peer, pl, pl.round + r, cur[r].ok);
@@ -321,19 +321,20 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
   }
 }
 
+// n0: K blocks the CTA handled before this unit (persistent CTAs; stage and phase continue).
 template <int kRows, int kFmt>
-__device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem) {
+__device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   const ProducerLane pl(w, consumer_threads(kRows));
   if (w.kb_begin >= w.kb_end) return;
   constexpr int kAlone = producer_rounds<kRows>(false);
   if constexpr (kRows == 64) {  // only 64-row tiles pair (launch.cu)
     if (w.pair) {
-      produce_packed_rounds<kRows, kFmt, producer_rounds<kRows>(true), true, kPairAhead>(p, w, smem, pl);
+      produce_packed_rounds<kRows, kFmt, producer_rounds<kRows>(true), true, kPairAhead>(p, w, smem, pl, n0);
       if (kTimeline && pl.first()) timeline_mark(8);
       return;
     }
   }
-  produce_packed_rounds<kRows, kFmt, kAlone, false, (kRows == 64 ? 0 : kNarrowAhead)>(p, w, smem, pl);
+  produce_packed_rounds<kRows, kFmt, kAlone, false, (kRows == 64 ? 0 : kNarrowAhead)>(p, w, smem, pl, n0);
   if (kTimeline && pl.first()) timeline_mark(8);
 }
 

@@ -15,7 +15,7 @@ namespace smla::cuda::sparse_decode_family {
 
 struct Work {
   int req = 0, t = 0;             // request, query token
-  int split_slot = 0;             // row block of the split-KV partials (blockIdx.x)
+  int split_slot = 0;             // row block of the split-KV partials (the unit's grid x)
   int n_splits = 1;
   int head0 = 0, heads = 0;       // first head of the tile, real heads in it
   int len_main = 0, len_total = 0;
@@ -25,11 +25,25 @@ struct Work {
   int rank = 0;                   // this CTA's rank in its pair
 };
 
-__device__ __forceinline__ Work make_work(const AttnParams& p) {
+// A work unit's grid position: the CTA's own (blockIdx), or one a persistent CTA walks to.
+struct OwnBlock {
+  __device__ unsigned x() const { return blockIdx.x; }
+  __device__ unsigned y() const { return blockIdx.y; }
+  __device__ unsigned z() const { return blockIdx.z; }
+};
+struct UnitAt {
+  unsigned bx, by, bz;
+  __device__ unsigned x() const { return bx; }
+  __device__ unsigned y() const { return by; }
+  __device__ unsigned z() const { return bz; }
+};
+
+template <class Pos = OwnBlock>
+__device__ __forceinline__ Work make_work(const AttnParams& p, Pos pos = {}) {
   Work w;
   int split_id = 0;
   if (is_split_launch(p)) {
-    const SplitSlot s = split_slot(p, static_cast<int>(blockIdx.x));
+    const SplitSlot s = split_slot(p, static_cast<int>(pos.x()));
     if (!s.active) {
       w.active = false;
       return w;
@@ -38,11 +52,11 @@ __device__ __forceinline__ Work make_work(const AttnParams& p) {
     split_id = s.split_id;
     w.n_splits = s.n_splits;
   } else {
-    w.req = blockIdx.x;
+    w.req = pos.x();
   }
-  w.split_slot = blockIdx.x;
-  w.t = blockIdx.z;
-  w.head0 = blockIdx.y * p.heads_tile;
+  w.split_slot = pos.x();
+  w.t = pos.z();
+  w.head0 = pos.y() * p.heads_tile;
   w.heads = min(p.heads_tile, p.h_q - w.head0);
   w.len_main = sparse_len(p.main, w.req);
   w.len_total = w.len_main + (p.has_extra ? sparse_len(p.extra, w.req) : 0);
