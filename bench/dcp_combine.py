@@ -113,6 +113,37 @@ def _compact(pos, table, world, rank, interleave):
     return slots, topk_length
 
 
+def _graph_timings(q, shard, full, glob, slots, topk_length, comp_out, comp_lse, ref_out, ref_lse, sink, pos, table,
+                   world, rank, interleave, t, h):
+    """The parts as CUDA graph replays, and the whole rank step as one graph, µs by name (empty
+    when some rank could not capture). Every rank captures the same graphs in the same order; they
+    are replayed only if every rank captured all of them (a graph with a collective replayed on
+    one rank alone would wait forever)."""
+    def step():
+        sl, tl = _compact(pos, table, world, rank, interleave)
+        o, l = smla.sparse_decode(q, shard, sl, topk_length=tl, cache_format="fp8_ds_mla")
+        smla.dcp_combine(o.view(t, h, 512), l.view(t, h), attn_sink=sink)
+
+    parts = dict(
+        compact=lambda: _compact(pos, table, world, rank, interleave),
+        compacted_attention=lambda: smla.sparse_decode(q, shard, slots, topk_length=topk_length,
+                                                       cache_format="fp8_ds_mla", out=comp_out, lse=comp_lse),
+        combine=lambda: smla.dcp_combine(comp_out.view(t, h, 512), comp_lse.view(t, h), attn_sink=sink),
+        step=step,
+        unsharded=lambda: smla.sparse_decode(q, full, glob, cache_format="fp8_ds_mla", attn_sink=sink,
+                                             out=ref_out, lse=ref_lse))
+    graphs = {k: _capture(fn) for k, fn in parts.items()}
+    ok = torch.tensor([int(all(g is not None for g in graphs.values()))], device=q.device)
+    dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+    if not ok.item():
+        return {}
+    us = {}
+    for k, g in graphs.items():
+        dist.barrier()
+        us[k] = _replay_us(g)
+    return us
+
+
 def _worker(rank, world, port, cases, seed, results, use_graphs=False):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NCCL_NVLS_ENABLE="0")
     torch.cuda.set_device(rank)
@@ -150,32 +181,8 @@ def _worker(rank, world, port, cases, seed, results, use_graphs=False):
                                                             attn_sink=sink, out=ref_out, lse=ref_lse))
             step_us = compact_us + comp_attn_us + combine_us
 
-            # The same parts as CUDA graph replays, and the whole rank step as one graph. Every
-            # rank captures the same graphs in the same order; they are replayed only if every
-            # rank captured all of them (a graph with a collective replayed on one rank alone
-            # would wait forever).
-            def step():
-                sl, tl = _compact(pos, table, world, rank, interleave)
-                o, l = smla.sparse_decode(q, shard, sl, topk_length=tl, cache_format="fp8_ds_mla")
-                smla.dcp_combine(o.view(t, h, 512), l.view(t, h), attn_sink=sink)
-
-            parts = dict(
-                compact=lambda: _compact(pos, table, world, rank, interleave),
-                compacted_attention=lambda: smla.sparse_decode(q, shard, slots, topk_length=topk_length,
-                                                               cache_format="fp8_ds_mla", out=comp_out, lse=comp_lse),
-                combine=lambda: smla.dcp_combine(comp_out.view(t, h, 512), comp_lse.view(t, h), attn_sink=sink),
-                step=step,
-                unsharded=lambda: smla.sparse_decode(q, full, glob, cache_format="fp8_ds_mla", attn_sink=sink,
-                                                     out=ref_out, lse=ref_lse))
-            graph_us = {}
-            if use_graphs:
-                graphs = {k: _capture(fn) for k, fn in parts.items()}
-                ok = torch.tensor([int(all(g is not None for g in graphs.values()))], device=q.device)
-                dist.all_reduce(ok, op=dist.ReduceOp.MIN)
-                if ok.item():
-                    for k, g in graphs.items():
-                        dist.barrier()
-                        graph_us[k] = _replay_us(g)
+            graph_us = _graph_timings(q, shard, full, glob, slots, topk_length, comp_out, comp_lse, ref_out, ref_lse,
+                                      sink, pos, table, world, rank, interleave, t, h) if use_graphs else {}
             g_ratio = graph_us["step"] / graph_us["unsharded"] if graph_us else None
             out_rows.append(dict(name=name, world=world, rank=rank, interleave=interleave, b=b, h=h,
                                  max_err=max(errs["masked"], errs["compacted"]),

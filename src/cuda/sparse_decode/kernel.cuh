@@ -54,6 +54,19 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
   named_bar_sync(kBarQReady, kThreads);
 }
 
+// The K tiles' mbarriers. full: one arrive per producer thread; empty: one per consumer warp
+// (of both CTAs of a pair, whose producers both fill each tile).
+template <int kRows, int kD>
+__device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
+  if (threadIdx.x == 0) {
+    uint64_t* bars = reinterpret_cast<uint64_t*>(smem + Smem<kRows, kD>::bars);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(bars + s, producer_threads(kRows));
+      mbar_init(bars + kStages + s, (consumer_threads(kRows) / 32) * (pair ? kPairCtas : 1));
+    }
+  }
+}
+
 // Persistent 64-row CTAs (measurement build, config.h kPersistentTile): the CTA (for pairs, its
 // cluster: blockIdx.x, with blockIdx.y its rank) walks units blockIdx.x, + gridDim.x, ... of
 // the unit grid p.unit_g{x,y,z}. Every role walks the same units in the same order; n0 counts
@@ -62,14 +75,7 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
 // finished its QK^T then), and both meet at the Q barrier before the next QK^T.
 template <int kRows, int kD, int kFmt, bool kPair>
 __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
-  using S = Smem<kRows, kD>;
-  if (threadIdx.x == 0) {
-    uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::bars);
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(bars + s, producer_threads(kRows));
-      mbar_init(bars + kStages + s, (consumer_threads(kRows) / 32) * (kPair ? kPairCtas : 1));
-    }
-  }
+  init_stage_barriers<kRows, kD>(smem, kPair);
   __syncthreads();
   if constexpr (kPair) cluster_sync();
   const int rank = kPair ? static_cast<int>(cluster_ctarank()) : 0;
@@ -118,7 +124,6 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
 template <int kRows, int kD, int kFmt, bool kPair>
 __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(const __grid_constant__ AttnParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
-  using S = Smem<kRows, kD>;
   constexpr bool kBf16 = kFmt == static_cast<int>(CacheFormat::bf16);
   if (kTimeline && threadIdx.x == 0) timeline_mark(0);
   pdl_wait();                // the split schedule, and q / the cache / indices of earlier work
@@ -135,15 +140,7 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
     w.rank = static_cast<int>(cluster_ctarank());
   }
 
-  if (threadIdx.x == 0) {
-    uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::bars);
-    for (int s = 0; s < kStages; ++s) {
-      // full: every producer thread
-      mbar_init(bars + s, producer_threads(kRows));
-      // empty: one arrive per consumer warp (of both CTAs of a pair)
-      mbar_init(bars + kStages + s, (consumer_threads(kRows) / 32) * (w.pair ? kPairCtas : 1));
-    }
-  }
+  init_stage_barriers<kRows, kD>(smem, w.pair);
   __syncthreads();
   if constexpr (kPair) cluster_sync();  // the peer's barriers are initialized before anyone writes or arrives there
   if (kTimeline && threadIdx.x == 0) timeline_mark(2);
