@@ -8,7 +8,8 @@
 // iterations; iteration i loads (or prefetches) a 16-byte chunk of a random line of a 2 GiB
 // buffer for iteration i + 1, does `kWork` dependent FMAs standing in for the conversion, then
 // the way's fence, then consumes iteration i's value. Cycles per iteration (median over SMs):
-//   0 load, no fence               (the lookahead works: ~max(work, latency / depth))
+//   0 load, no fence               (meant to overlap: ~max(work, latency); measured no faster
+//                                   than way 6, so the load is issued late as written: PERF.md)
 //   1 load, fence.proxy.async      (the producer's pattern)
 //   2 load, __threadfence_block()  (MEMBAR.CTA alone)
 //   3 load, mbarrier.arrive        (release at CTA scope, no proxy fence)
