@@ -46,6 +46,13 @@ if has tests; then
   [ $rc -ne 0 ] && status=1
   echo "- GPU tests: rc=$rc in $(( $(date +%s) - t0 )) s; $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$OUT/gpu_tests.log" | tr '\n' ' ')" >> "$SUMMARY"
   grep -E "^\[  FAILED  \]|Failure|error" "$OUT/gpu_tests.log" | head -40 >> "$SUMMARY"
+  # The persistent sparse-decode kernel runs only on grids beyond one wave: the sparse-decode
+  # and graph tests again with it forced on every 64-row packed launch.
+  SMLA_SPARSE_DECODE_KERNEL=persistent timeout ${TEST_TIMEOUT:-900} ./build-gpu/tests/smla_gpu_tests \
+    --gtest_filter='GpuSparseDecode.*:GpuGraph.*' > "$OUT/gpu_tests_persistent.log" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && status=1
+  echo "- GPU sparse-decode + graph tests, persistent kernel forced: rc=$rc; $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$OUT/gpu_tests_persistent.log" | tr '\n' ' ')" >> "$SUMMARY"
   if [ -x ./build-gpu/tests/smla_cpu_tests ]; then
     ./build-gpu/tests/smla_cpu_tests --gtest_brief=1 > "$OUT/cpu_tests.log" 2>&1
     rc=$?

@@ -71,7 +71,7 @@ struct AttnParams {
   int tiles_per_kv = 1;
   int raw_stride = 656;  // bytes per staged key row in shared memory (multiple of 16)
 
-  // Persistent sparse-decode CTAs (measurement build SMLA_SD_PERSISTENT=1): the grid of work
+  // Persistent sparse-decode CTAs (sparse_decode/instantiate.cuh): the grid of work
   // units the CTAs walk (what grid.x, y, z would be without persistence); 0 otherwise.
   int unit_gx = 0, unit_gy = 0, unit_gz = 0;
 };

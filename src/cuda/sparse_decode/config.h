@@ -79,18 +79,14 @@ inline constexpr bool kPrefetch = SMLA_SD_PREFETCH != 0;
 #endif
 inline constexpr bool kLazyRescale = SMLA_SD_LAZY_RESCALE != 0;
 
-// Measurement build (SMLA_SD_PERSISTENT=1; not yet run on a device): 64-row tiles of the packed
-// formats run as persistent CTAs (pairs as persistent clusters), at most one per SM, each walking
-// work units blockIdx.x, + gridDim.x, ...: the producer gathers the next unit's first blocks
-// while the consumers finish the current one, and the K tiles' stages and phases continue
-// across units. Aims at the ~15 µs a CTA spends before its first block and in its epilogue
-// (docs/PERF.md, fourth pass), paid once per wave today.
-#ifndef SMLA_SD_PERSISTENT
-#define SMLA_SD_PERSISTENT 0
-#endif
-inline constexpr bool kPersistent = SMLA_SD_PERSISTENT != 0;
-template <int kRows, bool kBf16>
-inline constexpr bool kPersistentTile = kPersistent && kRows == 64 && !kBf16;
+// Persistent CTAs: 64-row tiles of the packed formats also have a persistent kernel (pairs as
+// persistent clusters), at most one CTA per SM, each walking work units blockIdx.x, + gridDim.x,
+// ...: the producer gathers the next unit's first blocks while the consumers finish the current
+// one, and the K tiles' stages and phases continue across units. The launch takes it when the
+// units exceed one wave (instantiate.cuh): b128 s_q2 h128 431.4 -> 414.6 µs, s_q1 h128 221.4 ->
+// 214.0, V4 s_q2 h128 243.9 -> 233.8; in one wave it was 2-4% slower (h64 143.3 -> 146.3, b = 1
+// 21.0 -> 21.8), so one-wave grids keep the one-unit kernel.
+constexpr bool has_persistent(int rows, bool bf16) { return rows == 64 && !bf16; }
 
 // Key groups of a narrow (16 or 32-row) CTA: the eight consumer warps are row groups x key
 // groups x value-column halves; each key group walks its share of every 64-key block.

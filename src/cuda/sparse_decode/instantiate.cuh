@@ -9,14 +9,16 @@
 #include "cuda/common/device_info.h"
 #include "cuda/common/pdl.cuh"
 #include "cuda/sparse_decode/kernel.cuh"
+#include "cuda/sparse_decode/launch.h"
 
 namespace smla::cuda::sparse_decode_family {
 
-// One kernel launch; kPair: as clusters of two CTAs along grid.y (config.h, kPairCtas).
-template <int kRows, int kD, int kFmt, bool kPair>
-void launch_kernel(const AttnParams& p, dim3 grid, cudaStream_t stream) {
+// One kernel launch; kPair: as clusters of two CTAs along grid.y (config.h, kPairCtas);
+// kPersist: the persistent kernel on `resident` CTAs (pairs: clusters) walking `grid` as units.
+template <int kRows, int kD, int kFmt, bool kPair, bool kPersist>
+void launch_kernel(const AttnParams& p, dim3 grid, int64_t resident, cudaStream_t stream) {
   constexpr size_t kSmem = Smem<kRows, kD>::bytes;
-  constexpr auto kernel = sparse_decode_kernel<kRows, kD, kFmt, kPair>;
+  constexpr auto kernel = sparse_decode_kernel<kRows, kD, kFmt, kPair, kPersist>;
   // The dynamic shared-memory limit is an attribute of the function: raised once.
   static const bool configured = [] {
     SMLA_CUDA_CHECK(
@@ -39,24 +41,54 @@ void launch_kernel(const AttnParams& p, dim3 grid, cudaStream_t stream) {
   attrs[1].val.clusterDim.z = 1;
   cfg.attrs = attrs;
   cfg.numAttrs = kPair ? 2 : 1;
-  if constexpr (kPersistentTile<kRows, kFmt == static_cast<int>(CacheFormat::bf16)>) {
-    // Persistent CTAs (measurement build): the launch grid becomes the unit grid, walked by as
-    // many CTAs (pairs: clusters of two) as can be resident at once, one per SM.
-    static const int64_t resident = [&cfg] {
-      if constexpr (!kPair) return static_cast<int64_t>(current_device_info().sm_count);
-      int clusters = 0;
-      cudaLaunchConfig_t one = cfg;
-      one.gridDim = dim3(1, kPairCtas, 1);
-      SMLA_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &one));
-      return static_cast<int64_t>(clusters);
-    }();
+  if constexpr (kPersist) {
     args.unit_gx = static_cast<int>(grid.x);
     args.unit_gy = static_cast<int>(grid.y);
     args.unit_gz = static_cast<int>(grid.z);
-    const int64_t units = static_cast<int64_t>(grid.x) * (grid.y / (kPair ? kPairCtas : 1)) * grid.z;
-    cfg.gridDim = dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min(units, resident))), kPair ? kPairCtas : 1, 1);
+    cfg.gridDim = dim3(static_cast<unsigned>(resident), kPair ? kPairCtas : 1, 1);
   }
   SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args));
+}
+
+// CTAs (pairs: two-CTA clusters) of the persistent kernel resident at once: one per SM.
+template <int kRows, int kD, int kFmt, bool kPair>
+int64_t persistent_slots() {
+  static const int64_t slots = [] {
+    if constexpr (!kPair) return static_cast<int64_t>(current_device_info().sm_count);
+    constexpr auto kernel = sparse_decode_kernel<kRows, kD, kFmt, kPair, true>;
+    constexpr size_t kSmem = Smem<kRows, kD>::bytes;
+    SMLA_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
+    cudaLaunchConfig_t one{};
+    one.gridDim = dim3(1, kPairCtas, 1);
+    one.blockDim = dim3(cta_threads(kRows));
+    one.dynamicSmemBytes = kSmem;
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = 1;
+    cluster.val.clusterDim.y = kPairCtas;
+    cluster.val.clusterDim.z = 1;
+    one.attrs = &cluster;
+    one.numAttrs = 1;
+    int clusters = 0;
+    SMLA_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &one));
+    return static_cast<int64_t>(std::max(clusters, 1));
+  }();
+  return slots;
+}
+
+// 64-row packed tiles: the persistent kernel when the units exceed one wave (config.h,
+// has_persistent), unless SMLA_SPARSE_DECODE_KERNEL names one (launch.h).
+template <int kRows, int kD, int kFmt, bool kPair>
+void launch_tiles(const AttnParams& p, dim3 grid, cudaStream_t stream) {
+  if constexpr (has_persistent(kRows, kFmt == static_cast<int>(CacheFormat::bf16))) {
+    const int64_t units = static_cast<int64_t>(grid.x) * (grid.y / (kPair ? kPairCtas : 1)) * grid.z;
+    const int64_t slots = persistent_slots<kRows, kD, kFmt, kPair>();
+    const PersistentChoice choice = persistent_by_env();
+    if (choice == PersistentChoice::always || (choice == PersistentChoice::beyond_one_wave && units > slots))
+      return launch_kernel<kRows, kD, kFmt, kPair, true>(p, grid, std::min(units, slots), stream);
+  }
+  launch_kernel<kRows, kD, kFmt, kPair, false>(p, grid, 0, stream);
 }
 
 // pair: clusters of two CTAs along grid.y (two head tiles of one token) that share each block's
@@ -64,9 +96,9 @@ void launch_kernel(const AttnParams& p, dim3 grid, cudaStream_t stream) {
 template <int kRows, int kD, int kFmt>
 void launch_instance(const AttnParams& p, dim3 grid, bool pair, cudaStream_t stream) {
   if constexpr (kRows == 64 && kFmt != static_cast<int>(CacheFormat::bf16)) {
-    if (pair) return launch_kernel<kRows, kD, kFmt, true>(p, grid, stream);
+    if (pair) return launch_tiles<kRows, kD, kFmt, true>(p, grid, stream);
   }
-  launch_kernel<kRows, kD, kFmt, false>(p, grid, stream);
+  launch_tiles<kRows, kD, kFmt, false>(p, grid, stream);
 }
 
 #define SMLA_INSTANTIATE_SPARSE_DECODE(D, FMT)                                                      \

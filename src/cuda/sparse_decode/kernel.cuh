@@ -67,7 +67,7 @@ __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
   }
 }
 
-// Persistent 64-row CTAs (measurement build, config.h kPersistentTile): the CTA (for pairs, its
+// Persistent 64-row CTAs (config.h, has_persistent): the CTA (for pairs, its
 // cluster: blockIdx.x, with blockIdx.y its rank) walks units blockIdx.x, + gridDim.x, ... of
 // the unit grid p.unit_g{x,y,z}. Every role walks the same units in the same order; n0 counts
 // the K blocks of earlier units, so the K tiles' stages and phases continue across units.
@@ -120,8 +120,9 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
 }
 
 // kPair: launched as two-CTA clusters along grid.y (config.h, kPairCtas). A separate
-// instantiation, so that kernels which never pair carry none of its code.
-template <int kRows, int kD, int kFmt, bool kPair>
+// instantiation, so that kernels which never pair carry none of its code. kPersist: the CTA
+// walks the unit grid p.unit_g{x,y,z} (persistent_units).
+template <int kRows, int kD, int kFmt, bool kPair, bool kPersist>
 __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(const __grid_constant__ AttnParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
   constexpr bool kBf16 = kFmt == static_cast<int>(CacheFormat::bf16);
@@ -129,7 +130,8 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
   pdl_wait();                // the split schedule, and q / the cache / indices of earlier work
   if (kTimeline && threadIdx.x == 0) timeline_mark(1);
   pdl_launch_dependents();   // the combine may launch once every CTA of this grid has started
-  if constexpr (kPersistentTile<kRows, kBf16>) {
+  if constexpr (kPersist) {
+    static_assert(has_persistent(kRows, kBf16), "no persistent kernel for this tile");
     persistent_units<kRows, kD, kFmt, kPair>(p, smem);
     return;
   }

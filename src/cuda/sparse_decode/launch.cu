@@ -66,4 +66,11 @@ bool unpaired_by_env() {
   return off;
 }
 
+PersistentChoice persistent_by_env() {
+  static const PersistentChoice choice = kernel_env_is("persistent") ? PersistentChoice::always
+                                         : kernel_env_is("one_unit") ? PersistentChoice::never
+                                                                     : PersistentChoice::beyond_one_wave;
+  return choice;
+}
+
 }  // namespace smla::cuda::sparse_decode_family

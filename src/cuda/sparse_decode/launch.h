@@ -20,5 +20,9 @@ void launch(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream);
 bool disabled_by_env();
 // SMLA_SPARSE_DECODE_KERNEL=unpaired: every CTA gathers all its keys (no two-CTA clusters).
 bool unpaired_by_env();
+// When 64-row packed tiles run as persistent CTAs: beyond one wave of units (the default),
+// SMLA_SPARSE_DECODE_KERNEL=persistent always, =one_unit never (tests and A/B measurements).
+enum class PersistentChoice { beyond_one_wave, always, never };
+PersistentChoice persistent_by_env();
 
 }  // namespace smla::cuda::sparse_decode_family
