@@ -34,22 +34,8 @@ constexpr int cta_threads(int rows) { return consumer_threads(rows) + producer_t
 // registers) and S^T (at 200, the 32-row fp8_model1 kernel spilled); a producer thread two
 // rounds of loads (its round of block kb + 1 is loaded before block kb is stored).
 inline constexpr int kRegsWg0 = 192, kRegsWg1 = 160, kRegsProducerWide = 152;
-// Blocks a 16/32-row producer thread loads ahead of its stores (2: produce_packed_pipelined, a
-// measurement build).
-#ifndef SMLA_SD_NARROW_AHEAD
-#define SMLA_SD_NARROW_AHEAD 1
-#endif
-inline constexpr int kNarrowAhead = SMLA_SD_NARROW_AHEAD;
-// Two blocks ahead need three register sets of loads: 152 per producer thread, 200 for the consumer.
-inline constexpr int kRegsConsumerNarrow = kNarrowAhead >= 2 ? 200 : 216;
-inline constexpr int kRegsProducerNarrow = kNarrowAhead >= 2 ? 152 : 144;
-
-// 64-row unpaired producer: 0 loads both rounds of a block, then stores both; 1 or 2 (a
-// measurement build): rounds as pipeline steps, loads that many rounds ahead of the stores.
-#ifndef SMLA_SD_WIDE_AHEAD
-#define SMLA_SD_WIDE_AHEAD 0
-#endif
-inline constexpr int kWideAhead = SMLA_SD_WIDE_AHEAD;
+inline constexpr int kRegsConsumerNarrow = 216, kRegsProducerNarrow = 144;
+inline constexpr int kNarrowAhead = 1;
 constexpr int launch_regs(int threads) { return 65536 / threads / 8 * 8; }
 static_assert(kRegsWg0 + kRegsWg1 + kRegsProducerWide <= 3 * launch_regs(cta_threads(64)), "64-row register budget");
 static_assert((consumer_threads(16) / 128) * kRegsConsumerNarrow + 2 * kRegsProducerNarrow <=
@@ -72,8 +58,7 @@ inline constexpr int kValidBytes = 2 * 4 * 4;
 // K tiles (st.async into the peer's). Consumers release a tile in both CTAs.
 inline constexpr int kPairCtas = 2;
 // A pair's producer thread holds one key of a block: it issues the loads of block kb + 1 before
-// it stores block kb (SMLA_SD_PAIR_AHEAD=0: after; 2: block kb + 2, produce_packed_pipelined;
-// measurement builds).
+// it stores block kb (SMLA_SD_PAIR_AHEAD=0: after; a measurement build).
 #ifndef SMLA_SD_PAIR_AHEAD
 #define SMLA_SD_PAIR_AHEAD 1
 #endif

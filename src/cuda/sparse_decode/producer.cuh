@@ -14,8 +14,6 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
-#include <utility>
 
 #include "cuda/common/barriers.cuh"
 #include "cuda/common/cluster.cuh"
@@ -323,68 +321,6 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
   }
 }
 
-// Measurement build (config.h kPairAhead 2, kNarrowAhead 2, kWideAhead 1-2): the same gathers
-// as a pipeline of steps, one per round of every block (step s: block kb_begin + s / kRounds,
-// round s % kRounds), whose loads run kAhead steps ahead of its stores in kAhead + 1 register
-// sets. A 64-row CTA's thread then keeps a round in flight across block boundaries instead of
-// loading both rounds of a block and then storing both.
-template <int kRows, int kFmt, int kRounds, bool kPeer, int kAhead>
-__device__ void produce_packed_pipelined(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl,
-                                         int n0) {
-  constexpr int kD = PackedRow<kFmt>::kD;
-  constexpr int kBufs = kAhead + 1;
-  constexpr int kUnroll = kBufs % kRounds == 0 ? kBufs : kBufs * kRounds;  // lcm for kRounds <= 2
-  static_assert(kRounds <= 2 && kAhead >= 1 && kAhead / kRounds + 1 < 4, "the index queue holds four blocks");
-  using Round = PackedRound<kFmt>;
-  IndexQueue iq[kRounds];
-#pragma unroll
-  for (int r = 0; r < kRounds; ++r) {
-    init_queue(iq[r], p, w, pl, r);
-    for (int d = 0; d < 3; ++d) prefetch_key<kFmt>(p, w, pl, r, w.kb_begin + d, iq[r].v[d]);
-  }
-  const int steps = (w.kb_end - w.kb_begin) * kRounds;
-  Round buf[kBufs];
-  // d: the step's block relative to the index queue's first block.
-  auto load = [&](Round& b, int s, int r, int d) {
-    if (s < steps) b.load(p, w, pl, pl.pos(w.kb_begin + s / kRounds, r), iq[r].v[d]);
-  };
-#pragma unroll
-  for (int j = 0; j < kAhead; ++j) load(buf[j], j, j % kRounds, j / kRounds);
-  // Step s0 + J; J a compile-time constant, so that buffers and queue entries stay registers.
-  auto step = [&](int s0, auto jc) {
-    constexpr int j = decltype(jc)::value, r = j % kRounds;
-    const int s = s0 + j;
-    if (s >= steps) return;
-    const int i = s / kRounds, kb = w.kb_begin + i, n = n0 + i;
-    const Stage<kRows, kD> st(smem, n & 1);
-    load(buf[(j + kAhead) % kBufs], s + kAhead, (j + kAhead) % kRounds, (j + kAhead) / kRounds - j / kRounds);
-    if constexpr (r == 0) {
-#pragma unroll
-      for (int rr = 0; rr < kRounds; ++rr) prefetch_key<kFmt>(p, w, pl, rr, kb + 3, iq[rr].v[3]);
-    }
-    PeerStage peer;
-    if constexpr (kPeer) {
-      peer.tile = in_peer(w, st.tile);
-      peer.valid = in_peer(w, st.valid);
-      peer.full = in_peer(w, st.full);
-    }
-    if constexpr (r == 0) st.wait_empty(n);
-    const Round& cur = buf[j % kBufs];
-    publish_valid<kPeer>(st.valid, peer, pl, pl.round + r, cur.ok);
-    cur.template store<kPeer>(st.tile, peer, pl, pl.row_in_block(r));
-    if constexpr (r == kRounds - 1) {
-      fence_proxy_async();  // generic-proxy stores, read next by wgmma (async proxy)
-      if (kPeer && pl.first()) mbar_arrive_expect_tx(st.full, kPeerTxBytes<kD>);
-      else mbar_arrive(st.full);
-#pragma unroll
-      for (int rr = 0; rr < kRounds; ++rr) rotate_queue(iq[rr], p, w, pl, rr, kb);
-    }
-  };
-  for (int s0 = 0; s0 < steps; s0 += kUnroll)
-    [&]<int... J>(std::integer_sequence<int, J...>) { (step(s0, std::integral_constant<int, J>{}), ...); }(
-        std::make_integer_sequence<int, kUnroll>{});
-}
-
 // n0: K blocks the CTA handled before this unit (persistent CTAs; stage and phase continue).
 template <int kRows, int kFmt>
 __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
@@ -393,18 +329,12 @@ __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem
   constexpr int kAlone = producer_rounds<kRows>(false);
   if constexpr (kRows == 64) {  // only 64-row tiles pair (launch.cu)
     if (w.pair) {
-      if constexpr (kPairAhead >= 2) produce_packed_pipelined<kRows, kFmt, 1, true, kPairAhead>(p, w, smem, pl, n0);
-      else produce_packed_rounds<kRows, kFmt, producer_rounds<kRows>(true), true, kPairAhead>(p, w, smem, pl, n0);
+      produce_packed_rounds<kRows, kFmt, producer_rounds<kRows>(true), true, kPairAhead>(p, w, smem, pl, n0);
       if (kTimeline && pl.first()) timeline_mark(8);
       return;
     }
   }
-  if constexpr (kRows == 64 && kWideAhead >= 1)
-    produce_packed_pipelined<kRows, kFmt, kAlone, false, kWideAhead>(p, w, smem, pl, n0);
-  else if constexpr (kRows != 64 && kNarrowAhead >= 2)
-    produce_packed_pipelined<kRows, kFmt, kAlone, false, kNarrowAhead>(p, w, smem, pl, n0);
-  else
-    produce_packed_rounds<kRows, kFmt, kAlone, false, (kRows == 64 ? 0 : kNarrowAhead)>(p, w, smem, pl, n0);
+  produce_packed_rounds<kRows, kFmt, kAlone, false, (kRows == 64 ? 0 : kNarrowAhead)>(p, w, smem, pl, n0);
   if (kTimeline && pl.first()) timeline_mark(8);
 }
 
