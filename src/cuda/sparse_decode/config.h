@@ -8,11 +8,16 @@
 namespace smla::cuda::sparse_decode_family {
 
 // Measurement builds only (-DSMLA_SD_VARIANT=n; 0 is the shipped kernel): 3 no fp8 conversion,
-// 4 no gathers, 7 the consumers only release tiles (producer speed).
+// 4 no gathers, 7 the consumers only release tiles (producer speed), 8 the producer hands over
+// every tile at once, neither loading nor storing (consumer speed), 9 both 4 and 7 (the
+// producer's conversion and stores alone).
 #ifndef SMLA_SD_VARIANT
 #define SMLA_SD_VARIANT 0
 #endif
 inline constexpr int kVariant = SMLA_SD_VARIANT;
+inline constexpr bool kNoGathers = kVariant == 4 || kVariant == 9;
+inline constexpr bool kConsumersIdle = kVariant == 7 || kVariant == 9;
+inline constexpr bool kProducerIdle = kVariant == 8;
 
 inline constexpr int kKeys = 64;              // keys per block (one K tile)
 inline constexpr int kStages = 2;             // K tiles in flight between producer and consumers

@@ -56,7 +56,7 @@ __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t
     const Stage<kRows, kD> stage(smem, i & 1);
     stage.wait_full(i);
     if (kTimeline && i == 0 && threadIdx.x == 0) timeline_mark(4);
-    if constexpr (kVariant == 7) {
+    if constexpr (kConsumersIdle) {
       stage.release(w, lane);
       continue;
     }

@@ -67,7 +67,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     const Stage<64, kD> stage(smem, s);
     stage.wait_full(n);
     if (kTimeline && i == 0 && threadIdx.x == 0) timeline_mark(4);
-    if constexpr (kVariant == 7) {
+    if constexpr (kConsumersIdle) {
       stage.release(w, lane);
       continue;
     }
@@ -143,7 +143,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
 
   if (kTimeline && threadIdx.x == 0) timeline_mark(5);
   // ---- epilogue: full row sums, final factors for WG1, this half of O
-  if (kVariant != 7 && w.kb_end > w.kb_begin) named_bar_sync(kBarPFree, kConsumerThreads);  // WG1 is past its last P
+  if (!kConsumersIdle && w.kb_end > w.kb_begin) named_bar_sync(kBarPFree, kConsumerThreads);  // WG1 is past its last P
   st0.l = quad_sum(st0.l);
   st1.l = quad_sum(st1.l);
   const RowResult res0 = finish_row(p, w, w.head0 + r0, st0.m, st0.l, r0 < w.heads);
@@ -182,7 +182,7 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
     const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
     const Stage<64, kD> stage(smem, s);
     stage.wait_full(n);
-    if constexpr (kVariant == 7) {
+    if constexpr (kConsumersIdle) {
       stage.release(w, lane);
       continue;
     }

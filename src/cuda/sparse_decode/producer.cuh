@@ -178,9 +178,13 @@ struct PackedRound {
   bool ok;
 
   __device__ void load(const AttnParams& p, const Work& w, const ProducerLane& pl, int v, int32_t idx) {
+    if constexpr (kProducerIdle) {  // experiment: nothing loaded, nothing stored
+      ok = true;
+      return;
+    }
     const KeyAddr a = key_addr(p, w, v, idx);
     ok = a.page != nullptr;
-    if constexpr (kVariant == 4) {  // experiment: no gathers (converts zeros)
+    if constexpr (kNoGathers) {  // experiment: no gathers (converts zeros)
 #pragma unroll
       for (int i = 0; i < F::kLatentChunks; ++i) lat[i] = make_uint4(0, 0, 0, 0);
       rope[0] = rope[1] = make_uint4(0, 0, 0, 0);
@@ -207,6 +211,7 @@ struct PackedRound {
   // unused slots out of P V).
   template <bool kPeer>
   __device__ void store(uint8_t* tile, const PeerStage& peer, const ProducerLane& pl, int j) const {
+    if constexpr (kProducerIdle) return;
     constexpr int kRowGroup = 16 * F::kD;
     const int row_off = (j >> 3) * kRowGroup + (j & 7) * 16;
     uint8_t* dst = tile + row_off;
@@ -261,7 +266,7 @@ __device__ __forceinline__ void prefetch_key(const AttnParams& p, const Work& w,
 
 // Bytes a pair's peer writes into this CTA's K tile per block: its 32 rows and its 4 ballots.
 template <int kD>
-inline constexpr uint32_t kPeerTxBytes = 32 * kD * 2 + 4 * 4;
+inline constexpr uint32_t kPeerTxBytes = (kProducerIdle ? 0 : 32 * kD * 2) + 4 * 4;
 
 // fp8_ds_mla / fp8_model1: global -> registers -> dequantize -> K tile. A thread takes kRounds
 // keys of every block; kAhead = 1 issues the loads of block kb + 1 before it stores block kb.
