@@ -74,14 +74,6 @@ inline constexpr int kPairAhead = SMLA_SD_PAIR_AHEAD;
 #define SMLA_SD_PREFETCH 1
 #endif
 inline constexpr bool kPrefetch = SMLA_SD_PREFETCH != 0;
-// Blocks of key indices a producer thread holds (loaded that many blocks before their rows'
-// loads; 4: the L2 prefetch of block kb + 3 uses an index loaded one block earlier;
-// SMLA_SD_INDEX_AHEAD=6, a measurement build: three blocks earlier).
-#ifndef SMLA_SD_INDEX_AHEAD
-#define SMLA_SD_INDEX_AHEAD 4
-#endif
-inline constexpr int kIndexAhead = SMLA_SD_INDEX_AHEAD;
-static_assert(kIndexAhead == 4 || kIndexAhead == 6, "index queue of 4 or 6 blocks");
 
 // 64-row tiles: online softmax with lazy rescaling (online_softmax.cuh, update_max_lazy): O is
 // rescaled only when a row's maximum grows by more than a factor 2^8 (V4 b128 s_q2 h128: 247.7

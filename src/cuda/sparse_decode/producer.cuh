@@ -83,10 +83,10 @@ struct PackedRow<static_cast<int>(CacheFormat::fp8_model1)> {
   }
 };
 
-// The lane's key index in blocks kb .. kb + kIndexAhead - 1, rotated one block per step so that
-// every index is loaded kIndexAhead - 1 blocks before its row is.
+// The lane's key index in blocks kb .. kb + 3, rotated one block per step so that every index is
+// loaded three blocks before its row is.
 struct IndexQueue {
-  int32_t v[kIndexAhead];
+  int32_t v[4];
 };
 
 // Lane roles inside the producer warpgroups: this lane's key in every round it takes (rounds
@@ -244,20 +244,16 @@ constexpr int producer_rounds(bool pair) { return kRows == 64 && !pair ? 2 : 1; 
 __device__ __forceinline__ void init_queue(IndexQueue& iq, const AttnParams& p, const Work& w, const ProducerLane& pl,
                                            int r) {
 #pragma unroll
-  for (int d = 0; d < kIndexAhead; ++d) iq.v[d] = w.kb_begin + d < w.kb_end ? load_key_index(p, w, pl.pos(w.kb_begin + d, r)) : -1;
+  for (int d = 0; d < 4; ++d) iq.v[d] = w.kb_begin + d < w.kb_end ? load_key_index(p, w, pl.pos(w.kb_begin + d, r)) : -1;
 }
 
-// Drops block kb, loads block kb + kIndexAhead.
+// Drops block kb, loads block kb + 4.
 __device__ __forceinline__ void rotate_queue(IndexQueue& iq, const AttnParams& p, const Work& w, const ProducerLane& pl,
                                              int r, int kb) {
   iq.v[0] = iq.v[1];
   iq.v[1] = iq.v[2];
   iq.v[2] = iq.v[3];
-  if constexpr (kIndexAhead > 4) {
-    iq.v[3] = iq.v[4];
-    iq.v[4] = iq.v[5];
-  }
-  iq.v[kIndexAhead - 1] = kb + kIndexAhead < w.kb_end ? load_key_index(p, w, pl.pos(kb + kIndexAhead, r)) : -1;
+  iq.v[3] = kb + 4 < w.kb_end ? load_key_index(p, w, pl.pos(kb + 4, r)) : -1;
 }
 
 template <int kFmt>
