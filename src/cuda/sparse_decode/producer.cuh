@@ -127,7 +127,10 @@ struct Stage {
   }
   // Block i (the CTA's i-th block, in stage i % kStages): consumers wait until its rows are in;
   // producers wait until the consumers released the block kStages before it (none for the first).
-  __device__ void wait_full(int i) const { mbar_wait(full, (i / kStages) & 1); }
+  __device__ void wait_full(int i) const {
+    mbar_wait(full, (i / kStages) & 1);
+    if constexpr (kFenceAtConsumer) fence_proxy_async();  // the producers' generic stores, for wgmma
+  }
   __device__ void wait_empty(int i) const {
     if (i >= kStages) mbar_wait(empty, ((i / kStages) - 1) & 1);
   }
@@ -311,7 +314,7 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
       publish_valid<kPeer>(st.valid, peer, pl, pl.round + r, cur[r].ok);
       cur[r].template store<kPeer>(st.tile, peer, pl, pl.row_in_block(r));
     }
-    fence_proxy_async();  // generic-proxy stores, read next by wgmma (async proxy)
+    if constexpr (!kFenceAtConsumer) fence_proxy_async();  // generic-proxy stores, read next by wgmma (async proxy)
     if (kPeer && pl.first()) mbar_arrive_expect_tx(st.full, kPeerTxBytes<kD>);
     else mbar_arrive(st.full);
     if (kTimeline && i == 0 && pl.first()) timeline_mark(7);
