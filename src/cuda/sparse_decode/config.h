@@ -74,13 +74,7 @@ inline constexpr int kPairAhead = SMLA_SD_PAIR_AHEAD;
 #define SMLA_SD_PREFETCH 1
 #endif
 inline constexpr bool kPrefetch = SMLA_SD_PREFETCH != 0;
-// Measurement build (SMLA_SD_FENCE_AT_CONSUMER=1): the packed producers arrive on "full" without
-// the proxy fence (MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S, which may wait for the loads of the next
-// block still in flight); each consumer thread fences after its wait instead, before its wgmmas.
-#ifndef SMLA_SD_FENCE_AT_CONSUMER
-#define SMLA_SD_FENCE_AT_CONSUMER 0
-#endif
-inline constexpr bool kFenceAtConsumer = SMLA_SD_FENCE_AT_CONSUMER != 0;
+
 
 // 64-row tiles: online softmax with lazy rescaling (online_softmax.cuh, update_max_lazy): O is
 // rescaled only when a row's maximum grows by more than a factor 2^8 (V4 b128 s_q2 h128: 247.7

@@ -40,8 +40,9 @@ struct WideTiles {
 __device__ __forceinline__ float (&o_lo(float (&o)[32][4]))[16][4] { return *reinterpret_cast<float(*)[16][4]>(&o[0]); }
 __device__ __forceinline__ float (&o_hi(float (&o)[32][4]))[16][4] { return *reinterpret_cast<float(*)[16][4]>(&o[16]); }
 
-template <int kD>
 // n0: K blocks the CTA handled before this unit (persistent CTAs; stage and phase continue).
+// kPair: the CTA is one of a pair, whose producers leave the proxy fence to the consumers.
+template <int kD, bool kPair>
 __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   using T = WideTiles<kD>;
   using S = Smem<64, kD>;
@@ -65,7 +66,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
     const Stage<64, kD> stage(smem, s);
-    stage.wait_full(n);
+    stage.wait_full(n, kPair);
     if (kTimeline && i == 0 && threadIdx.x == 0) timeline_mark(4);
     if constexpr (kConsumersIdle) {
       stage.release(w, lane);
@@ -164,7 +165,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   if (kTimeline && threadIdx.x == 0) timeline_mark(6);
 }
 
-template <int kD>
+template <int kD, bool kPair>
 __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   using T = WideTiles<kD>;
   using S = Smem<64, kD>;
@@ -181,7 +182,7 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
     const Stage<64, kD> stage(smem, s);
-    stage.wait_full(n);
+    stage.wait_full(n, kPair);
     if constexpr (kConsumersIdle) {
       stage.release(w, lane);
       continue;

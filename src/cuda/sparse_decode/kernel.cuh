@@ -104,13 +104,13 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
     setmaxnreg_to<kRegsWg0, kEntry>();
     each_unit([&](const Work& w, int n0) {
       load_q<kRows, kD>(p, w, smem);
-      consume_wg0<kD>(p, w, smem, n0);
+      consume_wg0<kD, kPair>(p, w, smem, n0);
     });
   } else if (wg == 1) {
     setmaxnreg_to<kRegsWg1, kEntry>();
     each_unit([&](const Work& w, int n0) {
       load_q<kRows, kD>(p, w, smem);
-      consume_wg1<kD>(p, w, smem, n0);
+      consume_wg1<kD, kPair>(p, w, smem, n0);
     });
   } else {
     setmaxnreg_to<kRegsProducerWide, kEntry>();
@@ -154,11 +154,11 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
       setmaxnreg_to<kRegsWg0, kEntry>();
       load_q<kRows, kD>(p, w, smem);
       if (kTimeline && threadIdx.x == 0) timeline_mark(3);
-      consume_wg0<kD>(p, w, smem);
+      consume_wg0<kD, kPair>(p, w, smem);
     } else if (wg == 1) {
       setmaxnreg_to<kRegsWg1, kEntry>();
       load_q<kRows, kD>(p, w, smem);
-      consume_wg1<kD>(p, w, smem);
+      consume_wg1<kD, kPair>(p, w, smem);
     } else {
       setmaxnreg_to<kRegsProducerWide, kEntry>();
       if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
