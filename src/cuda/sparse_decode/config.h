@@ -68,6 +68,15 @@ inline constexpr int kPairCtas = 2;
 #define SMLA_SD_PAIR_AHEAD 1
 #endif
 inline constexpr int kPairAhead = SMLA_SD_PAIR_AHEAD;
+// Measurement build (SMLA_SD_PAIR_CONSUMER_FENCE=1): a pair's producers arrive on "full" without
+// the proxy fence, whose MEMBAR.ALL.CTA also waits for their st.async copies to the peer and the
+// next block's loads; each consumer thread fences after its wait instead, before its wgmmas.
+// Measured as the default would be (b128 s_q2 h128 413.1 -> 398.9 µs, sampled rows correct);
+// it ships once the GPU suite passes with it.
+#ifndef SMLA_SD_PAIR_CONSUMER_FENCE
+#define SMLA_SD_PAIR_CONSUMER_FENCE 0
+#endif
+inline constexpr bool kPairConsumerFence = SMLA_SD_PAIR_CONSUMER_FENCE != 0;
 // L2 line prefetch of the rows two blocks ahead of the loads (SMLA_SD_PREFETCH=0: none; a
 // measurement build).
 #ifndef SMLA_SD_PREFETCH

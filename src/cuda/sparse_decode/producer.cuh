@@ -128,7 +128,7 @@ struct Stage {
   // Block i (the CTA's i-th block, in stage i % kStages): consumers wait until its rows are in;
   // producers wait until the consumers released the block kStages before it (none for the first).
   // fence: the consumer thread makes the producers' generic-proxy stores visible to its wgmmas
-  // (pairs, whose producers do not fence: see produce_packed_rounds).
+  // (config.h kPairConsumerFence: pairs, whose producers then do not fence).
   __device__ void wait_full(int i, bool fence = false) const {
     mbar_wait(full, (i / kStages) & 1);
     if (fence) fence_proxy_async();
@@ -316,11 +316,9 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
       publish_valid<kPeer>(st.valid, peer, pl, pl.round + r, cur[r].ok);
       cur[r].template store<kPeer>(st.tile, peer, pl, pl.row_in_block(r));
     }
-    // Generic-proxy stores, read next by wgmma (async proxy): the proxy fence orders them. A pair's
-    // consumers fence after their wait instead (Stage::wait_full): here the fence (MEMBAR.ALL.CTA)
-    // also waits for the st.async copies to the peer and the next block's loads (b128 s_q2 h128
-    // 413.1 -> 398.9 µs; for unpaired CTAs it changed nothing, so they keep it here).
-    if constexpr (!kPeer) fence_proxy_async();
+    // Generic-proxy stores, read next by wgmma (async proxy): the proxy fence orders them (with
+    // config.h kPairConsumerFence, a pair's consumers fence after their wait instead).
+    if constexpr (!(kPeer && kPairConsumerFence)) fence_proxy_async();
     if (kPeer && pl.first()) mbar_arrive_expect_tx(st.full, kPeerTxBytes<kD>);
     else mbar_arrive(st.full);
     if (kTimeline && i == 0 && pl.first()) timeline_mark(7);
