@@ -8,9 +8,9 @@
 namespace smla::cuda::sparse_decode_family {
 
 // Measurement builds only (-DSMLA_SD_VARIANT=n; 0 is the shipped kernel): 3 no fp8 conversion,
-// 4 no gathers, 7 the consumers only release tiles (producer speed), 8 the producer hands over
-// every tile at once, neither loading nor storing (consumer speed), 9 both 4 and 7 (the
-// producer's conversion and stores alone).
+// 4 no gathers (the conversion kept), 7 the consumers only release tiles (producer speed), 8 the
+// producer hands over every tile at once, neither loading nor storing (consumer speed), 9 both
+// 4 and 7 (the producer's loop without gathers).
 #ifndef SMLA_SD_VARIANT
 #define SMLA_SD_VARIANT 0
 #endif
@@ -18,6 +18,21 @@ inline constexpr int kVariant = SMLA_SD_VARIANT;
 inline constexpr bool kNoGathers = kVariant == 4 || kVariant == 9;
 inline constexpr bool kConsumersIdle = kVariant == 7 || kVariant == 9;
 inline constexpr bool kProducerIdle = kVariant == 8;
+// Switches that take one piece out of the producer's loop, to combine with variant 9 (each
+// wrong results): SMLA_SD_NO_CONVERT=1 stores raw bytes (as variant 3), SMLA_SD_NO_TILE_STORES=1
+// converts but stores nothing, SMLA_SD_NO_INDEX_LOADS=1 uses the key's position as its slot.
+#ifndef SMLA_SD_NO_CONVERT
+#define SMLA_SD_NO_CONVERT 0
+#endif
+#ifndef SMLA_SD_NO_TILE_STORES
+#define SMLA_SD_NO_TILE_STORES 0
+#endif
+#ifndef SMLA_SD_NO_INDEX_LOADS
+#define SMLA_SD_NO_INDEX_LOADS 0
+#endif
+inline constexpr bool kNoConvert = kVariant == 3 || SMLA_SD_NO_CONVERT != 0;
+inline constexpr bool kNoTileStores = SMLA_SD_NO_TILE_STORES != 0;
+inline constexpr bool kNoIndexLoads = SMLA_SD_NO_INDEX_LOADS != 0;
 
 inline constexpr int kKeys = 64;              // keys per block (one K tile)
 inline constexpr int kStages = 2;             // K tiles in flight between producer and consumers

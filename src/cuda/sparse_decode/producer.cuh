@@ -190,10 +190,20 @@ struct PackedRound {
     const KeyAddr a = key_addr(p, w, v, idx);
     ok = a.page != nullptr;
     if constexpr (kNoGathers) {  // experiment: no gathers (converts zeros)
+      // Values the compiler cannot see (0 for any real page stride), so that it keeps the
+      // conversion: with literal zeros it folded the conversion away (variants 4 and 9 measured
+      // before 2026-11-30's fifth pass did not convert). They convert to tiny values or NaN: the
+      // results are wrong anyway.
+      const uint32_t z = static_cast<uint32_t>(p.main.page_stride >> 62);
 #pragma unroll
-      for (int i = 0; i < F::kLatentChunks; ++i) lat[i] = make_uint4(0, 0, 0, 0);
-      rope[0] = rope[1] = make_uint4(0, 0, 0, 0);
-      sc = typename F::Scales{};
+      for (int i = 0; i < F::kLatentChunks; ++i) lat[i] = make_uint4(z + 16 * i, z + 16 * i + 1, z + 16 * i + 2, z + 16 * i + 3);
+      rope[0] = make_uint4(z, z, z, z);
+      rope[1] = rope[0];
+      if constexpr (sizeof(sc) == sizeof(float4)) {
+        sc = make_float4(__uint_as_float(z + 1), __uint_as_float(z + 2), __uint_as_float(z + 3), __uint_as_float(z + 4));
+      } else {
+        sc = make_uint2(z + 1, z + 2);
+      }
       return;
     }
     if (ok) {
@@ -221,13 +231,17 @@ struct PackedRound {
     const int row_off = (j >> 3) * kRowGroup + (j & 7) * 16;
     uint8_t* dst = tile + row_off;
     auto put = [&](int c, const uint4& v) {
+      if constexpr (kNoTileStores) {  // experiment: the values stay live, nothing is stored
+        asm volatile("" ::"r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+        return;
+      }
       *reinterpret_cast<uint4*>(dst + c * 128) = v;
       if constexpr (kPeer) st_async_v4(peer.tile + row_off + c * 128, v, peer.full);
     };
 #pragma unroll
     for (int i = 0; i < F::kLatentChunks; ++i) {
       uint4 lo, hi;
-      if constexpr (kVariant == 3) {  // experiment: no conversion (raw bytes stored)
+      if constexpr (kNoConvert) {  // experiment: no conversion (raw bytes stored)
         lo = hi = lat[i];
       } else {
         e4m3x16_to_bf16(lat[i], F::scale(sc, i), lo, hi);

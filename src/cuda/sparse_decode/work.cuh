@@ -70,6 +70,7 @@ __device__ __forceinline__ Work make_work(const AttnParams& p, Pos pos = {}) {
 // Index of key v of this CTA's list, or -1 past its end (the value itself is still untrusted).
 __device__ __forceinline__ int32_t load_key_index(const AttnParams& p, const Work& w, int v) {
   if (v >= w.len_total) return -1;
+  if constexpr (kNoIndexLoads) return v;  // experiment (config.h): no index loads
   if (v < w.len_main) return __ldg(p.main.indices + w.req * p.main.idx_sb + w.t * p.main.idx_st + v);
   return __ldg(p.extra.indices + w.req * p.extra.idx_sb + w.t * p.extra.idx_st + (v - w.len_main));
 }
