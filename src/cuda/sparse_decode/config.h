@@ -92,12 +92,14 @@ inline constexpr int kPairAhead = SMLA_SD_PAIR_AHEAD;
 #define SMLA_SD_PAIR_CONSUMER_FENCE 0
 #endif
 inline constexpr bool kPairConsumerFence = SMLA_SD_PAIR_CONSUMER_FENCE != 0;
-// L2 line prefetch of the rows two blocks ahead of the loads (SMLA_SD_PREFETCH=0: none; a
-// measurement build).
+// L2 line prefetch of the rows two blocks ahead of the loads. Measurement builds:
+// SMLA_SD_PREFETCH=0 none (b128 h16 97.0 -> 93.3 µs, h32 +6%, h64 +9%, s_q2 h128 +4%), =2 none
+// in 16-row tiles only.
 #ifndef SMLA_SD_PREFETCH
 #define SMLA_SD_PREFETCH 1
 #endif
-inline constexpr bool kPrefetch = SMLA_SD_PREFETCH != 0;
+template <int kRows>
+inline constexpr bool kPrefetch = SMLA_SD_PREFETCH == 1 || (SMLA_SD_PREFETCH == 2 && kRows != 16);
 
 
 // 64-row tiles: online softmax with lazy rescaling (online_softmax.cuh, update_max_lazy): O is

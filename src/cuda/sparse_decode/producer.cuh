@@ -275,10 +275,10 @@ __device__ __forceinline__ void rotate_queue(IndexQueue& iq, const AttnParams& p
   iq.v[3] = kb + 4 < w.kb_end ? load_key_index(p, w, pl.pos(kb + 4, r)) : -1;
 }
 
-template <int kFmt>
+template <int kRows, int kFmt>
 __device__ __forceinline__ void prefetch_key(const AttnParams& p, const Work& w, const ProducerLane& pl, int r, int kb,
                                              int32_t idx) {
-  if (!kPrefetch || kb >= w.kb_end) return;
+  if (!kPrefetch<kRows> || kb >= w.kb_end) return;
   const KeyAddr a = key_addr(p, w, pl.pos(kb, r), idx);
   if (a.page) PackedRow<kFmt>::prefetch_lines(a, pl.q);
 }
@@ -297,7 +297,7 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
 #pragma unroll
   for (int r = 0; r < kRounds; ++r) {
     init_queue(iq[r], p, w, pl, r);
-    for (int d = 0; d < 2 + kAhead; ++d) prefetch_key<kFmt>(p, w, pl, r, w.kb_begin + d, iq[r].v[d]);
+    for (int d = 0; d < 2 + kAhead; ++d) prefetch_key<kRows, kFmt>(p, w, pl, r, w.kb_begin + d, iq[r].v[d]);
   }
   Round ra[kRounds], rb[kRounds];
   if constexpr (kAhead == 1) {
@@ -315,7 +315,7 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
     }
 #pragma unroll
     for (int r = 0; r < kRounds; ++r) {
-      prefetch_key<kFmt>(p, w, pl, r, kb + 2 + kAhead, iq[r].v[2 + kAhead]);
+      prefetch_key<kRows, kFmt>(p, w, pl, r, kb + 2 + kAhead, iq[r].v[2 + kAhead]);
       rotate_queue(iq[r], p, w, pl, r, kb);
     }
     PeerStage peer;
