@@ -101,7 +101,6 @@ inline constexpr bool kPairConsumerFence = SMLA_SD_PAIR_CONSUMER_FENCE != 0;
 template <int kRows>
 inline constexpr bool kPrefetch = SMLA_SD_PREFETCH == 1 || (SMLA_SD_PREFETCH == 2 && kRows != 16);
 
-
 // 64-row tiles: online softmax with lazy rescaling (online_softmax.cuh, update_max_lazy): O is
 // rescaled only when a row's maximum grows by more than a factor 2^8 (V4 b128 s_q2 h128: 247.7
 // -> 243.6 µs; V3.2 rows within 1%; 32-row tiles measured 2.4% slower with it, so they keep

@@ -189,11 +189,11 @@ struct PackedRound {
     }
     const KeyAddr a = key_addr(p, w, v, idx);
     ok = a.page != nullptr;
-    if constexpr (kNoGathers) {  // experiment: no gathers (converts zeros)
-      // Values the compiler cannot see (0 for any real page stride), so that it keeps the
-      // conversion: with literal zeros it folded the conversion away (variants 4 and 9 measured
-      // before 2026-11-30's fifth pass did not convert). They convert to tiny values or NaN: the
-      // results are wrong anyway.
+    if constexpr (kNoGathers) {  // experiment: no gathers (converts stand-in values)
+      // Values the compiler cannot see (z is 0 for any real page stride), so that it keeps the
+      // conversion: with literal zeros it folded the conversion away (variants 4 and 9 before
+      // commit 60b2034 did not convert). They convert to tiny values or NaN: the results are
+      // wrong anyway.
       const uint32_t z = static_cast<uint32_t>(p.main.page_stride >> 62);
 #pragma unroll
       for (int i = 0; i < F::kLatentChunks; ++i) lat[i] = make_uint4(z + 16 * i, z + 16 * i + 1, z + 16 * i + 2, z + 16 * i + 3);
