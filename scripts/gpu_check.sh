@@ -14,7 +14,8 @@ export PATH=$PATH:/usr/local/cuda/bin
 STEPS=${STEPS:-build,tests,sanitizer,bench,python,dcp}
 # Narrower runs: BUILD_TARGETS (default: all), GPU_TEST_ARGS (e.g. --gtest_filter=...),
 # SANITIZER_FILTER (gtest filter of the memcheck step), RUN_SET_ARGS (e.g. --only sd_),
-# RUN_MAIN=0 skips `smla run` in the bench step; PYTEST_ARGS replaces the pytest targets.
+# RUN_MAIN=0 skips `smla run` in the bench step; PYTEST_ARGS replaces the pytest targets;
+# DCP_ARGS adds flags to bench/dcp_combine.py (e.g. --graphs).
 # Never NVLink multicast (SHARP) for NCCL here.
 export NCCL_NVLS_ENABLE=0
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
@@ -114,7 +115,7 @@ if has dcp; then
     echo "- DCP across GPUs: not run, this machine has $gpus GPU(s)" >> "$SUMMARY"
   else
     t0=$(date +%s)
-    python3 bench/dcp_combine.py --world "$gpus" --out "$OUT/dcp_combine.jsonl" > "$OUT/dcp_combine.log" 2>&1
+    python3 bench/dcp_combine.py --world "$gpus" --out "$OUT/dcp_combine.jsonl" ${DCP_ARGS:-} > "$OUT/dcp_combine.log" 2>&1
     rc=$?
     [ $rc -ne 0 ] && status=1
     echo "- DCP across $gpus GPUs (check + combine cost): rc=$rc in $(( $(date +%s) - t0 )) s" >> "$SUMMARY"

@@ -83,20 +83,19 @@ inline constexpr int kPairCtas = 2;
 #define SMLA_SD_PAIR_AHEAD 1
 #endif
 inline constexpr int kPairAhead = SMLA_SD_PAIR_AHEAD;
-// Measurement build (SMLA_SD_PAIR_CONSUMER_FENCE=1): a pair's producers arrive on "full" without
-// the proxy fence, whose MEMBAR.ALL.CTA also waits for their st.async copies to the peer and the
-// next block's loads; each consumer thread fences after its wait instead, before its wgmmas.
-// Measured as the default would be (b128 s_q2 h128 413.1 -> 398.9 µs, sampled rows correct);
-// it ships once the GPU suite passes with it.
+// Pairs: the producers arrive on "full" without the proxy fence, whose MEMBAR.ALL.CTA also
+// waits for their st.async copies to the peer and the next block's loads; each consumer thread
+// fences after its wait instead, before its wgmmas (b128 s_q2 h128 414.0 -> 399.7 µs, s_q1 h128
+// 214.1 -> 207.7). SMLA_SD_PAIR_CONSUMER_FENCE=0 (a measurement build): the producers fence.
 #ifndef SMLA_SD_PAIR_CONSUMER_FENCE
-#define SMLA_SD_PAIR_CONSUMER_FENCE 0
+#define SMLA_SD_PAIR_CONSUMER_FENCE 1
 #endif
 inline constexpr bool kPairConsumerFence = SMLA_SD_PAIR_CONSUMER_FENCE != 0;
-// L2 line prefetch of the rows two blocks ahead of the loads. Measurement builds:
-// SMLA_SD_PREFETCH=0 none (b128 h16 97.0 -> 93.3 µs, h32 +6%, h64 +9%, s_q2 h128 +4%), =2 none
-// in 16-row tiles only.
+// L2 line prefetch of the rows two blocks ahead of the loads, except in 16-row tiles (b128 h16
+// 97.3 -> 93.7 µs without it; h32 +6%, h64 +9%, s_q2 h128 +4% without it). Measurement builds:
+// SMLA_SD_PREFETCH=0 none, =1 in every tile.
 #ifndef SMLA_SD_PREFETCH
-#define SMLA_SD_PREFETCH 1
+#define SMLA_SD_PREFETCH 2
 #endif
 template <int kRows>
 inline constexpr bool kPrefetch = SMLA_SD_PREFETCH == 1 || (SMLA_SD_PREFETCH == 2 && kRows != 16);

@@ -13,34 +13,44 @@
 
 namespace smla::cuda::sparse_decode_family {
 
+// The launch configuration of kKernel (a sparse_decode_kernel of these rows, d and pairing): its
+// block and shared memory (the function's limit raised on first use), in attrs[0] the clusters
+// of two CTAs along grid.y of pairs, in attrs[1] the programmatic dependence on the split
+// schedule kernel (the kernel waits for it before it reads anything). Pairs use both
+// attributes, other kernels attrs[1] alone.
+template <auto kKernel, int kRows, int kD, bool kPair>
+cudaLaunchConfig_t launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttribute (&attrs)[2]) {
+  constexpr size_t kSmem = Smem<kRows, kD>::bytes;
+  static const bool configured = [] {
+    SMLA_CUDA_CHECK(
+        cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
+    return true;
+  }();
+  (void)configured;
+  attrs[0] = {};
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = 1;
+  attrs[0].val.clusterDim.y = kPair ? kPairCtas : 1;
+  attrs[0].val.clusterDim.z = 1;
+  attrs[1] = pdl_attribute();
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(cta_threads(kRows));
+  cfg.dynamicSmemBytes = kSmem;
+  cfg.stream = stream;
+  cfg.attrs = kPair ? attrs : attrs + 1;
+  cfg.numAttrs = kPair ? 2 : 1;
+  return cfg;
+}
+
 // One kernel launch; kPair: as clusters of two CTAs along grid.y (config.h, kPairCtas);
 // kPersist: the persistent kernel on `resident` CTAs (pairs: clusters) walking `grid` as units.
 template <int kRows, int kD, int kFmt, bool kPair, bool kPersist>
 void launch_kernel(const AttnParams& p, dim3 grid, int64_t resident, cudaStream_t stream) {
-  constexpr size_t kSmem = Smem<kRows, kD>::bytes;
   constexpr auto kernel = sparse_decode_kernel<kRows, kD, kFmt, kPair, kPersist>;
-  // The dynamic shared-memory limit is an attribute of the function: raised once.
-  static const bool configured = [] {
-    SMLA_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
-    return true;
-  }();
-  (void)configured;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
+  cudaLaunchAttribute attrs[2];
+  cudaLaunchConfig_t cfg = launch_config<kernel, kRows, kD, kPair>(grid, stream, attrs);
   AttnParams args = p;
-  cfg.blockDim = dim3(cta_threads(kRows));
-  cfg.dynamicSmemBytes = kSmem;
-  cfg.stream = stream;
-  // Programmatic dependent of the split schedule kernel (the kernel waits for it before it
-  // reads anything); clusters of two for pairs.
-  cudaLaunchAttribute attrs[2] = {pdl_attribute(), {}};
-  attrs[1].id = cudaLaunchAttributeClusterDimension;
-  attrs[1].val.clusterDim.x = 1;
-  attrs[1].val.clusterDim.y = kPair ? kPairCtas : 1;
-  attrs[1].val.clusterDim.z = 1;
-  cfg.attrs = attrs;
-  cfg.numAttrs = kPair ? 2 : 1;
   if constexpr (kPersist) {
     args.unit_gx = static_cast<int>(grid.x);
     args.unit_gy = static_cast<int>(grid.y);
@@ -56,20 +66,9 @@ int64_t persistent_slots() {
   static const int64_t slots = [] {
     if constexpr (!kPair) return static_cast<int64_t>(current_device_info().sm_count);
     constexpr auto kernel = sparse_decode_kernel<kRows, kD, kFmt, kPair, true>;
-    constexpr size_t kSmem = Smem<kRows, kD>::bytes;
-    SMLA_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
-    cudaLaunchConfig_t one{};
-    one.gridDim = dim3(1, kPairCtas, 1);
-    one.blockDim = dim3(cta_threads(kRows));
-    one.dynamicSmemBytes = kSmem;
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = 1;
-    cluster.val.clusterDim.y = kPairCtas;
-    cluster.val.clusterDim.z = 1;
-    one.attrs = &cluster;
-    one.numAttrs = 1;
+    cudaLaunchAttribute attrs[2];
+    cudaLaunchConfig_t one = launch_config<kernel, kRows, kD, kPair>(dim3(1, kPairCtas, 1), nullptr, attrs);
+    one.numAttrs = 1;  // the cluster shape alone
     int clusters = 0;
     SMLA_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &one));
     return static_cast<int64_t>(std::max(clusters, 1));
