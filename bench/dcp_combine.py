@@ -7,7 +7,7 @@ positions it does not own masked (-1), and over its compacted list from smla.dcp
 smla.dcp_combine. Each rank's heads are checked against the unsharded single-GPU result; the
 attention on the shard (both ways), the compaction, the combine and the unsharded attention are
 timed with CUDA events (median), each call eagerly and, with --graphs, as CUDA graph replays
-(the GPU's time without the host's; the rank step also as one graph; not yet run on a device).
+(the GPU's time without the host's; the rank step also as one graph).
 The eager rank step is compaction + compacted attention + combine.
 
 usage: python3 bench/dcp_combine.py [--world N] [--small] [--graphs] [--out FILE.jsonl] [--commit C]

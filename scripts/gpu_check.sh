@@ -18,6 +18,8 @@ STEPS=${STEPS:-build,tests,sanitizer,bench,python,dcp}
 # DCP_ARGS adds flags to bench/dcp_combine.py (e.g. --graphs).
 # Never NVLink multicast (SHARP) for NCCL here.
 export NCCL_NVLS_ENABLE=0
+# The commit that bench/run_set.py and bench/dcp_combine.py record with their results.
+export SMLA_COMMIT=$(cat .gpu/COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
 status=0
 
@@ -75,7 +77,7 @@ fi
 if has bench; then
   python3 bench/ceilings.py > "$OUT/ceilings.json"
   echo "- ceilings: $(cat "$OUT/ceilings.json")" >> "$SUMMARY"
-  SMLA_COMMIT=$(cat .gpu/COMMIT 2>/dev/null || echo unknown) PYTHONUNBUFFERED=1 \
+  PYTHONUNBUFFERED=1 \
     python3 bench/run_set.py ./build-gpu/tools/smla "$OUT/ceilings.json" "$OUT/bench.jsonl" ${RUN_SET_ARGS:-} \
     > "$OUT/bench.log" 2>&1
   echo "" >> "$SUMMARY"
