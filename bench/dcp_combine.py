@@ -4,10 +4,12 @@
 sparse_decode over that shard for all heads, two ways: over the whole global index list with the
 positions it does not own masked (-1), and over its compacted list from smla.dcp_local_topk
 (its own slots packed to the front, topk_length = the request's largest count); then
-smla.dcp_combine. Each rank's heads are checked against the unsharded single-GPU result; the
+smla.dcp_combine with each of its methods. Each rank's heads are checked against the unsharded
+single-GPU result (every way and method); the
 attention on the shard (both ways), the compaction, the combine and the unsharded attention are
-timed with CUDA events (median), each call eagerly and, with --graphs, as CUDA graph replays
-(the GPU's time without the host's; the rank step also as one graph).
+timed with CUDA events (median), each call eagerly (the default method) and, with --graphs, as
+CUDA graph replays (the GPU's time without the host's; the combine and the rank step, one graph,
+with every method).
 The eager rank step is compaction + compacted attention + combine.
 
 usage: python3 bench/dcp_combine.py [--world N] [--small] [--graphs] [--out FILE.jsonl] [--commit C]
@@ -16,6 +18,7 @@ usage: python3 bench/dcp_combine.py [--world N] [--small] [--graphs] [--out FILE
               result, small shapes; no GPU or process group needed)"""
 import argparse
 import datetime
+import inspect
 import json
 import os
 import socket
@@ -32,6 +35,9 @@ REAL = [("V3.2 sparse_decode fp8_ds_mla b64 s_q1 h128 topk2048 ctx32768", 64, 1,
 SMALL = [("small b3 s_q2 h32 topk512 ctx3000", 3, 2, 32, 512, 3000, 1),
          ("small b2 s_q1 h16 topk256 ctx777", 2, 1, 16, 256, 777, 64)]
 PAGE = 64
+# smla.dcp_combine's ways, each checked and timed; the default is what an engine gets.
+METHODS = ("reduce_scatter", "all_to_all")
+DEFAULT_METHOD = inspect.signature(smla.dcp_combine).parameters["method"].default
 
 
 def _median_us(fn, reps=20):
@@ -116,20 +122,25 @@ def _compact(pos, table, world, rank, interleave):
 def _graph_timings(q, shard, full, glob, slots, topk_length, comp_out, comp_lse, ref_out, ref_lse, sink, pos, table,
                    world, rank, interleave, t, h):
     """The parts as CUDA graph replays, and the whole rank step as one graph, µs by name (empty
-    when some rank could not capture). Every rank captures the same graphs in the same order; they
-    are replayed only if every rank captured all of them (a graph with a collective replayed on
-    one rank alone would wait forever)."""
-    def step():
+    when some rank could not capture): the combine and the step with every method of
+    smla.dcp_combine (`combine_<method>`, `step_<method>`; `combine` and `step` are the default
+    method's). Every rank captures the same graphs in the same order; they are replayed only if
+    every rank captured all of them (a graph with a collective replayed on one rank alone would
+    wait forever)."""
+    def step(method):
         sl, tl = _compact(pos, table, world, rank, interleave)
         o, l = smla.sparse_decode(q, shard, sl, topk_length=tl, cache_format="fp8_ds_mla")
-        smla.dcp_combine(o.view(t, h, 512), l.view(t, h), attn_sink=sink)
+        smla.dcp_combine(o.view(t, h, 512), l.view(t, h), attn_sink=sink, method=method)
+
+    def combine(method):
+        return smla.dcp_combine(comp_out.view(t, h, 512), comp_lse.view(t, h), attn_sink=sink, method=method)
 
     parts = dict(
         compact=lambda: _compact(pos, table, world, rank, interleave),
         compacted_attention=lambda: smla.sparse_decode(q, shard, slots, topk_length=topk_length,
                                                        cache_format="fp8_ds_mla", out=comp_out, lse=comp_lse),
-        combine=lambda: smla.dcp_combine(comp_out.view(t, h, 512), comp_lse.view(t, h), attn_sink=sink),
-        step=step,
+        **{f"combine_{m}": (lambda m=m: combine(m)) for m in METHODS},
+        **{f"step_{m}": (lambda m=m: step(m)) for m in METHODS},
         unsharded=lambda: smla.sparse_decode(q, full, glob, cache_format="fp8_ds_mla", attn_sink=sink,
                                              out=ref_out, lse=ref_lse))
     graphs = {k: _capture(fn) for k, fn in parts.items()}
@@ -141,6 +152,7 @@ def _graph_timings(q, shard, full, glob, slots, topk_length, comp_out, comp_lse,
     for k, g in graphs.items():
         dist.barrier()
         us[k] = _replay_us(g)
+    us["combine"], us["step"] = us[f"combine_{DEFAULT_METHOD}"], us[f"step_{DEFAULT_METHOD}"]
     return us
 
 
@@ -162,13 +174,15 @@ def _worker(rank, world, port, cases, seed, results, use_graphs=False):
             want = ref_out.view(t, h, 512)[:, heads].float()
             errs = {}
             for way, (po, pl) in (("masked", (part_out, part_lse)), ("compacted", (comp_out, comp_lse))):
-                out, lse = smla.dcp_combine(po.view(t, h, 512), pl.view(t, h), attn_sink=sink)
-                errs[way] = (out - want).abs().max().item()
-                errs[way + "_lse"] = (lse - ref_lse.view(t, h)[:, heads]).abs().max().item()
-                torch.testing.assert_close(out, want, atol=1.6e-2, rtol=1.6e-2,
-                                           msg=lambda m: f"{name}, rank {rank}, {way}: {m}")
-                torch.testing.assert_close(lse, ref_lse.view(t, h)[:, heads], atol=1e-3, rtol=1e-4,
-                                           msg=lambda m: f"{name}, rank {rank}, {way} lse: {m}")
+                for method in METHODS:
+                    out, lse = smla.dcp_combine(po.view(t, h, 512), pl.view(t, h), attn_sink=sink, method=method)
+                    errs[way] = max(errs.get(way, 0.0), (out - want).abs().max().item())
+                    errs[way + "_lse"] = max(errs.get(way + "_lse", 0.0),
+                                             (lse - ref_lse.view(t, h)[:, heads]).abs().max().item())
+                    torch.testing.assert_close(out, want, atol=1.6e-2, rtol=1.6e-2,
+                                               msg=lambda m: f"{name}, rank {rank}, {way}, {method}: {m}")
+                    torch.testing.assert_close(lse, ref_lse.view(t, h)[:, heads], atol=1e-3, rtol=1e-4,
+                                               msg=lambda m: f"{name}, rank {rank}, {way}, {method} lse: {m}")
             shard_us = _median_us(lambda: smla.sparse_decode(q, shard, loc, cache_format="fp8_ds_mla",
                                                              out=part_out, lse=part_lse))
             compact_us = _median_us(lambda: _compact(pos, table, world, rank, interleave))
@@ -275,7 +289,8 @@ def main():
                 rs = [r for r in rows if r["name"] == name]
                 key = f"dcp{rs[0]['world']}_b{rs[0]['b']}_h{rs[0]['h']}"
                 for suffix, field in (("combine", "combine_us"), ("step_ratio", "step_ratio"),
-                                      ("combine_graph", "combine_graph_us"), ("step_ratio_graph", "step_ratio_graph")):
+                                      ("combine_graph", "combine_graph_us"), ("step_ratio_graph", "step_ratio_graph"),
+                                      *((f"combine_graph_{m}", f"combine_{m}_graph_us") for m in METHODS)):
                     if any(r.get(field) is None for r in rs):
                         continue  # no graph timings: a capture failed on some rank
                     f.write(json.dumps(dict(key=f"{key}_{suffix}", name=name, us=max(r[field] for r in rs),
@@ -290,17 +305,21 @@ def main():
               f"{r['step_us']:.1f} | {r['unsharded_us']:.1f} | {r['step_ratio']:.2f} | {r['max_err']:.1e} |")
     if not args.graphs:
         return
-    print("\nCUDA graph replays (the GPU's time, no host work), µs:\n")
-    print("| config | N | rank | compaction | shard attention, compacted | combine | rank step (one graph) | "
-          "unsharded | step / unsharded |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"\nCUDA graph replays (the GPU's time, no host work), µs; combine and rank step by method "
+          f"(default {DEFAULT_METHOD}; the ratio is the default's):\n")
+    print("| config | N | rank | compaction | shard attention, compacted | "
+          + " | ".join(f"combine, {m}" for m in METHODS) + " | "
+          + " | ".join(f"rank step (one graph), {m}" for m in METHODS) + " | unsharded | step / unsharded |")
+    print("|---|---|---|---|---|" + "---|" * (2 * len(METHODS)) + "---|---|")
     for r in rows:
         if r.get("step_ratio_graph") is None:
-            print(f"| {r['name']} I={r['interleave']} | {r['world']} | {r['rank']} | capture failed | | | | | |")
+            print(f"| {r['name']} I={r['interleave']} | {r['world']} | {r['rank']} | capture failed |")
             continue
         print(f"| {r['name']} I={r['interleave']} | {r['world']} | {r['rank']} | {r['compact_graph_us']:.1f} | "
-              f"{r['compacted_attention_graph_us']:.1f} | {r['combine_graph_us']:.1f} | {r['step_graph_us']:.1f} | "
-              f"{r['unsharded_graph_us']:.1f} | {r['step_ratio_graph']:.2f} |")
+              f"{r['compacted_attention_graph_us']:.1f} | "
+              + " | ".join(f"{r[f'combine_{m}_graph_us']:.1f}" for m in METHODS) + " | "
+              + " | ".join(f"{r[f'step_{m}_graph_us']:.1f}" for m in METHODS)
+              + f" | {r['unsharded_graph_us']:.1f} | {r['step_ratio_graph']:.2f} |")
 
 
 if __name__ == "__main__":

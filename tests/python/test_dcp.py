@@ -68,33 +68,40 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _combine_worker(rank, world, port, seed, results):
+def _combine_worker(rank, world, port, seed, method, dtype, results):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
         t, h, d_v = 3, 8, 512
         parts, lses, sink = random_parts(world, t, h, d_v, seed)
-        out, lse = smla.dcp_combine(parts[rank], lses[rank], attn_sink=sink)
-        results[rank] = (out, lse)
+        # A strided partial (every other head of a wider tensor) and a strided lse.
+        wide = torch.zeros((t, 2 * h, d_v), dtype=dtype)
+        wide[:, ::2] = parts[rank].to(dtype)
+        lse_wide = torch.zeros((t, 2 * h))
+        lse_wide[:, ::2] = lses[rank]
+        results[rank] = smla.dcp_combine(wide[:, ::2], lse_wide[:, ::2], attn_sink=sink, method=method)
     finally:
         dist.destroy_process_group()
 
 
-def test_combine_across_two_processes():
+@pytest.mark.parametrize("method,dtype", [("reduce_scatter", torch.float32), ("all_to_all", torch.float32),
+                                          ("all_to_all", torch.bfloat16)])
+def test_combine_across_two_processes(method, dtype):
     world, t, h, d_v = 2, 3, 8, 512
     seed = torch.randint(1 << 30, ()).item()
     port = _free_port()
     ctx = mp.get_context("spawn")
     manager = ctx.Manager()
     results = manager.dict()
-    mp.start_processes(_combine_worker, args=(world, port, seed, results), nprocs=world, join=True,
+    mp.start_processes(_combine_worker, args=(world, port, seed, method, dtype, results), nprocs=world, join=True,
                        start_method="spawn")
     parts, lses, sink = random_parts(world, t, h, d_v, seed)
-    ref_out, ref_lse = merged_reference(parts, lses, sink)
+    ref_out, ref_lse = merged_reference(parts.to(dtype), lses, sink)  # the partials as the ranks hold them
     for r in range(world):
         out, lse = results[r]
         heads = slice(r * (h // world), (r + 1) * (h // world))
+        assert out.dtype == torch.float32 and lse.dtype == torch.float32
         torch.testing.assert_close(out.double(), ref_out[:, heads], rtol=1e-4, atol=1e-5)
         assert torch.equal(torch.isinf(lse), torch.isinf(ref_lse[:, heads]))
         torch.testing.assert_close(lse.double(), ref_lse[:, heads], rtol=1e-4, atol=1e-5)
