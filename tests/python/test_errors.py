@@ -269,7 +269,7 @@ def test_dcp_combine_names_lse_local_before_any_collective(device):
     expect_error(lambda: smla.dcp_combine(out_local[0], torch.randn(3, 4, device=device)),
                  "out_local must be a tensor of shape (T, h, d_v), got float32 (4, 8)")
     expect_error(lambda: smla.dcp_combine(out_local, torch.randn(3, 4, device=device), method="ring"),
-                 'method must be "reduce_scatter" or "all_to_all", got \'ring\'')
+                 'method must be "all_to_all" or "reduce_scatter", got \'ring\'')
     expect_error(lambda: smla.dcp_combine(out_local.half(), torch.randn(3, 4, device=device)),
                  "out_local must be float32 or bfloat16 of shape (T, h, d_v), got float16 (3, 4, 8)")
     expect_error(lambda: smla.dcp_combine(out_local, torch.randn(3, 4, device=device), attn_sink=torch.zeros(3, device=device)),
