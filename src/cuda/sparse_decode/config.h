@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "smla/formats.h"
+
 namespace smla::cuda::sparse_decode_family {
 
 // Measurement builds only (-DSMLA_SD_VARIANT=n; 0 is the shipped kernel): 3 no fp8 conversion,
@@ -68,6 +70,7 @@ inline constexpr int kBarPFree = 2;    // WG1 -> WG0: WG1 has read them
 inline constexpr int kBarFinal = 3;    // WG0 -> WG1: final row factors
 inline constexpr int kBarMerge = 4;    // narrow CTAs: the per-block head maxima, the final sums
 inline constexpr int kBarQReady = 5;   // consumers: Q is in shared memory
+inline constexpr int kBarRawFree = 6;  // kNarrowBulk producers: every one has read a raw block
 
 // Which keys of a block are real: one 32-bit ballot per (32-key round, producer warp) whose low
 // byte holds that warp's eight keys (32 bits so that a peer CTA's producer can st.async it).
@@ -118,27 +121,46 @@ inline constexpr bool kLazyRescale = SMLA_SD_LAZY_RESCALE != 0;
 // 21.0 -> 21.8), so one-wave grids keep the one-unit kernel.
 constexpr bool has_persistent(int rows, bool bf16) { return rows == 64 && !bf16; }
 
+// Measurement build (SMLA_SD_NARROW_BULK=1): 16/32-row CTAs of fp8_ds_mla gather rows with
+// cp.async.bulk (the TMA unit, one copy per 656-byte row) into a ring of two raw blocks, and the
+// producers convert from there into one K tile (two do not fit beside the ring). The
+// microbenchmark bench/micro/gather_bulk_vs_ldg.cu gathers at 3.6 TB/s this way against 1.9
+// with 16-byte loads; one K tile makes a block's conversion wait for the previous block's P V.
+#ifndef SMLA_SD_NARROW_BULK
+#define SMLA_SD_NARROW_BULK 0
+#endif
+inline constexpr int kRawSlots = 2;  // raw blocks in flight
+template <int kRows, int kFmt>
+inline constexpr bool kNarrowBulk =
+    SMLA_SD_NARROW_BULK != 0 && kRows < 64 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
+
 // Key groups of a narrow (16 or 32-row) CTA: the eight consumer warps are row groups x key
 // groups x value-column halves; each key group walks its share of every 64-key block.
 constexpr int narrow_key_groups(int rows) { return rows == 16 ? 4 : 2; }
 
 // Shared memory, in bytes from the dynamic base (no swizzle: 16-byte alignment suffices). Q and K tiles are wgmma core-
 // matrix tiles: element (r, k) at (r / 8) * 16 * D + (k / 8) * 128 + (r % 8) * 16 + (k % 8) * 2.
-template <int kRows, int kD>
+// kOneTile (kNarrowBulk): both stages share one K tile, and a raw ring follows the barriers.
+template <int kRows, int kD, bool kOneTile = false>
 struct Smem {
   static constexpr bool kWide = kRows == 64;
   static constexpr size_t kQBytes = static_cast<size_t>(kRows) * kD * 2;
   static constexpr size_t kKBytes = static_cast<size_t>(kKeys) * kD * 2;
+  static constexpr size_t kRawBlockBytes = static_cast<size_t>(kKeys) * DsMlaLayout::bytes_per_token;
   static constexpr size_t q = 0;
-  static constexpr size_t k = q + kQBytes;                          // [kStages] K tiles
-  static constexpr size_t p = k + kStages * kKBytes;                // kRows x 64 bf16 P (narrow: P^T)
+  static constexpr size_t k = q + kQBytes;                          // [kStages] K tiles (kOneTile: one)
+  static constexpr size_t p = k + (kOneTile ? 1 : kStages) * kKBytes;  // kRows x 64 bf16 P (narrow: P^T)
   static constexpr size_t scale = p + kKeys * kRows * 2;             // float[64] row rescale factors
   static constexpr size_t factor = scale + 64 * 4;                  // float[64] final row factors
   static constexpr size_t merge = factor + 64 * 4;                  // narrow: float[2][4][32] head maxima
   static constexpr size_t valid = merge + (kWide ? 0 : 2 * 4 * 32 * 4);  // uint32[kStages][8] key masks
   static constexpr size_t bars = valid + kValidBytes * kStages;     // uint64 full[kStages], empty[kStages]
-  static constexpr size_t bytes = bars + 2 * kStages * 8;
+  static constexpr size_t raw_bars = bars + 2 * kStages * 8;        // kOneTile: uint64 raw_full[kRawSlots]
+  static constexpr size_t raw_ok = raw_bars + kRawSlots * 8;        // kOneTile: uint8[kRawSlots][64] row is real
+  static constexpr size_t raw = (raw_ok + kRawSlots * kKeys + 127) / 128 * 128;  // kOneTile: [kRawSlots] raw blocks
+  static constexpr size_t bytes = kOneTile ? raw + kRawSlots * kRawBlockBytes : raw_bars;
 };
 static_assert(Smem<64, 576>::bytes <= 232448, "64-row d576 tile exceeds the 227 KB opt-in limit");
+static_assert(Smem<32, 576, true>::bytes <= 232448, "32-row d576 tile with a raw ring exceeds the 227 KB opt-in limit");
 
 }  // namespace smla::cuda::sparse_decode_family

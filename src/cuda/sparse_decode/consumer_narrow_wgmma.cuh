@@ -21,9 +21,10 @@
 
 namespace smla::cuda::sparse_decode_family {
 
-template <int kRows, int kD>
+// kOneTile: the kNarrowBulk shared-memory plan (config.h), one K tile for both stages.
+template <int kRows, int kD, bool kOneTile = false>
 __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t* smem) {
-  using S = Smem<kRows, kD>;
+  using S = Smem<kRows, kD, kOneTile>;
   constexpr int N = kRows;        // heads: the wgmma N dimension
   constexpr int kNJ = N / 8;      // 8-head column tiles of S^T and O^T
   constexpr int kMT = kDv / 64;   // 64-row tiles of O^T (value columns)
@@ -53,7 +54,7 @@ __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t
 
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin;
-    const Stage<kRows, kD> stage(smem, i & 1);
+    const Stage<kRows, kD, kOneTile> stage(smem, i & 1);
     stage.wait_full(i);
     if (kTimeline && i == 0 && threadIdx.x == 0) timeline_mark(4);
     if constexpr (kConsumersIdle) {

@@ -13,14 +13,14 @@
 
 namespace smla::cuda::sparse_decode_family {
 
-// The launch configuration of kKernel (a sparse_decode_kernel of these rows, d and pairing): its
-// block and shared memory (the function's limit raised on first use), in attrs[0] the clusters
-// of two CTAs along grid.y of pairs, in attrs[1] the programmatic dependence on the split
-// schedule kernel (the kernel waits for it before it reads anything). Pairs use both
+// The launch configuration of kKernel (a sparse_decode_kernel of these rows, d, format and
+// pairing): its block and shared memory (the function's limit raised on first use), in attrs[0]
+// the clusters of two CTAs along grid.y of pairs, in attrs[1] the programmatic dependence on the
+// split schedule kernel (the kernel waits for it before it reads anything). Pairs use both
 // attributes, other kernels attrs[1] alone.
-template <auto kKernel, int kRows, int kD, bool kPair>
+template <auto kKernel, int kRows, int kD, int kFmt, bool kPair>
 cudaLaunchConfig_t launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttribute (&attrs)[2]) {
-  constexpr size_t kSmem = Smem<kRows, kD>::bytes;
+  constexpr size_t kSmem = Smem<kRows, kD, kNarrowBulk<kRows, kFmt>>::bytes;
   static const bool configured = [] {
     SMLA_CUDA_CHECK(
         cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
@@ -49,7 +49,7 @@ template <int kRows, int kD, int kFmt, bool kPair, bool kPersist>
 void launch_kernel(const AttnParams& p, dim3 grid, int64_t resident, cudaStream_t stream) {
   constexpr auto kernel = sparse_decode_kernel<kRows, kD, kFmt, kPair, kPersist>;
   cudaLaunchAttribute attrs[2];
-  cudaLaunchConfig_t cfg = launch_config<kernel, kRows, kD, kPair>(grid, stream, attrs);
+  cudaLaunchConfig_t cfg = launch_config<kernel, kRows, kD, kFmt, kPair>(grid, stream, attrs);
   AttnParams args = p;
   if constexpr (kPersist) {
     args.unit_gx = static_cast<int>(grid.x);
@@ -67,7 +67,7 @@ int64_t persistent_slots() {
     if constexpr (!kPair) return static_cast<int64_t>(current_device_info().sm_count);
     constexpr auto kernel = sparse_decode_kernel<kRows, kD, kFmt, kPair, true>;
     cudaLaunchAttribute attrs[2];
-    cudaLaunchConfig_t one = launch_config<kernel, kRows, kD, kPair>(dim3(1, kPairCtas, 1), nullptr, attrs);
+    cudaLaunchConfig_t one = launch_config<kernel, kRows, kD, kFmt, kPair>(dim3(1, kPairCtas, 1), nullptr, attrs);
     one.numAttrs = 1;  // the cluster shape alone
     int clusters = 0;
     SMLA_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &one));

@@ -56,13 +56,19 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
 
 // The K tiles' mbarriers. full: one arrive per producer thread; empty: one per consumer warp
 // (of both CTAs of a pair, whose producers both fill each tile).
-template <int kRows, int kD>
+// kOneTile (kNarrowBulk): also the raw slots' barriers, one arrive per copying producer thread.
+template <int kRows, int kD, bool kOneTile = false>
 __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
   if (threadIdx.x == 0) {
-    uint64_t* bars = reinterpret_cast<uint64_t*>(smem + Smem<kRows, kD>::bars);
+    using S = Smem<kRows, kD, kOneTile>;
+    uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::bars);
     for (int s = 0; s < kStages; ++s) {
       mbar_init(bars + s, producer_threads(kRows));
       mbar_init(bars + kStages + s, (consumer_threads(kRows) / 32) * (pair ? kPairCtas : 1));
+    }
+    if constexpr (kOneTile) {
+      for (int s = 0; s < kRawSlots; ++s) mbar_init(reinterpret_cast<uint64_t*>(smem + S::raw_bars) + s, kKeys);
+      fence_mbarrier_init();  // the bulk copies complete on them
     }
   }
 }
@@ -142,7 +148,8 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
     w.rank = static_cast<int>(cluster_ctarank());
   }
 
-  init_stage_barriers<kRows, kD>(smem, w.pair);
+  constexpr bool kOneTile = kNarrowBulk<kRows, kFmt>;
+  init_stage_barriers<kRows, kD, kOneTile>(smem, w.pair);
   __syncthreads();
   if constexpr (kPair) cluster_sync();  // the peer's barriers are initialized before anyone writes or arrives there
   if (kTimeline && threadIdx.x == 0) timeline_mark(2);
@@ -169,10 +176,11 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
       setmaxnreg_to<kRegsConsumerNarrow, kEntry>();
       load_q<kRows, kD>(p, w, smem);
       if (kTimeline && threadIdx.x == 0) timeline_mark(3);
-      consume_narrow_wgmma<kRows, kD>(p, w, smem);
+      consume_narrow_wgmma<kRows, kD, kOneTile>(p, w, smem);
     } else {
       setmaxnreg_to<kRegsProducerNarrow, kEntry>();
       if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
+      else if constexpr (kOneTile) produce_narrow_bulk<kRows>(p, w, smem);
       else produce_packed<kRows, kFmt>(p, w, smem);
     }
   }

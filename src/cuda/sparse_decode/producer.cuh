@@ -112,15 +112,15 @@ __device__ __forceinline__ uint32_t in_peer(const Work& w, const void* p) {
   return map_to_cta(smem_addr(p), static_cast<uint32_t>(w.rank ^ 1));
 }
 
-template <int kRows, int kD>
+template <int kRows, int kD, bool kOneTile = false>
 struct Stage {
   uint8_t* tile;
   uint32_t* valid;
   uint64_t* full;
   uint64_t* empty;
   __device__ Stage(uint8_t* smem, int s) {
-    using S = Smem<kRows, kD>;
-    tile = smem + S::k + s * S::kKBytes;
+    using S = Smem<kRows, kD, kOneTile>;
+    tile = smem + S::k + (kOneTile ? 0 : s * S::kKBytes);
     valid = reinterpret_cast<uint32_t*>(smem + S::valid + kValidBytes * s);
     full = reinterpret_cast<uint64_t*>(smem + S::bars) + s;
     empty = reinterpret_cast<uint64_t*>(smem + S::bars) + kStages + s;
@@ -136,6 +136,8 @@ struct Stage {
   __device__ void wait_empty(int i) const {
     if (i >= kStages) mbar_wait(empty, ((i / kStages) - 1) & 1);
   }
+  // Block i of this stage has been released by the consumers.
+  __device__ void wait_released(int i) const { mbar_wait(empty, (i / kStages) & 1); }
   // Consumer warps: done with this tile (in both CTAs of a pair, whose producers both fill it).
   __device__ void release(const Work& w, int lane) const {
     __syncwarp();
@@ -343,6 +345,80 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
     for (int kb = w.kb_begin; kb < w.kb_end; kb += 2) {
       step(ra, rb, kb);
       if (kb + 1 < w.kb_end) step(rb, ra, kb + 1);
+    }
+  }
+}
+
+// kNarrowBulk (config.h, a measurement build): 16/32-row CTAs of fp8_ds_mla. Producer threads
+// 0..63 each copy one row of block i with cp.async.bulk into raw slot i % kRawSlots and arm the
+// slot's barrier for its bytes (0 for a skipped key: not copied, converted as zeros). Every
+// producer thread converts its quarter of a row (the lane mapping above) from the slot into
+// registers, waits until the consumers released block i - 1 (one K tile), stores it and hands
+// the block over; a named barrier among the producers then frees the slot for block
+// i + kRawSlots, whose index each copying thread loaded one block earlier.
+template <int kRows>
+__device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t* smem) {
+  constexpr int kFmt = static_cast<int>(CacheFormat::fp8_ds_mla);
+  using F = PackedRow<kFmt>;
+  using L = DsMlaLayout;
+  constexpr int kD = F::kD;
+  using S = Smem<kRows, kD, true>;
+  using St = Stage<kRows, kD, true>;
+  const ProducerLane pl(w, consumer_threads(kRows));
+  if (w.kb_begin >= w.kb_end) return;
+  const int pt = static_cast<int>(threadIdx.x) - consumer_threads(kRows);
+  uint64_t* raw_full = reinterpret_cast<uint64_t*>(smem + S::raw_bars);
+  uint8_t* raw_ok = smem + S::raw_ok;
+  uint8_t* raw = smem + S::raw;
+  const int blocks = w.kb_end - w.kb_begin;
+  auto issue = [&](int i, int32_t idx) {  // row pt of block i
+    const int slot = i % kRawSlots;
+    const KeyAddr a = key_addr(p, w, (w.kb_begin + i) * kKeys + pt, idx);
+    const bool ok = a.page != nullptr;
+    raw_ok[slot * kKeys + pt] = ok;
+    mbar_arrive_expect_tx(raw_full + slot, ok ? L::bytes_per_token : 0);
+    if (ok)
+      bulk_copy_g2s(smem_addr(raw + slot * S::kRawBlockBytes + pt * L::bytes_per_token), F::row(a), L::bytes_per_token,
+                    smem_addr(raw_full + slot));
+  };
+  int32_t next = -1;
+  if (pt < kKeys) {
+    for (int i = 0; i < kRawSlots && i < blocks; ++i) issue(i, load_key_index(p, w, (w.kb_begin + i) * kKeys + pt));
+    if (kRawSlots < blocks) next = load_key_index(p, w, (w.kb_begin + kRawSlots) * kKeys + pt);
+  }
+  const int j = pl.row_in_block(0);
+  constexpr int kRowGroup = 16 * kD;
+  for (int i = 0; i < blocks; ++i) {
+    const int slot = i % kRawSlots;
+    mbar_wait(raw_full + slot, (i / kRawSlots) & 1);
+    const uint8_t* r = raw + slot * S::kRawBlockBytes + j * L::bytes_per_token;
+    const bool ok = raw_ok[slot * kKeys + j] != 0;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    uint4 out[2 * F::kLatentChunks + 2];
+    const typename F::Scales sc = ok ? *reinterpret_cast<const float4*>(r + L::scale_offset) : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int c = 0; c < F::kLatentChunks; ++c) {
+      const uint4 v = ok ? *reinterpret_cast<const uint4*>(r + c * 64 + pl.q * 16) : zero;
+      e4m3x16_to_bf16(v, F::scale(sc, c), out[2 * c], out[2 * c + 1]);
+    }
+    out[2 * F::kLatentChunks] = ok ? *reinterpret_cast<const uint4*>(r + L::rope_offset + pl.q * 32) : zero;
+    out[2 * F::kLatentChunks + 1] = ok ? *reinterpret_cast<const uint4*>(r + L::rope_offset + pl.q * 32 + 16) : zero;
+    const St st(smem, i & 1);
+    if (i >= 1) St(smem, (i - 1) & 1).wait_released(i - 1);  // the one K tile is free
+    publish_valid<false>(st.valid, PeerStage{}, pl, pl.round, ok);
+    uint8_t* dst = st.tile + (j >> 3) * kRowGroup + (j & 7) * 16;
+#pragma unroll
+    for (int c = 0; c <= F::kLatentChunks; ++c) {  // chunk kLatentChunks: the RoPE part
+      *reinterpret_cast<uint4*>(dst + (8 * c + 2 * pl.q) * 128) = out[2 * c];
+      *reinterpret_cast<uint4*>(dst + (8 * c + 2 * pl.q + 1) * 128) = out[2 * c + 1];
+    }
+    fence_proxy_async();  // generic stores, read next by wgmma
+    mbar_arrive(st.full);
+    named_bar_sync(kBarRawFree, producer_threads(kRows));  // every producer has read this slot
+    if (pt < kKeys && i + kRawSlots < blocks) {
+      issue(i + kRawSlots, next);
+      const int ahead = i + kRawSlots + 1;
+      next = ahead < blocks ? load_key_index(p, w, (w.kb_begin + ahead) * kKeys + pt) : -1;
     }
   }
 }
