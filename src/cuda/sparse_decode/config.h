@@ -136,10 +136,6 @@ template <int kRows, int kFmt>
 inline constexpr bool kNarrowBulk =
     SMLA_SD_NARROW_BULK != 0 && kRows < 64 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
 
-// Key groups of a narrow (16 or 32-row) CTA: the eight consumer warps are row groups x key
-// groups x value-column halves; each key group walks its share of every 64-key block.
-constexpr int narrow_key_groups(int rows) { return rows == 16 ? 4 : 2; }
-
 // Shared memory, in bytes from the dynamic base (no swizzle: 16-byte alignment suffices). Q and K tiles are wgmma core-
 // matrix tiles: element (r, k) at (r / 8) * 16 * D + (k / 8) * 128 + (r % 8) * 16 + (k % 8) * 2.
 // kOneTile (kNarrowBulk): both stages share one K tile, and a raw ring follows the barriers.
