@@ -129,9 +129,21 @@ constexpr bool has_persistent(int rows, bool bf16) { return rows == 64 && !bf16;
 // Measured at 81e370a: b128 h16 93.5 -> 85.0 µs, h32 111.1 -> 103.7, s_q2 h16 179.0 -> 162.8;
 // GpuSparseDecode.* and GpuGraph.* pass with it. The default once the whole GPU check has run.
 #ifndef SMLA_SD_NARROW_BULK
-#define SMLA_SD_NARROW_BULK 0
+#define SMLA_SD_NARROW_BULK 1
 #endif
-inline constexpr int kRawSlots = 2;  // raw blocks in flight
+// Raw blocks in flight: three in 16-row CTAs (SMLA_SD_RAW_SLOTS_16, where they fit), two in
+// 32-row CTAs.
+#ifndef SMLA_SD_RAW_SLOTS_16
+#define SMLA_SD_RAW_SLOTS_16 3
+#endif
+template <int kRows>
+inline constexpr int kRawSlots = kRows == 16 ? SMLA_SD_RAW_SLOTS_16 : 2;
+// A raw slot is reissued as soon as every producer has converted it into registers, before the
+// producer waits for the K tile (SMLA_SD_BULK_EARLY_FREE=0: after it stored the block).
+#ifndef SMLA_SD_BULK_EARLY_FREE
+#define SMLA_SD_BULK_EARLY_FREE 1
+#endif
+inline constexpr bool kBulkEarlyFree = SMLA_SD_BULK_EARLY_FREE != 0;
 template <int kRows, int kFmt>
 inline constexpr bool kNarrowBulk =
     SMLA_SD_NARROW_BULK != 0 && kRows < 64 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
@@ -153,12 +165,14 @@ struct Smem {
   static constexpr size_t merge = factor + 64 * 4;                  // narrow: float[2][4][32] head maxima
   static constexpr size_t valid = merge + (kWide ? 0 : 2 * 4 * 32 * 4);  // uint32[kStages][8] key masks
   static constexpr size_t bars = valid + kValidBytes * kStages;     // uint64 full[kStages], empty[kStages]
-  static constexpr size_t raw_bars = bars + 2 * kStages * 8;        // kOneTile: uint64 raw_full[kRawSlots]
-  static constexpr size_t raw_ok = raw_bars + kRawSlots * 8;        // kOneTile: uint8[kRawSlots][64] row is real
-  static constexpr size_t raw = (raw_ok + kRawSlots * kKeys + 127) / 128 * 128;  // kOneTile: [kRawSlots] raw blocks
-  static constexpr size_t bytes = kOneTile ? raw + kRawSlots * kRawBlockBytes : raw_bars;
+  static constexpr int kSlots = kRawSlots<kRows>;
+  static constexpr size_t raw_bars = bars + 2 * kStages * 8;        // kOneTile: uint64 raw_full[kSlots]
+  static constexpr size_t raw_ok = raw_bars + kSlots * 8;           // kOneTile: uint8[kSlots][64] row is real
+  static constexpr size_t raw = (raw_ok + kSlots * kKeys + 127) / 128 * 128;  // kOneTile: [kSlots] raw blocks
+  static constexpr size_t bytes = kOneTile ? raw + kSlots * kRawBlockBytes : raw_bars;
 };
 static_assert(Smem<64, 576>::bytes <= 232448, "64-row d576 tile exceeds the 227 KB opt-in limit");
 static_assert(Smem<32, 576, true>::bytes <= 232448, "32-row d576 tile with a raw ring exceeds the 227 KB opt-in limit");
+static_assert(Smem<16, 576, true>::bytes <= 232448, "16-row d576 tile with a raw ring exceeds the 227 KB opt-in limit");
 
 }  // namespace smla::cuda::sparse_decode_family

@@ -67,7 +67,7 @@ __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
       mbar_init(bars + kStages + s, (consumer_threads(kRows) / 32) * (pair ? kPairCtas : 1));
     }
     if constexpr (kOneTile) {
-      for (int s = 0; s < kRawSlots; ++s) mbar_init(reinterpret_cast<uint64_t*>(smem + S::raw_bars) + s, kKeys);
+      for (int s = 0; s < S::kSlots; ++s) mbar_init(reinterpret_cast<uint64_t*>(smem + S::raw_bars) + s, kKeys);
       fence_mbarrier_init();  // the bulk copies complete on them
     }
   }

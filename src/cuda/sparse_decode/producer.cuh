@@ -349,13 +349,13 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
   }
 }
 
-// kNarrowBulk (config.h, a measurement build): 16/32-row CTAs of fp8_ds_mla. Producer threads
-// 0..63 each copy one row of block i with cp.async.bulk into raw slot i % kRawSlots and arm the
-// slot's barrier for its bytes (0 for a skipped key: not copied, converted as zeros). Every
-// producer thread converts its quarter of a row (the lane mapping above) from the slot into
-// registers, waits until the consumers released block i - 1 (one K tile), stores it and hands
-// the block over; a named barrier among the producers then frees the slot for block
-// i + kRawSlots, whose index each copying thread loaded one block earlier.
+// kNarrowBulk (config.h): 16/32-row CTAs of fp8_ds_mla. Producer threads 0..63 each copy one
+// row of block i with cp.async.bulk into raw slot i % kSlots and arm the slot's barrier for its
+// bytes (0 for a skipped key: not copied, converted as zeros). Every producer thread converts
+// its quarter of a row (the lane mapping above) from the slot into registers; a named barrier
+// among the producers then frees the slot for block i + kSlots (kBulkEarlyFree: before the K
+// tile is written), whose index each copying thread loaded one block earlier. The thread waits
+// until the consumers released block i - 1 (one K tile), stores block i and hands it over.
 template <int kRows>
 __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t* smem) {
   constexpr int kFmt = static_cast<int>(CacheFormat::fp8_ds_mla);
@@ -364,6 +364,7 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
   constexpr int kD = F::kD;
   using S = Smem<kRows, kD, true>;
   using St = Stage<kRows, kD, true>;
+  constexpr int kSlots = S::kSlots;
   const ProducerLane pl(w, consumer_threads(kRows));
   if (w.kb_begin >= w.kb_end) return;
   const int pt = static_cast<int>(threadIdx.x) - consumer_threads(kRows);
@@ -372,7 +373,7 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
   uint8_t* raw = smem + S::raw;
   const int blocks = w.kb_end - w.kb_begin;
   auto issue = [&](int i, int32_t idx) {  // row pt of block i
-    const int slot = i % kRawSlots;
+    const int slot = i % kSlots;
     const KeyAddr a = key_addr(p, w, (w.kb_begin + i) * kKeys + pt, idx);
     const bool ok = a.page != nullptr;
     raw_ok[slot * kKeys + pt] = ok;
@@ -383,14 +384,23 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
   };
   int32_t next = -1;
   if (pt < kKeys) {
-    for (int i = 0; i < kRawSlots && i < blocks; ++i) issue(i, load_key_index(p, w, (w.kb_begin + i) * kKeys + pt));
-    if (kRawSlots < blocks) next = load_key_index(p, w, (w.kb_begin + kRawSlots) * kKeys + pt);
+    for (int i = 0; i < kSlots && i < blocks; ++i) issue(i, load_key_index(p, w, (w.kb_begin + i) * kKeys + pt));
+    if (kSlots < blocks) next = load_key_index(p, w, (w.kb_begin + kSlots) * kKeys + pt);
   }
+  // Every producer has read slot i % kSlots: the copying threads reissue it for block i + kSlots.
+  auto free_slot = [&](int i) {
+    named_bar_sync(kBarRawFree, producer_threads(kRows));
+    if (pt < kKeys && i + kSlots < blocks) {
+      issue(i + kSlots, next);
+      const int ahead = i + kSlots + 1;
+      next = ahead < blocks ? load_key_index(p, w, (w.kb_begin + ahead) * kKeys + pt) : -1;
+    }
+  };
   const int j = pl.row_in_block(0);
   constexpr int kRowGroup = 16 * kD;
   for (int i = 0; i < blocks; ++i) {
-    const int slot = i % kRawSlots;
-    mbar_wait(raw_full + slot, (i / kRawSlots) & 1);
+    const int slot = i % kSlots;
+    mbar_wait(raw_full + slot, (i / kSlots) & 1);
     const uint8_t* r = raw + slot * S::kRawBlockBytes + j * L::bytes_per_token;
     const bool ok = raw_ok[slot * kKeys + j] != 0;
     const uint4 zero = make_uint4(0, 0, 0, 0);
@@ -403,6 +413,7 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
     }
     out[2 * F::kLatentChunks] = ok ? *reinterpret_cast<const uint4*>(r + L::rope_offset + pl.q * 32) : zero;
     out[2 * F::kLatentChunks + 1] = ok ? *reinterpret_cast<const uint4*>(r + L::rope_offset + pl.q * 32 + 16) : zero;
+    if constexpr (kBulkEarlyFree) free_slot(i);
     const St st(smem, i & 1);
     if (i >= 1) St(smem, (i - 1) & 1).wait_released(i - 1);  // the one K tile is free
     publish_valid<false>(st.valid, PeerStage{}, pl, pl.round, ok);
@@ -414,12 +425,7 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
     }
     fence_proxy_async();  // generic stores, read next by wgmma
     mbar_arrive(st.full);
-    named_bar_sync(kBarRawFree, producer_threads(kRows));  // every producer has read this slot
-    if (pt < kKeys && i + kRawSlots < blocks) {
-      issue(i + kRawSlots, next);
-      const int ahead = i + kRawSlots + 1;
-      next = ahead < blocks ? load_key_index(p, w, (w.kb_begin + ahead) * kKeys + pt) : -1;
-    }
+    if constexpr (!kBulkEarlyFree) free_slot(i);
   }
 }
 
