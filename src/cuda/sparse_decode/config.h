@@ -131,7 +131,12 @@ constexpr bool has_persistent(int rows, bool bf16) { return rows == 64 && !bf16;
 #ifndef SMLA_SD_NARROW_BULK
 #define SMLA_SD_NARROW_BULK 1
 #endif
-inline constexpr int kRawSlots = 2;  // raw blocks in flight (three in 16-row CTAs: h16 91.0 -> 92.9 µs)
+// Raw blocks in flight (SMLA_SD_RAW_SLOTS_16: in 16-row CTAs, where three fit).
+#ifndef SMLA_SD_RAW_SLOTS_16
+#define SMLA_SD_RAW_SLOTS_16 2
+#endif
+template <int kRows>
+inline constexpr int kRawSlots = kRows == 16 ? SMLA_SD_RAW_SLOTS_16 : 2;
 // A raw slot is reissued as soon as every producer has converted it into registers, before the
 // producer waits for the K tile, in 32-row CTAs only: h32 104.0 -> 101.3 µs, h20 102.2 -> 99.6,
 // but h16 85.0 -> 91.0, s_q2 h16 162.6 -> 175.2 (there it delays the K tile's stores, which the
@@ -141,15 +146,13 @@ inline constexpr int kRawSlots = 2;  // raw blocks in flight (three in 16-row CT
 #endif
 template <int kRows>
 inline constexpr bool kBulkEarlyFree = SMLA_SD_BULK_EARLY_FREE == 1 || (SMLA_SD_BULK_EARLY_FREE == 2 && kRows == 32);
-// The one K tile is handed over in two column halves, each with its own "full" and "empty"
-// barriers: latent columns 0..255 (read by QK^T and by P V's first four value tiles), then
-// 256..511 and RoPE. The producer stores block i's first half while the consumer's P V of
-// block i - 1 reads the second, and its second half while QK^T of block i reads the first.
-// SMLA_SD_BULK_HALVES=0 (a measurement build): the whole tile at once.
-#ifndef SMLA_SD_BULK_HALVES
-#define SMLA_SD_BULK_HALVES 1
+// The row copies are issued by lanes 0..7 of every producer warp (eight each) rather than by
+// all lanes of the first two warps, so that no warp's tile stores wait behind 32 issues
+// (SMLA_SD_BULK_SPREAD=0: the first two warps).
+#ifndef SMLA_SD_BULK_SPREAD
+#define SMLA_SD_BULK_SPREAD 1
 #endif
-inline constexpr bool kBulkHalves = SMLA_SD_BULK_HALVES != 0;
+inline constexpr bool kBulkSpread = SMLA_SD_BULK_SPREAD != 0;
 template <int kRows, int kFmt>
 inline constexpr bool kNarrowBulk =
     SMLA_SD_NARROW_BULK != 0 && kRows < 64 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
@@ -171,10 +174,9 @@ struct Smem {
   static constexpr size_t merge = factor + 64 * 4;                  // narrow: float[2][4][32] head maxima
   static constexpr size_t valid = merge + (kWide ? 0 : 2 * 4 * 32 * 4);  // uint32[kStages][8] key masks
   static constexpr size_t bars = valid + kValidBytes * kStages;     // uint64 full[kStages], empty[kStages]
-  static constexpr int kSlots = kRawSlots;
+  static constexpr int kSlots = kRawSlots<kRows>;
   static constexpr size_t raw_bars = bars + 2 * kStages * 8;        // kOneTile: uint64 raw_full[kSlots]
-  static constexpr size_t half_bars = raw_bars + kSlots * 8;        // kOneTile: uint64 full_b[kStages], empty_a[kStages]
-  static constexpr size_t raw_ok = half_bars + 2 * kStages * 8;     // kOneTile: uint8[kSlots][64] row is real
+  static constexpr size_t raw_ok = raw_bars + kSlots * 8;           // kOneTile: uint8[kSlots][64] row is real
   static constexpr size_t raw = (raw_ok + kSlots * kKeys + 127) / 128 * 128;  // kOneTile: [kSlots] raw blocks
   static constexpr size_t bytes = kOneTile ? raw + kSlots * kRawBlockBytes : raw_bars;
 };

@@ -30,9 +30,6 @@ __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t
   constexpr int kMT = kDv / 64;   // 64-row tiles of O^T (value columns)
   constexpr int kThreads = consumer_threads(kRows);  // the one consumer warpgroup
   constexpr int kRowGroup = 16 * kD;
-  // kOneTile's K tile arrives in two column halves (config.h, kBulkHalves).
-  constexpr bool kHalves = kOneTile && kBulkHalves;
-  constexpr int kHalfCols = kDv / 2;
   const int lane = threadIdx.x & 31, wq = threadIdx.x >> 5;
   const int g = lane >> 2, c = lane & 3;
   const int key0 = 16 * wq + g;   // this thread's S^T rows: keys key0 and key0 + 8
@@ -67,18 +64,11 @@ __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t
     const uint32_t k_addr = smem_addr(stage.tile);
 
     // ---- S^T = K Q^T: 64 keys x N heads
-    // kHalves: columns 0..255 are in; the rest follows on full_b.
     float s[kNJ][4];
     const uint64_t dk = gmma_desc(k_addr, 128, kRowGroup);
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) {
-      if (kHalves && ks == kHalfCols / 16) {
-        stage.wait_full_b(i);
-        wgmma_fence();  // the accumulators of the wgmmas in flight stay theirs across the wait
-      }
-      wgmma_m64nNk16_ss<N, 0>(s, desc_add(dk, ks * 16), desc_add(dq, ks * 16), ks > 0);
-    }
+    for (int ks = 0; ks < kD / 16; ++ks) wgmma_m64nNk16_ss<N, 0>(s, desc_add(dk, ks * 16), desc_add(dq, ks * 16), ks > 0);
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence(s);
@@ -157,13 +147,8 @@ __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
         wgmma_m64nNk16_ss<N, 1>(o[mi], desc_add(dv, kk * (2 * kRowGroup / 16)), desc_add(dp, kk * 16), 1);
-      if (kHalves && mi == kHalfCols / 64 - 1) wgmma_commit();  // the first half's value tiles
     }
     wgmma_commit();
-    if constexpr (kHalves) {
-      wgmma_wait<1>();
-      stage.release_a(lane);
-    }
     wgmma_wait<0>();
 #pragma unroll
     for (int mi = 0; mi < kMT; ++mi) reg_fence(o[mi]);

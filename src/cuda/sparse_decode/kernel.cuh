@@ -56,8 +56,7 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
 
 // The K tiles' mbarriers. full: one arrive per producer thread; empty: one per consumer warp
 // (of both CTAs of a pair, whose producers both fill each tile).
-// kOneTile (kNarrowBulk): also the raw slots' barriers, one arrive per copying producer thread,
-// and the second column half's full / first half's empty (kBulkHalves).
+// kOneTile (kNarrowBulk): also the raw slots' barriers, one arrive per copying producer thread.
 template <int kRows, int kD, bool kOneTile = false>
 __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
   if (threadIdx.x == 0) {
@@ -69,11 +68,6 @@ __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
     }
     if constexpr (kOneTile) {
       for (int s = 0; s < S::kSlots; ++s) mbar_init(reinterpret_cast<uint64_t*>(smem + S::raw_bars) + s, kKeys);
-      uint64_t* half = reinterpret_cast<uint64_t*>(smem + S::half_bars);
-      for (int s = 0; s < kStages; ++s) {
-        mbar_init(half + s, producer_threads(kRows));
-        mbar_init(half + kStages + s, consumer_threads(kRows) / 32);
-      }
       fence_mbarrier_init();  // the bulk copies complete on them
     }
   }

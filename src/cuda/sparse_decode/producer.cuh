@@ -118,20 +118,12 @@ struct Stage {
   uint32_t* valid;
   uint64_t* full;
   uint64_t* empty;
-  // kOneTile with kBulkHalves: "full" and "empty" cover the first column half (with the valid
-  // keys) and the whole block, full_b and empty_a the second half in and the first half read.
-  uint64_t* full_b = nullptr;
-  uint64_t* empty_a = nullptr;
   __device__ Stage(uint8_t* smem, int s) {
     using S = Smem<kRows, kD, kOneTile>;
     tile = smem + S::k + (kOneTile ? 0 : s * S::kKBytes);
     valid = reinterpret_cast<uint32_t*>(smem + S::valid + kValidBytes * s);
     full = reinterpret_cast<uint64_t*>(smem + S::bars) + s;
     empty = reinterpret_cast<uint64_t*>(smem + S::bars) + kStages + s;
-    if constexpr (kOneTile) {
-      full_b = reinterpret_cast<uint64_t*>(smem + S::half_bars) + s;
-      empty_a = reinterpret_cast<uint64_t*>(smem + S::half_bars) + kStages + s;
-    }
   }
   // Block i (the CTA's i-th block, in stage i % kStages): consumers wait until its rows are in;
   // producers wait until the consumers released the block kStages before it (none for the first).
@@ -153,13 +145,6 @@ struct Stage {
       mbar_arrive(empty);
       if (w.pair) mbar_arrive_cluster(in_peer(w, empty));
     }
-  }
-  // The column halves of kOneTile with kBulkHalves (never paired).
-  __device__ void wait_full_b(int i) const { mbar_wait(full_b, (i / kStages) & 1); }
-  __device__ void wait_released_a(int i) const { mbar_wait(empty_a, (i / kStages) & 1); }
-  __device__ void release_a(int lane) const {
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty_a);
   }
   // The block's 64 valid bits (bit k: key k is real).
   __device__ uint64_t valid_mask() const {
@@ -364,14 +349,13 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
   }
 }
 
-// kNarrowBulk (config.h): 16/32-row CTAs of fp8_ds_mla. Producer threads 0..63 each copy one
+// kNarrowBulk (config.h): 16/32-row CTAs of fp8_ds_mla. 64 producer threads (kBulkSpread) each copy one
 // row of block i with cp.async.bulk into raw slot i % kSlots and arm the slot's barrier for its
 // bytes (0 for a skipped key: not copied, converted as zeros). Every producer thread converts
 // its quarter of a row (the lane mapping above) from the slot into registers; a named barrier
 // among the producers then frees the slot for block i + kSlots (kBulkEarlyFree: before the K
 // tile is written), whose index each copying thread loaded one block earlier. The thread waits
-// until the consumers released block i - 1 (one K tile), stores block i and hands it over
-// (kBulkHalves: each column half as soon as the consumers have read that half of block i - 1).
+// until the consumers released block i - 1 (one K tile), stores block i and hands it over.
 template <int kRows>
 __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t* smem) {
   constexpr int kFmt = static_cast<int>(CacheFormat::fp8_ds_mla);
@@ -384,32 +368,34 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
   const ProducerLane pl(w, consumer_threads(kRows));
   if (w.kb_begin >= w.kb_end) return;
   const int pt = static_cast<int>(threadIdx.x) - consumer_threads(kRows);
+  // The row this thread copies (kBulkSpread: lanes 0..7 of each producer warp), or -1.
+  const int row = kBulkSpread ? ((pt & 31) < 8 ? (pt >> 5) * 8 + (pt & 7) : -1) : (pt < kKeys ? pt : -1);
   uint64_t* raw_full = reinterpret_cast<uint64_t*>(smem + S::raw_bars);
   uint8_t* raw_ok = smem + S::raw_ok;
   uint8_t* raw = smem + S::raw;
   const int blocks = w.kb_end - w.kb_begin;
-  auto issue = [&](int i, int32_t idx) {  // row pt of block i
+  auto issue = [&](int i, int32_t idx) {  // row `row` of block i
     const int slot = i % kSlots;
-    const KeyAddr a = key_addr(p, w, (w.kb_begin + i) * kKeys + pt, idx);
+    const KeyAddr a = key_addr(p, w, (w.kb_begin + i) * kKeys + row, idx);
     const bool ok = a.page != nullptr;
-    raw_ok[slot * kKeys + pt] = ok;
+    raw_ok[slot * kKeys + row] = ok;
     mbar_arrive_expect_tx(raw_full + slot, ok ? L::bytes_per_token : 0);
     if (ok)
-      bulk_copy_g2s(smem_addr(raw + slot * S::kRawBlockBytes + pt * L::bytes_per_token), F::row(a), L::bytes_per_token,
+      bulk_copy_g2s(smem_addr(raw + slot * S::kRawBlockBytes + row * L::bytes_per_token), F::row(a), L::bytes_per_token,
                     smem_addr(raw_full + slot));
   };
   int32_t next = -1;
-  if (pt < kKeys) {
-    for (int i = 0; i < kSlots && i < blocks; ++i) issue(i, load_key_index(p, w, (w.kb_begin + i) * kKeys + pt));
-    if (kSlots < blocks) next = load_key_index(p, w, (w.kb_begin + kSlots) * kKeys + pt);
+  if (row >= 0) {
+    for (int i = 0; i < kSlots && i < blocks; ++i) issue(i, load_key_index(p, w, (w.kb_begin + i) * kKeys + row));
+    if (kSlots < blocks) next = load_key_index(p, w, (w.kb_begin + kSlots) * kKeys + row);
   }
   // Every producer has read slot i % kSlots: the copying threads reissue it for block i + kSlots.
   auto free_slot = [&](int i) {
     named_bar_sync(kBarRawFree, producer_threads(kRows));
-    if (pt < kKeys && i + kSlots < blocks) {
+    if (row >= 0 && i + kSlots < blocks) {
       issue(i + kSlots, next);
       const int ahead = i + kSlots + 1;
-      next = ahead < blocks ? load_key_index(p, w, (w.kb_begin + ahead) * kKeys + pt) : -1;
+      next = ahead < blocks ? load_key_index(p, w, (w.kb_begin + ahead) * kKeys + row) : -1;
     }
   };
   const int j = pl.row_in_block(0);
@@ -430,31 +416,17 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
     out[2 * F::kLatentChunks] = ok ? *reinterpret_cast<const uint4*>(r + L::rope_offset + pl.q * 32) : zero;
     out[2 * F::kLatentChunks + 1] = ok ? *reinterpret_cast<const uint4*>(r + L::rope_offset + pl.q * 32 + 16) : zero;
     if constexpr (kBulkEarlyFree<kRows>) free_slot(i);
-    const St st(smem, i & 1), prev(smem, (i - 1) & 1);
+    const St st(smem, i & 1);
+    if (i >= 1) St(smem, (i - 1) & 1).wait_released(i - 1);  // the one K tile is free
+    publish_valid<false>(st.valid, PeerStage{}, pl, pl.round, ok);
     uint8_t* dst = st.tile + (j >> 3) * kRowGroup + (j & 7) * 16;
-    auto store = [&](int c0, int c1) {  // chunks c0 .. c1 - 1 (chunk kLatentChunks: the RoPE part)
 #pragma unroll
-      for (int c = c0; c < c1; ++c) {
-        *reinterpret_cast<uint4*>(dst + (8 * c + 2 * pl.q) * 128) = out[2 * c];
-        *reinterpret_cast<uint4*>(dst + (8 * c + 2 * pl.q + 1) * 128) = out[2 * c + 1];
-      }
-      fence_proxy_async();  // generic stores, read next by wgmma
-    };
-    constexpr int kHalf = F::kLatentChunks / 2;
-    if constexpr (kBulkHalves) {
-      if (i >= 1) prev.wait_released_a(i - 1);
-      publish_valid<false>(st.valid, PeerStage{}, pl, pl.round, ok);
-      store(0, kHalf);
-      mbar_arrive(st.full);
-      if (i >= 1) prev.wait_released(i - 1);
-      store(kHalf, F::kLatentChunks + 1);
-      mbar_arrive(st.full_b);
-    } else {
-      if (i >= 1) prev.wait_released(i - 1);  // the one K tile is free
-      publish_valid<false>(st.valid, PeerStage{}, pl, pl.round, ok);
-      store(0, F::kLatentChunks + 1);
-      mbar_arrive(st.full);
+    for (int c = 0; c <= F::kLatentChunks; ++c) {  // chunk kLatentChunks: the RoPE part
+      *reinterpret_cast<uint4*>(dst + (8 * c + 2 * pl.q) * 128) = out[2 * c];
+      *reinterpret_cast<uint4*>(dst + (8 * c + 2 * pl.q + 1) * 128) = out[2 * c + 1];
     }
+    fence_proxy_async();  // generic stores, read next by wgmma
+    mbar_arrive(st.full);
     if constexpr (!kBulkEarlyFree<kRows>) free_slot(i);
   }
 }
