@@ -121,22 +121,21 @@ inline constexpr bool kLazyRescale = SMLA_SD_LAZY_RESCALE != 0;
 // 21.0 -> 21.8), so one-wave grids keep the one-unit kernel.
 constexpr bool has_persistent(int rows, bool bf16) { return rows == 64 && !bf16; }
 
-// Measurement build (SMLA_SD_NARROW_BULK=1): 16/32-row CTAs of fp8_ds_mla gather rows with
-// cp.async.bulk (the TMA unit, one copy per 656-byte row) into a ring of two raw blocks, and the
-// producers convert from there into one K tile (two do not fit beside the ring). The
-// microbenchmark bench/micro/gather_bulk_vs_ldg.cu gathers at 3.6 TB/s this way against 1.9
-// with 16-byte loads; one K tile makes a block's stores wait for the previous block's P V.
-// Measured at 81e370a: b128 h16 93.5 -> 85.0 µs, h32 111.1 -> 103.7, s_q2 h16 179.0 -> 162.8;
-// GpuSparseDecode.* and GpuGraph.* pass with it. The default once the whole GPU check has run.
+// 16/32-row CTAs of fp8_ds_mla gather rows with cp.async.bulk (the TMA unit, one copy per
+// 656-byte row) into a ring of two raw blocks, and the producers convert from there into one K
+// tile (two do not fit beside the ring). The microbenchmark bench/micro/gather_bulk_vs_ldg.cu
+// gathers at 3.6 TB/s this way against 1.9 with 16-byte loads; one K tile makes a block's
+// stores wait for the previous block's P V. With the switches below, against the 16-byte-load
+// producer (SMLA_SD_NARROW_BULK=0, a measurement build): b128 h16 93.7 -> 81.1 µs, h32 111.2 ->
+// 97.9, s_q2 h16 180.2 -> 153.8. Handing the tile over in two column halves (each with its own
+// barriers, the first half stored while P V still reads the second) measured slower: h16 84.9
+// -> 88.9.
 #ifndef SMLA_SD_NARROW_BULK
 #define SMLA_SD_NARROW_BULK 1
 #endif
-// Raw blocks in flight (SMLA_SD_RAW_SLOTS_16: in 16-row CTAs, where three fit).
-#ifndef SMLA_SD_RAW_SLOTS_16
-#define SMLA_SD_RAW_SLOTS_16 2
-#endif
-template <int kRows>
-inline constexpr int kRawSlots = kRows == 16 ? SMLA_SD_RAW_SLOTS_16 : 2;
+// Raw blocks in flight. Three fit in 16-row CTAs but measured no faster (h16 81.1 -> 83.4 µs,
+// s_q2 h16 153.8 -> 155.6).
+inline constexpr int kRawSlots = 2;
 // A raw slot is reissued as soon as every producer has converted it into registers, before the
 // producer waits for the K tile, in 32-row CTAs only: h32 104.0 -> 101.3 µs, h20 102.2 -> 99.6,
 // but h16 85.0 -> 91.0, s_q2 h16 162.6 -> 175.2 (there it delays the K tile's stores, which the
@@ -147,8 +146,9 @@ inline constexpr int kRawSlots = kRows == 16 ? SMLA_SD_RAW_SLOTS_16 : 2;
 template <int kRows>
 inline constexpr bool kBulkEarlyFree = SMLA_SD_BULK_EARLY_FREE == 1 || (SMLA_SD_BULK_EARLY_FREE == 2 && kRows == 32);
 // The row copies are issued by lanes 0..7 of every producer warp (eight each) rather than by
-// all lanes of the first two warps, so that no warp's tile stores wait behind 32 issues
-// (SMLA_SD_BULK_SPREAD=0: the first two warps).
+// all lanes of the first two warps: a warp issues cp.async.bulk one lane at a time (uniform
+// operands), and every warp's tile stores wait behind its issues. h16 84.0 -> 81.1 µs, h32
+// 101.1 -> 97.9, s_q2 h16 160.4 -> 153.8 (SMLA_SD_BULK_SPREAD=0: the first two warps).
 #ifndef SMLA_SD_BULK_SPREAD
 #define SMLA_SD_BULK_SPREAD 1
 #endif
@@ -174,7 +174,7 @@ struct Smem {
   static constexpr size_t merge = factor + 64 * 4;                  // narrow: float[2][4][32] head maxima
   static constexpr size_t valid = merge + (kWide ? 0 : 2 * 4 * 32 * 4);  // uint32[kStages][8] key masks
   static constexpr size_t bars = valid + kValidBytes * kStages;     // uint64 full[kStages], empty[kStages]
-  static constexpr int kSlots = kRawSlots<kRows>;
+  static constexpr int kSlots = kRawSlots;
   static constexpr size_t raw_bars = bars + 2 * kStages * 8;        // kOneTile: uint64 raw_full[kSlots]
   static constexpr size_t raw_ok = raw_bars + kSlots * 8;           // kOneTile: uint8[kSlots][64] row is real
   static constexpr size_t raw = (raw_ok + kSlots * kKeys + 127) / 128 * 128;  // kOneTile: [kSlots] raw blocks
