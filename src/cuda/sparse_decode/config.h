@@ -153,6 +153,13 @@ inline constexpr bool kBulkEarlyFree = SMLA_SD_BULK_EARLY_FREE == 1 || (SMLA_SD_
 #define SMLA_SD_BULK_SPREAD 1
 #endif
 inline constexpr bool kBulkSpread = SMLA_SD_BULK_SPREAD != 0;
+// The K tile's proxy fence: by each consumer thread after its wait (as in pairs) instead of by
+// the producers before "full", whose MEMBAR.ALL.CTA also waits for their index loads in flight
+// (SMLA_SD_NARROW_CONSUMER_FENCE=1, a measurement build).
+#ifndef SMLA_SD_NARROW_CONSUMER_FENCE
+#define SMLA_SD_NARROW_CONSUMER_FENCE 0
+#endif
+inline constexpr bool kNarrowConsumerFence = SMLA_SD_NARROW_CONSUMER_FENCE != 0;
 template <int kRows, int kFmt>
 inline constexpr bool kNarrowBulk =
     SMLA_SD_NARROW_BULK != 0 && kRows < 64 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);

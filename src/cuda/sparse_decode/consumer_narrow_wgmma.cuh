@@ -55,7 +55,7 @@ __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin;
     const Stage<kRows, kD, kOneTile> stage(smem, i & 1);
-    stage.wait_full(i);
+    stage.wait_full(i, kOneTile && kNarrowConsumerFence);
     if (kTimeline && i == 0 && threadIdx.x == 0) timeline_mark(4);
     if constexpr (kConsumersIdle) {
       stage.release(w, lane);

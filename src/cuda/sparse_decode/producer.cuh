@@ -392,11 +392,12 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
   // Every producer has read slot i % kSlots: the copying threads reissue it for block i + kSlots.
   auto free_slot = [&](int i) {
     named_bar_sync(kBarRawFree, producer_threads(kRows));
-    if (row >= 0 && i + kSlots < blocks) {
-      issue(i + kSlots, next);
-      const int ahead = i + kSlots + 1;
-      next = ahead < blocks ? load_key_index(p, w, (w.kb_begin + ahead) * kKeys + row) : -1;
-    }
+    if (row >= 0 && i + kSlots < blocks) issue(i + kSlots, next);
+  };
+  // The index of block i + kSlots + 1, loaded after the tile's fence (which would wait for it).
+  auto load_next = [&](int i) {
+    const int ahead = i + kSlots + 1;
+    if (row >= 0 && i + kSlots < blocks) next = ahead < blocks ? load_key_index(p, w, (w.kb_begin + ahead) * kKeys + row) : -1;
   };
   const int j = pl.row_in_block(0);
   constexpr int kRowGroup = 16 * kD;
@@ -425,9 +426,10 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
       *reinterpret_cast<uint4*>(dst + (8 * c + 2 * pl.q) * 128) = out[2 * c];
       *reinterpret_cast<uint4*>(dst + (8 * c + 2 * pl.q + 1) * 128) = out[2 * c + 1];
     }
-    fence_proxy_async();  // generic stores, read next by wgmma
+    if constexpr (!kNarrowConsumerFence) fence_proxy_async();  // generic stores, read next by wgmma
     mbar_arrive(st.full);
     if constexpr (!kBulkEarlyFree<kRows>) free_slot(i);
+    load_next(i);
   }
 }
 
