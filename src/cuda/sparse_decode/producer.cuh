@@ -367,6 +367,15 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
   constexpr int kSlots = S::kSlots;
   const ProducerLane pl(w, consumer_threads(kRows));
   if (w.kb_begin >= w.kb_end) return;
+  if constexpr (kProducerIdle) {  // experiment (variant 8): each block handed over as soon as the tile is free
+    for (int i = 0; i < w.kb_end - w.kb_begin; ++i) {
+      const St st(smem, i & 1);
+      if (i >= 1) St(smem, (i - 1) & 1).wait_released(i - 1);
+      publish_valid<false>(st.valid, PeerStage{}, pl, pl.round, true);
+      mbar_arrive(st.full);
+    }
+    return;
+  }
   const int pt = static_cast<int>(threadIdx.x) - consumer_threads(kRows);
   // The row this thread copies (kBulkSpread: lanes 0..7 of each producer warp), or -1.
   const int row = kBulkSpread ? ((pt & 31) < 8 ? (pt >> 5) * 8 + (pt & 7) : -1) : (pt < kKeys ? pt : -1);
