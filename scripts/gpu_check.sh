@@ -4,7 +4,8 @@
 #   on a small case of every kernel -> ceilings + benchmark set -> the Python package (pip
 #   install, pytest with the CUDA tests required) -> on 2+ GPUs, the DCP check and combine
 #   benchmark (bench/dcp_combine.py, one process per GPU over NCCL) -> summary.
-# Logs go to $OUT (or ./gpu-out). Needs .gpu/ from scripts/prepare_gpu_carry.sh.
+# Logs go to $OUT (or ./gpu-out), packed into logs.tar.gz at the end. Needs .gpu/ from
+# scripts/prepare_gpu_carry.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -125,5 +126,14 @@ if has dcp; then
   fi
 fi
 
+# The device tool brings back at most 8 files from $OUT: the logs travel as one archive beside
+# the summary and the results (PACK_LOGS=0 leaves them as they are).
+if [ "${PACK_LOGS:-1}" = 1 ]; then
+  logs=$(cd "$OUT" && ls *.log 2>/dev/null)
+  if [ -n "$logs" ]; then
+    (cd "$OUT" && tar czf logs.tar.gz $logs && rm -f $logs)
+    echo "- logs: $OUT/logs.tar.gz ($(echo $logs | wc -w) files)" >> "$SUMMARY"
+  fi
+fi
 cat "$SUMMARY"
 exit $status
