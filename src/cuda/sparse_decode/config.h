@@ -153,6 +153,14 @@ inline constexpr bool kBulkEarlyFree = SMLA_SD_BULK_EARLY_FREE == 1 || (SMLA_SD_
 #define SMLA_SD_BULK_SPREAD 1
 #endif
 inline constexpr bool kBulkSpread = SMLA_SD_BULK_SPREAD != 0;
+// Measurement build SMLA_SD_BULK_WARP_ARM=1 (with the spread copies; not yet timed): lane 0 of
+// each producer warp arms a raw block's barrier once for its warp's copied bytes, 8 arrivals
+// per block instead of 64.
+#ifndef SMLA_SD_BULK_WARP_ARM
+#define SMLA_SD_BULK_WARP_ARM 0
+#endif
+inline constexpr bool kBulkWarpArm = SMLA_SD_BULK_WARP_ARM != 0;
+static_assert(!kBulkWarpArm || kBulkSpread, "SMLA_SD_BULK_WARP_ARM needs SMLA_SD_BULK_SPREAD");
 // Measurement build SMLA_SD_NARROW_CONSUMER_FENCE=1: the K tile's proxy fence by each consumer
 // thread after its wait (as in pairs) instead of by the producers before "full". Measured only
 // on a build that loaded the next index after the fence: h16 81.0 -> 80.1 µs, s_q2 h16 154.0 ->

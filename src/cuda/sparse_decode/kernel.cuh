@@ -56,7 +56,8 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
 
 // The K tiles' mbarriers. full: one arrive per producer thread; empty: one per consumer warp
 // (of both CTAs of a pair, whose producers both fill each tile).
-// kOneTile (kNarrowBulk): also the raw slots' barriers, one arrive per copying producer thread.
+// kOneTile (kNarrowBulk): also the raw slots' barriers, one arrive per copying producer thread
+// (kBulkWarpArm: per producer warp).
 template <int kRows, int kD, bool kOneTile = false>
 __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
   if (threadIdx.x == 0) {
@@ -67,7 +68,8 @@ __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
       mbar_init(bars + kStages + s, (consumer_threads(kRows) / 32) * (pair ? kPairCtas : 1));
     }
     if constexpr (kOneTile) {
-      for (int s = 0; s < S::kSlots; ++s) mbar_init(reinterpret_cast<uint64_t*>(smem + S::raw_bars) + s, kKeys);
+      const int arrivals = kBulkWarpArm ? producer_threads(kRows) / 32 : kKeys;
+      for (int s = 0; s < S::kSlots; ++s) mbar_init(reinterpret_cast<uint64_t*>(smem + S::raw_bars) + s, arrivals);
       fence_mbarrier_init();  // the bulk copies complete on them
     }
   }
