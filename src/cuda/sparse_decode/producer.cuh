@@ -349,9 +349,9 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
   }
 }
 
-// kNarrowBulk (config.h): 16/32-row CTAs of fp8_ds_mla. 64 producer threads (kBulkSpread) each copy one
-// row of block i with cp.async.bulk into raw slot i % kSlots and arm the slot's barrier for its
-// bytes (0 for a skipped key: not copied, converted as zeros). Every producer thread converts
+// kNarrowBulk (config.h): 16/32-row CTAs of fp8_ds_mla. 64 producer threads (kBulkSpread: lanes
+// 0..7 of every warp) each copy one row of block i with cp.async.bulk into raw slot i % kSlots
+// and arm the slot's barrier for its bytes (0 for a skipped key: not copied, converted as zeros). Every producer thread converts
 // its quarter of a row (the lane mapping above) from the slot into registers; a named barrier
 // among the producers then frees the slot for block i + kSlots (kBulkEarlyFree: before the K
 // tile is written), whose index each copying thread loaded one block earlier. The thread waits
