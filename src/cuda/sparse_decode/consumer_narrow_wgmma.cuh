@@ -57,6 +57,7 @@ __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t
     const Stage<kRows, kD, kOneTile> stage(smem, i & 1);
     stage.wait_full(i, kOneTile && kNarrowConsumerFence);
     if (kTimeline && i == 0 && threadIdx.x == 0) timeline_mark(4);
+    if (kBlockTimeline && threadIdx.x == 0) block_event(4, i);
     if constexpr (kConsumersIdle) {
       stage.release(w, lane);
       continue;
@@ -72,6 +73,7 @@ __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence(s);
+    if (kBlockTimeline && threadIdx.x == 0) block_event(5, i);
 
     // ---- mask, scale; each head's maximum over this thread's keys, the 8 lanes g, the 4 warps
     const uint64_t valid = stage.valid_mask();
@@ -152,6 +154,7 @@ __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t
     wgmma_wait<0>();
 #pragma unroll
     for (int mi = 0; mi < kMT; ++mi) reg_fence(o[mi]);
+    if (kBlockTimeline && threadIdx.x == 0) block_event(6, i);
     stage.release(w, lane);
   }
 

@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
     __syncthreads();
     if (threadIdx.x == 0) {
       timeline_mark(9);
-      timeline_print();
+      timeline_print(w.kb_end - w.kb_begin);
     }
   }
   if constexpr (kPair) cluster_sync();  // no CTA leaves while its peer may still write or arrive in its shared memory

@@ -412,12 +412,14 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
       const int ahead = i + kSlots + 1;
       next = ahead < blocks ? load_key_index(p, w, (w.kb_begin + ahead) * kKeys + row) : -1;
     }
+    if (kBlockTimeline && pl.first()) block_event(3, i);
   };
   const int j = pl.row_in_block(0);
   constexpr int kRowGroup = 16 * kD;
   for (int i = 0; i < blocks; ++i) {
     const int slot = i % kSlots;
     mbar_wait(raw_full + slot, (i / kSlots) & 1);
+    if (kBlockTimeline && pl.first()) block_event(0, i);
     const uint8_t* r = raw + slot * S::kRawBlockBytes + j * L::bytes_per_token;
     const bool ok = raw_ok[slot * kKeys + j] != 0;
     const uint4 zero = make_uint4(0, 0, 0, 0);
@@ -433,6 +435,7 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
     if constexpr (kBulkEarlyFree<kRows>) free_slot(i);
     const St st(smem, i & 1);
     if (i >= 1) St(smem, (i - 1) & 1).wait_released(i - 1);  // the one K tile is free
+    if (kBlockTimeline && pl.first()) block_event(1, i);
     publish_valid<false>(st.valid, PeerStage{}, pl, pl.round, ok);
     uint8_t* dst = st.tile + (j >> 3) * kRowGroup + (j & 7) * 16;
 #pragma unroll
@@ -442,8 +445,11 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
     }
     if constexpr (!kNarrowConsumerFence) fence_proxy_async();  // generic stores, read next by wgmma
     mbar_arrive(st.full);
+    if (kTimeline && i == 0 && pl.first()) timeline_mark(7);
+    if (kBlockTimeline && pl.first()) block_event(2, i);
     if constexpr (!kBulkEarlyFree<kRows>) free_slot(i);
   }
+  if (kTimeline && pl.first()) timeline_mark(8);
 }
 
 // n0: K blocks the CTA handled before this unit (persistent CTAs; stage and phase continue).

@@ -1,6 +1,8 @@
 // Diagnostic build (SMLA_SD_TIMELINE=1): %globaltimer marks of a few CTAs per launch (the first
 // two, the middle one and the last of grid.x, head tile 0, token 0), printed by each at its
-// exit: where a CTA's time goes outside its per-block loop. Off (no code) in every other build.
+// exit: where a CTA's time goes outside its per-block loop. SMLA_SD_TIMELINE=2 adds per-block
+// events of the 16/32-row bulk-copy CTAs (where each block waits). Off (no code) in every other
+// build.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,7 @@ namespace smla::cuda::sparse_decode_family {
 #define SMLA_SD_TIMELINE 0
 #endif
 inline constexpr bool kTimeline = SMLA_SD_TIMELINE != 0;
+inline constexpr bool kBlockTimeline = SMLA_SD_TIMELINE == 2;
 
 // Marks: 0 entry, 1 after the grid-dependency wait, 2 barriers initialized, 3 Q in shared
 // memory (consumer), 4 first K tile full (consumer), 5 last block done (consumer), 6 consumer
@@ -31,11 +34,39 @@ __device__ __forceinline__ void timeline_mark(int id) {
   }
 }
 
-__device__ __forceinline__ void timeline_print() {
+// Per-block events (kBlockTimeline), ns after the CTA's entry, of its first kEventBlocks blocks.
+// Producer (its first thread): 0 the raw rows are in, 1 the K tile is free, 2 the block is
+// handed over ("full"), 3 the raw block is reissued. Consumer (thread 0): 4 the tile is full,
+// 5 S^T is done, 6 P V is done (the tile released).
+inline constexpr int kEvents = 7, kEventBlocks = 64;
+
+__device__ __forceinline__ uint32_t* block_events() {
+  __shared__ uint32_t events[kEvents * kEventBlocks];
+  return events;
+}
+
+__device__ __forceinline__ void block_event(int e, int i) {
+  if constexpr (kBlockTimeline) {
+    if (i >= kEventBlocks) return;
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    block_events()[e * kEventBlocks + i] = static_cast<uint32_t>(t - timeline_slots()[0]);
+  }
+}
+
+// blocks: the CTA's block count (kBlockTimeline prints one line per block).
+__device__ __forceinline__ void timeline_print(int blocks = 0) {
   if constexpr (kTimeline) {
     const bool chosen = blockIdx.y == 0 && blockIdx.z == 0 &&
                         (blockIdx.x < 2 || blockIdx.x == gridDim.x / 2 || blockIdx.x == gridDim.x - 1);
     if (!chosen) return;
+    if constexpr (kBlockTimeline) {
+      const uint32_t* ev = block_events();
+      for (int i = 0; i < blocks && i < kEventBlocks; ++i)
+        printf("timeline cta %u block %d ns raw_in %u tile_free %u handed %u reissued %u | full %u s_done %u pv_done %u\n",
+               blockIdx.x, i, ev[i], ev[kEventBlocks + i], ev[2 * kEventBlocks + i], ev[3 * kEventBlocks + i],
+               ev[4 * kEventBlocks + i], ev[5 * kEventBlocks + i], ev[6 * kEventBlocks + i]);
+    }
     uint32_t sm;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
     const uint64_t* s = timeline_slots();
