@@ -176,6 +176,12 @@ inline constexpr bool kNarrowBulk =
 // Shared memory, in bytes from the dynamic base (no swizzle: 16-byte alignment suffices). Q and K tiles are wgmma core-
 // matrix tiles: element (r, k) at (r / 8) * 16 * D + (k / 8) * 128 + (r % 8) * 16 + (k % 8) * 2.
 // kOneTile (kNarrowBulk): both stages share one K tile, and a raw ring follows the barriers.
+// tile_offset: the byte offset of row r's 16-byte column chunk ch (columns 8 ch .. 8 ch + 7).
+template <int kD>
+constexpr int tile_offset(int r, int ch) {
+  return (r >> 3) * 16 * kD + ch * 128 + (r & 7) * 16;
+}
+
 template <int kRows, int kD, bool kOneTile = false>
 struct Smem {
   static constexpr bool kWide = kRows == 64;

@@ -48,7 +48,7 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
   for (int k = 0; k < kPer; ++k) {
     const int i = static_cast<int>(threadIdx.x) + k * kThreads;
     const int r = i / kChunks, ch = i % kChunks;
-    if (i < kTotal) *reinterpret_cast<uint4*>(smem + Smem<kRows, kD>::q + (r >> 3) * 16 * kD + ch * 128 + (r & 7) * 16) = v[k];
+    if (i < kTotal) *reinterpret_cast<uint4*>(smem + Smem<kRows, kD>::q + tile_offset<kD>(r, ch)) = v[k];
   }
   fence_proxy_async();  // Q is read by wgmma
   named_bar_sync(kBarQReady, kThreads);

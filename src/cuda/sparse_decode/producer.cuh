@@ -229,8 +229,7 @@ struct PackedRound {
   template <bool kPeer>
   __device__ void store(uint8_t* tile, const PeerStage& peer, const ProducerLane& pl, int j) const {
     if constexpr (kProducerIdle) return;
-    constexpr int kRowGroup = 16 * F::kD;
-    const int row_off = (j >> 3) * kRowGroup + (j & 7) * 16;
+    const int row_off = tile_offset<F::kD>(j, 0);
     uint8_t* dst = tile + row_off;
     auto put = [&](int c, const uint4& v) {
       if constexpr (kNoTileStores) {  // experiment: the values stay live, nothing is stored
@@ -351,11 +350,12 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
 
 // kNarrowBulk (config.h): 16/32-row CTAs of fp8_ds_mla. 64 producer threads (kBulkSpread: lanes
 // 0..7 of every warp) each copy one row of block i with cp.async.bulk into raw slot i % kSlots
-// and arm the slot's barrier for its bytes (0 for a skipped key: not copied, converted as zeros). Every producer thread converts
-// its quarter of a row (the lane mapping above) from the slot into registers; a named barrier
-// among the producers then frees the slot for block i + kSlots (kBulkEarlyFree: before the K
-// tile is written), whose index each copying thread loaded one block earlier. The thread waits
-// until the consumers released block i - 1 (one K tile), stores block i and hands it over.
+// and arm the slot's barrier for its bytes (0 for a skipped key: not copied, converted as
+// zeros). Every producer thread converts its quarter of a row (the lane mapping above) from the
+// slot into registers; a named barrier among the producers then frees the slot for block
+// i + kSlots (kBulkEarlyFree: before the K tile is written), whose index each copying thread
+// loaded one block earlier. The thread waits until the consumers released block i - 1 (one K
+// tile), stores block i and hands it over.
 template <int kRows>
 __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t* smem) {
   constexpr int kFmt = static_cast<int>(CacheFormat::fp8_ds_mla);
@@ -367,8 +367,9 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
   constexpr int kSlots = S::kSlots;
   const ProducerLane pl(w, consumer_threads(kRows));
   if (w.kb_begin >= w.kb_end) return;
+  const int blocks = w.kb_end - w.kb_begin;
   if constexpr (kProducerIdle) {  // experiment (variant 8): each block handed over as soon as the tile is free
-    for (int i = 0; i < w.kb_end - w.kb_begin; ++i) {
+    for (int i = 0; i < blocks; ++i) {
       const St st(smem, i & 1);
       if (i >= 1) St(smem, (i - 1) & 1).wait_released(i - 1);
       publish_valid<false>(st.valid, PeerStage{}, pl, pl.round, true);
@@ -382,7 +383,6 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
   uint64_t* raw_full = reinterpret_cast<uint64_t*>(smem + S::raw_bars);
   uint8_t* raw_ok = smem + S::raw_ok;
   uint8_t* raw = smem + S::raw;
-  const int blocks = w.kb_end - w.kb_begin;
   auto issue = [&](int i, int32_t idx) {  // row `row` of block i
     const int slot = i % kSlots;
     const KeyAddr a = key_addr(p, w, (w.kb_begin + i) * kKeys + row, idx);
@@ -415,7 +415,6 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
     if (kBlockTimeline && pl.first()) block_event(3, i);
   };
   const int j = pl.row_in_block(0);
-  constexpr int kRowGroup = 16 * kD;
   for (int i = 0; i < blocks; ++i) {
     const int slot = i % kSlots;
     mbar_wait(raw_full + slot, (i / kSlots) & 1);
@@ -437,7 +436,7 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
     if (i >= 1) St(smem, (i - 1) & 1).wait_released(i - 1);  // the one K tile is free
     if (kBlockTimeline && pl.first()) block_event(1, i);
     publish_valid<false>(st.valid, PeerStage{}, pl, pl.round, ok);
-    uint8_t* dst = st.tile + (j >> 3) * kRowGroup + (j & 7) * 16;
+    uint8_t* dst = st.tile + tile_offset<kD>(j, 0);
 #pragma unroll
     for (int c = 0; c <= F::kLatentChunks; ++c) {  // chunk kLatentChunks: the RoPE part
       *reinterpret_cast<uint4*>(dst + (8 * c + 2 * pl.q) * 128) = out[2 * c];
