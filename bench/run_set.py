@@ -6,8 +6,9 @@ configuration (key, us, tflops, gbps, commit, date, check) to OUT_JSONL.
 
 usage: python3 bench/run_set.py SMLA_BINARY CEILINGS_JSON OUT_JSONL [--commit C] [--only PREFIX,...]
                                 [--generic] [--flags "--seed 7"]
-  --generic  also time every sparse_decode configuration on the generic gather-attention kernel
-             (SMLA_SPARSE_DECODE_KERNEL=generic), for an A/B in the same run.
+  --generic  also time every sparse_decode and dense_decode configuration on the generic
+             gather-attention kernel (SMLA_SPARSE_DECODE_KERNEL / SMLA_DENSE_DECODE_KERNEL=generic),
+             for an A/B in the same run.
   --flags    appended to every configuration's `smla bench` flags (a fixed --seed makes two
              binaries time identical inputs: bench/ab_trees.sh)."""
 import argparse
@@ -41,6 +42,12 @@ CONFIGS = [
      "--h_q 16 --seqlen 8192 --page 64", 321.2),
     ("dd_bf16_b128_sq1_h128_L8k", "dense bf16 b128 s_q1 h128 L8192", "--op dense_decode --format bf16 --b 128 --s_q 1 "
      "--h_q 128 --seqlen 8192 --page 64", 458.2),
+    ("dd_bf16_b128_sq2_h128_L8k", "dense bf16 b128 s_q2 h128 L8192", "--op dense_decode --format bf16 --b 128 --s_q 2 "
+     "--h_q 128 --seqlen 8192 --page 64", 816.5),
+    ("dd_bf16_b128_sq1_h16_L32k", "dense bf16 b128 s_q1 h16 L32768", "--op dense_decode --format bf16 --b 128 --s_q 1 "
+     "--h_q 16 --seqlen 32768 --page 64", 1156.5),
+    ("dd_bf16_b1_sq1_h128_L8k", "dense bf16 b1 s_q1 h128 L8192", "--op dense_decode --format bf16 --b 1 --s_q 1 "
+     "--h_q 128 --seqlen 8192 --page 64", 36.1),
     ("dd_fp8_b128_sq1_h16_L8k", "dense fp8_e4m3 b128 s_q1 h16 L8192", "--op dense_decode --format fp8_e4m3 --b 128 "
      "--s_q 1 --h_q 16 --seqlen 8192 --page 64", None),
 ]
@@ -78,6 +85,8 @@ def main():
             variants = [("", None)]
             if args.generic and key.startswith("sd_"):
                 variants.append((" [generic]", dict(os.environ, SMLA_SPARSE_DECODE_KERNEL="generic")))
+            if args.generic and key.startswith("dd_bf16"):
+                variants.append((" [generic]", dict(os.environ, SMLA_DENSE_DECODE_KERNEL="generic")))
             for suffix, env in variants:
                 r, err = run_one(args.smla, f"{flags} {args.flags}".strip(), env)
                 if r is None:

@@ -346,6 +346,9 @@ struct DenseCase {
   int d_qk, b, s_q, h_q, h_kv, page_size, max_blocks;
   bool causal, sink;
   int check_b = -1;
+  // Each request gets pages of its own, and the slots of positions past its seqlen (and every
+  // page no request names) are NaN bytes: a kernel that reads a key it must skip shows NaN.
+  bool poison = false;
 };
 
 void run_dense_decode(const DenseCase& c) {
@@ -366,7 +369,14 @@ void run_dense_decode(const DenseCase& c) {
     }
   }
   std::vector<int32_t> bt(static_cast<size_t>(c.b) * c.max_blocks);
-  for (auto& x : bt) x = static_cast<int32_t>(uniform_int(0, blocks - 1));
+  if (c.poison) {
+    std::vector<int32_t> perm(static_cast<size_t>(blocks));
+    for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int32_t>(i);
+    for (size_t i = perm.size() - 1; i > 0; --i) std::swap(perm[i], perm[static_cast<size_t>(uniform_int(0, static_cast<int64_t>(i)))]);
+    for (size_t i = 0; i < bt.size(); ++i) bt[i] = perm[i];
+  } else {
+    for (auto& x : bt) x = static_cast<int32_t>(uniform_int(0, blocks - 1));
+  }
   for (size_t i = 0; i < bt.size(); i += 7) bt[i] = (i % 2) ? -1 : static_cast<int32_t>(blocks + 5);  // hostile
   std::vector<int32_t> seq(c.b);
   const int cap = c.max_blocks * c.page_size;
@@ -374,6 +384,22 @@ void run_dense_decode(const DenseCase& c) {
   if (c.b > 1) seq[1] = 0;
   if (c.b > 2) seq[2] = cap + 100;  // clamped
   if (c.b > 3) seq[3] = -5;
+  if (c.poison) {
+    // Slot (blk, off) of an element-format cache: h_kv rows of row_bytes at off * h_kv.
+    const int64_t page_bytes = cache.host.data.stride[0] * static_cast<int64_t>(dtype_size(cache.host.data.dtype));
+    const int64_t token_bytes = page_bytes / c.page_size;
+    std::vector<char> keep(static_cast<size_t>(blocks * c.page_size), 0);
+    for (int r = 0; r < c.b; ++r) {
+      const int len = std::clamp(seq[r], 0, cap);
+      for (int v = 0; v < len; ++v) {
+        const int32_t blk = bt[static_cast<size_t>(r) * c.max_blocks + v / c.page_size];
+        if (blk >= 0 && blk < blocks) keep[static_cast<size_t>(blk) * c.page_size + v % c.page_size] = 1;
+      }
+    }
+    for (size_t slot = 0; slot < keep.size(); ++slot)
+      if (!keep[slot]) std::memset(cache.bytes.data() + slot * token_bytes, 0xff, static_cast<size_t>(token_bytes));
+    cudaMemcpy(cache.dev_bytes.ptr, cache.bytes.data(), cache.bytes.size(), cudaMemcpyHostToDevice);
+  }
   std::vector<float> sink(c.h_q);
   for (auto& x : sink) x = uniform(-1.f, 1.f);
   const DType out_dt = c.q_dtype == DType::f16 ? DType::f16 : DType::bf16;
@@ -434,6 +460,23 @@ TEST(GpuDenseDecode, DtypesAndHeads) {
   run_dense_decode({CacheFormat::fp8_e4m3, DType::fp8_e4m3, 576, 4, 3, 16, 1, 16, 40, true, false});
   run_dense_decode({CacheFormat::bf16, DType::bf16, 512, 4, 1, 8, 2, 64, 6, false, true});
   run_dense_decode({CacheFormat::bf16, DType::bf16, 576, 3, 4, 40, 1, 1, 300, true, true});
+}
+
+// The calls the warp-specialized family takes (bf16 q and cache, one KV head, d_qk 576 / 512):
+// every head tile (16, 32, 64 rows, pairs of 64-row tiles, h_q between tile sizes), causal
+// tokens, odd page sizes, lengths that split the keys, NaN in every slot a call must skip.
+TEST(GpuDenseDecode, WarpSpecializedHeadsTokensPages) {
+  for (int h : {8, 16, 20, 32, 64, 96, 128})
+    for (int s_q : {1, 2, 4})
+      run_dense_decode({CacheFormat::bf16, DType::bf16, 576, 5, s_q, h, 1, 64, 10, s_q != 2, h % 3 == 0, -1, true});
+  for (int ps : {1, 16, 48, 256})
+    for (int h : {16, 64})
+      run_dense_decode({CacheFormat::bf16, DType::bf16, 576, 4, 3, h, 1, ps, 640 / ps, true, true, -1, true});
+  run_dense_decode({CacheFormat::bf16, DType::bf16, 512, 4, 2, 16, 1, 64, 12, true, true, -1, true});
+  run_dense_decode({CacheFormat::bf16, DType::bf16, 512, 4, 1, 128, 1, 64, 12, false, false, -1, true});
+  // One request, long: the keys split over many CTAs and a combine.
+  run_dense_decode({CacheFormat::bf16, DType::bf16, 576, 1, 1, 128, 1, 64, 64, false, true, -1, true});
+  run_dense_decode({CacheFormat::bf16, DType::bf16, 576, 2, 2, 16, 1, 64, 128, true, false, -1, true});
 }
 
 TEST(GpuDenseDecode, LongContextSampled) {

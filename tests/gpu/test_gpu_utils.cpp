@@ -304,8 +304,10 @@ TEST(GpuGraph, SparseDecodeReplaysWithNewIndices) {
   cudaStreamDestroy(stream);
 }
 
-TEST(GpuGraph, DenseDecodeReplaysWithNewSeqlens) {
-  const int b = 3, s_q = 2, h = 16, ps = 64, mb = 16;
+// 16 heads: a 16-row tile; 128: two 64-row tiles.
+void dense_graph_replays(int h) {
+  SCOPED_TRACE("h_q " + std::to_string(h));
+  const int b = 3, s_q = 2, ps = 64, mb = 16;
   TestCache cache = make_cache(CacheFormat::bf16, b * mb, ps, 576);
   auto q = random_bf16(b * s_q * h * 576);
   std::vector<int32_t> bt(b * mb);
@@ -355,6 +357,10 @@ TEST(GpuGraph, DenseDecodeReplaysWithNewSeqlens) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
+}
+
+TEST(GpuGraph, DenseDecodeReplaysWithNewSeqlens) {
+  for (int h : {16, 128}) dense_graph_replays(h);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// sparse_decode, sparse_prefill and dense_decode on the gather-attention kernel: each maps
-// its validated arguments onto AttnParams.
+// sparse_decode, sparse_prefill and dense_decode: each maps its validated arguments onto
+// AttnParams and a plan, the warp-specialized family (src/cuda/sparse_decode/) where it takes
+// the call, else the generic gather-attention kernel.
 #include <algorithm>
 #include <cmath>
 
@@ -173,6 +174,13 @@ AttnParams dense_decode_params(const DenseDecodeArgs& a) {
 }
 
 AttentionPlan dense_decode_plan(const DenseDecodeArgs& a) {
+  const int q_kind = a.q.dtype == DType::f16 ? 1 : (a.q.dtype == DType::fp8_e4m3 ? 2 : 0);
+  if (!sparse_decode_family::dense_disabled_by_env() &&
+      sparse_decode_family::takes_dense(q_kind, a.out.dtype == DType::f16, static_cast<int>(a.cache.format),
+                                        a.cache.h_kv(), static_cast<int>(a.cache.row_elems()),
+                                        static_cast<int>(a.q.shape[3]), a.cache.num_blocks(), a.cache.page_size()))
+    return plan_sparse_decode(static_cast<int>(a.q.shape[0]), static_cast<int>(a.q.shape[1]),
+                              static_cast<int>(a.q.shape[2]), static_cast<int>(a.cache.format));
   return plan_attention(static_cast<int>(a.q.shape[0]), static_cast<int>(a.q.shape[1]),
                         static_cast<int>(a.q.shape[2]), a.cache.h_kv(), static_cast<int>(a.q.shape[3]), true,
                         a.cache.format == CacheFormat::fp16, true, staged_row_bytes(key_set(a.cache)), -1);

@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
     persistent_units<kRows, kD, kFmt, kPair>(p, smem);
     return;
   }
-  Work w = make_work(p);
+  Work w = make_work<kBf16>(p);  // bf16 kernels also serve dense decode
   if (!w.active) return;  // uniform across the CTA (and across a pair: both own the same keys)
   if constexpr (kPair) {
     w.pair = true;

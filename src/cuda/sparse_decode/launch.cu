@@ -41,6 +41,12 @@ bool takes(int format, int extra_format, bool has_extra, int d_qk) {
   return (format == kDs && d_qk == 576) || (format == kM1 && d_qk == 512) || (format == kBf && (d_qk == 576 || d_qk == 512));
 }
 
+bool takes_dense(int q_kind, bool out_f16, int format, int h_kv, int row_elems, int d_qk, int64_t num_blocks,
+                 int page_size) {
+  return q_kind == 0 && !out_f16 && format == kBf && h_kv == 1 && row_elems == d_qk && (d_qk == 576 || d_qk == 512) &&
+         num_blocks * page_size <= 0x7fffffff;
+}
+
 void launch(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream) {
   const int fmt = p.main.format;
   if (fmt == kDs) by_rows<576, kDs>(p, rows, grid, stream);
@@ -58,6 +64,14 @@ bool kernel_env_is(const char* value) {
 
 bool disabled_by_env() {
   static const bool off = kernel_env_is("generic");
+  return off;
+}
+
+bool dense_disabled_by_env() {
+  static const bool off = [] {
+    const char* v = std::getenv("SMLA_DENSE_DECODE_KERNEL");
+    return v != nullptr && std::strcmp(v, "generic") == 0;
+  }();
   return off;
 }
 

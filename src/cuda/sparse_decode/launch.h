@@ -12,12 +12,19 @@ namespace smla::cuda::sparse_decode_family {
 int tile_rows(int h_q);
 // Whether the family takes key sets of these formats at this d_qk (both sets one format).
 bool takes(int format, int extra_format, bool has_extra, int d_qk);
+// Whether the family takes a dense decode (keys from the block table; work.cuh): bf16 q, cache
+// and out, one KV head whose rows hold exactly d_qk values (576 or 512), and every slot of the
+// cache numbered by an int32.
+bool takes_dense(int q_kind, bool out_f16, int format, int h_kv, int row_elems, int d_qk, int64_t num_blocks,
+                 int page_size);
 // Launches the kernel for (rows, format, d_qk) on `grid` (x: requests or split slots,
 // y: head tiles, z: query tokens).
 void launch(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream);
 // Opt-out for A/B measurements: SMLA_SPARSE_DECODE_KERNEL=generic routes sparse_decode to the
 // generic gather-attention kernel (read once per process).
 bool disabled_by_env();
+// SMLA_DENSE_DECODE_KERNEL=generic does the same for dense_decode.
+bool dense_disabled_by_env();
 // SMLA_SPARSE_DECODE_KERNEL=unpaired: every CTA gathers all its keys (no two-CTA clusters).
 bool unpaired_by_env();
 // When 64-row packed tiles run as persistent CTAs: beyond one wave of units (the default),

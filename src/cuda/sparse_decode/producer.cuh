@@ -261,19 +261,22 @@ struct PackedRound {
 template <int kRows>
 constexpr int producer_rounds(bool pair) { return kRows == 64 && !pair ? 2 : 1; }
 
+template <bool kDenseToo = false>
 __device__ __forceinline__ void init_queue(IndexQueue& iq, const AttnParams& p, const Work& w, const ProducerLane& pl,
                                            int r) {
 #pragma unroll
-  for (int d = 0; d < 4; ++d) iq.v[d] = w.kb_begin + d < w.kb_end ? load_key_index(p, w, pl.pos(w.kb_begin + d, r)) : -1;
+  for (int d = 0; d < 4; ++d)
+    iq.v[d] = w.kb_begin + d < w.kb_end ? load_key_index<kDenseToo>(p, w, pl.pos(w.kb_begin + d, r)) : -1;
 }
 
 // Drops block kb, loads block kb + 4.
+template <bool kDenseToo = false>
 __device__ __forceinline__ void rotate_queue(IndexQueue& iq, const AttnParams& p, const Work& w, const ProducerLane& pl,
                                              int r, int kb) {
   iq.v[0] = iq.v[1];
   iq.v[1] = iq.v[2];
   iq.v[2] = iq.v[3];
-  iq.v[3] = kb + 4 < w.kb_end ? load_key_index(p, w, pl.pos(kb + 4, r)) : -1;
+  iq.v[3] = kb + 4 < w.kb_end ? load_key_index<kDenseToo>(p, w, pl.pos(kb + 4, r)) : -1;
 }
 
 template <int kRows, int kFmt>
@@ -470,6 +473,7 @@ __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem
 
 // bf16 rows need no conversion: cp.async straight into the K tile (zero-fill for skipped
 // keys), one block in flight while the previous one is handed over. Never paired (launch.cu).
+// Also dense decode's producer: its keys' slots come from the block table (work.cuh).
 template <int kRows, int kD>
 __device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem) {
   constexpr int kRowBytes = kD * 2;
@@ -479,7 +483,7 @@ __device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem) 
   if (w.kb_begin >= w.kb_end) return;
   IndexQueue iq[kRounds];
 #pragma unroll
-  for (int r = 0; r < kRounds; ++r) init_queue(iq[r], p, w, pl, r);
+  for (int r = 0; r < kRounds; ++r) init_queue<true>(iq[r], p, w, pl, r);
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin;
     const Stage<kRows, kD> st(smem, i & 1);
@@ -496,7 +500,7 @@ __device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem) 
       for (int ch = 0; ch < kRowBytes / 64; ++ch)
         cp_async_16_zfill(dst + (4 * ch + pl.q) * 128, src + ch * 64 + pl.q * 16, ok ? 16 : 0);
       publish_valid<false>(st.valid, PeerStage{}, pl, pl.round + r, ok);
-      rotate_queue(iq[r], p, w, pl, r, kb);
+      rotate_queue<true>(iq[r], p, w, pl, r, kb);
     }
     cp_async_commit_group();
     if (i >= 1) {

@@ -2,6 +2,9 @@
 // the request's key list (main keys first, then the extra key set), and where key v of that
 // list lives. Every value read from device memory is untrusted: lengths are clamped and an
 // index names a key only when 0 <= index < num_blocks * page_size.
+// Dense decode (p.dense, bf16 kernels only: kDenseToo) runs on the same kernels: key v is the
+// request's position v, its slot comes from the block table, and a causal token t sees the
+// positions up to seqlen - s_q + t.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +22,7 @@ struct Work {
   int n_splits = 1;
   int head0 = 0, heads = 0;       // first head of the tile, real heads in it
   int len_main = 0, len_total = 0;
+  int last = 0x7fffffff;          // dense: the last position this token sees (causal), else no limit
   int kb_begin = 0, kb_end = 0;   // key blocks of this split
   bool active = true;             // false: a CTA past the schedule's splits (writes nothing)
   bool pair = false;              // one of two CTAs sharing each block's gathers (set by pair kernels only)
@@ -38,7 +42,21 @@ struct UnitAt {
   __device__ unsigned z() const { return bz; }
 };
 
-template <class Pos = OwnBlock>
+// The request's key count: its index lists' lengths, or (dense) its clamped seqlen.
+template <bool kDenseToo>
+__device__ __forceinline__ void set_lengths(const AttnParams& p, Work& w) {
+  if (kDenseToo && p.dense) {
+    const int64_t cap = static_cast<int64_t>(p.max_blocks) * p.main.page_size;
+    const int64_t s = __ldg(p.seqlens + w.req * p.seqlens_st);
+    w.len_main = w.len_total = static_cast<int>(s < 0 ? 0 : (s > cap ? cap : s));
+    if (p.causal) w.last = w.len_total - p.s_q + w.t;
+    return;
+  }
+  w.len_main = sparse_len(p.main, w.req);
+  w.len_total = w.len_main + (p.has_extra ? sparse_len(p.extra, w.req) : 0);
+}
+
+template <bool kDenseToo = false, class Pos = OwnBlock>
 __device__ __forceinline__ Work make_work(const AttnParams& p, Pos pos = {}) {
   Work w;
   int split_id = 0;
@@ -58,8 +76,7 @@ __device__ __forceinline__ Work make_work(const AttnParams& p, Pos pos = {}) {
   w.t = pos.z();
   w.head0 = pos.y() * p.heads_tile;
   w.heads = min(p.heads_tile, p.h_q - w.head0);
-  w.len_main = sparse_len(p.main, w.req);
-  w.len_total = w.len_main + (p.has_extra ? sparse_len(p.extra, w.req) : 0);
+  set_lengths<kDenseToo>(p, w);
   const int n_blocks = (w.len_total + kKeys - 1) / kKeys;
   const int chunk = (n_blocks + w.n_splits - 1) / max(w.n_splits, 1);
   w.kb_begin = min(split_id * chunk, n_blocks);
@@ -67,10 +84,24 @@ __device__ __forceinline__ Work make_work(const AttnParams& p, Pos pos = {}) {
   return w;
 }
 
+// Dense: the slot of position v from the block table, or -1 when the position is past the
+// token's causal limit or its table entry names no page (negative, or past num_blocks). The
+// launch takes dense calls only when num_blocks * page_size fits an int32 slot.
+__device__ __forceinline__ int32_t dense_slot(const AttnParams& p, const Work& w, int v) {
+  if (v > w.last) return -1;
+  const uint32_t u = static_cast<uint32_t>(v), ups = static_cast<uint32_t>(p.main.page_size);
+  const uint32_t j = (ups & (ups - 1)) == 0 ? u >> (__ffs(p.main.page_size) - 1) : u / ups;
+  const int32_t blk = __ldg(p.block_table + w.req * p.bt_sb + j);
+  if (blk < 0 || blk >= p.main.num_blocks) return -1;
+  return static_cast<int32_t>(static_cast<uint32_t>(blk) * ups + (u - j * ups));
+}
+
 // Index of key v of this CTA's list, or -1 past its end (the value itself is still untrusted).
+template <bool kDenseToo = false>
 __device__ __forceinline__ int32_t load_key_index(const AttnParams& p, const Work& w, int v) {
   if (v >= w.len_total) return -1;
   if constexpr (kNoIndexLoads) return v;  // experiment (config.h): no index loads
+  if (kDenseToo && p.dense) return dense_slot(p, w, v);
   if (v < w.len_main) return __ldg(p.main.indices + w.req * p.main.idx_sb + w.t * p.main.idx_st + v);
   return __ldg(p.extra.indices + w.req * p.extra.idx_sb + w.t * p.extra.idx_st + (v - w.len_main));
 }
