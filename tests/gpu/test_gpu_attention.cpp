@@ -385,9 +385,10 @@ void run_dense_decode(const DenseCase& c) {
   if (c.b > 2) seq[2] = cap + 100;  // clamped
   if (c.b > 3) seq[3] = -5;
   if (c.poison) {
-    // Slot (blk, off) of an element-format cache: h_kv rows of row_bytes at off * h_kv.
-    const int64_t page_bytes = cache.host.data.stride[0] * static_cast<int64_t>(dtype_size(cache.host.data.dtype));
-    const int64_t token_bytes = page_bytes / c.page_size;
+    // Slot (blk, off) of an element-format cache: its h_kv rows at blk * page stride + off *
+    // token stride (pages are padded, so the page stride is not page_size token strides).
+    const int64_t es = static_cast<int64_t>(dtype_size(cache.host.data.dtype));
+    const int64_t page_bytes = cache.host.data.stride[0] * es, token_bytes = cache.host.data.stride[1] * es;
     std::vector<char> keep(static_cast<size_t>(blocks * c.page_size), 0);
     for (int r = 0; r < c.b; ++r) {
       const int len = std::clamp(seq[r], 0, cap);
@@ -397,7 +398,10 @@ void run_dense_decode(const DenseCase& c) {
       }
     }
     for (size_t slot = 0; slot < keep.size(); ++slot)
-      if (!keep[slot]) std::memset(cache.bytes.data() + slot * token_bytes, 0xff, static_cast<size_t>(token_bytes));
+      if (!keep[slot])
+        std::memset(cache.bytes.data() + static_cast<int64_t>(slot) / c.page_size * page_bytes +
+                        static_cast<int64_t>(slot) % c.page_size * token_bytes,
+                    0xff, static_cast<size_t>(token_bytes));
     cudaMemcpy(cache.dev_bytes.ptr, cache.bytes.data(), cache.bytes.size(), cudaMemcpyHostToDevice);
   }
   std::vector<float> sink(c.h_q);

@@ -2,6 +2,8 @@
 // and dense_decode: every stride explicit, every device-read value untrusted.
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
 
 namespace smla::cuda {
@@ -70,6 +72,11 @@ struct AttnParams {
   int heads_tile = 64;
   int tiles_per_kv = 1;
   int raw_stride = 656;  // bytes per staged key row in shared memory (multiple of 16)
+
+  // Dense decode by the TMA unit (sparse_decode/producer_dense_tma.cuh): the cache as a 3-D
+  // tensor (d_qk values, page_size rows, num_blocks pages), boxes of 64 values x min(page, 64)
+  // rows with the 128-byte swizzle. Built by the launch; unused elsewhere.
+  CUtensorMap kv_map;  // (64-byte aligned by its type)
 
   // Persistent sparse-decode CTAs (sparse_decode/instantiate.cuh): the grid of work
   // units the CTAs walk (what grid.x, y, z would be without persistence); 0 otherwise.

@@ -19,6 +19,15 @@ __device__ __forceinline__ uint64_t gmma_desc(uint32_t smem_addr, uint32_t lbo, 
          (static_cast<uint64_t>(sbo >> 4) << 32);
 }
 
+// The same for a 128-byte-swizzled layout (what a TMA box of 64 bf16 columns with
+// CU_TENSOR_MAP_SWIZZLE_128B writes; the tile 1024-byte aligned). K-major: rows 128 bytes apart,
+// SBO = 1024 between 8-row groups, LBO unused; a k-step of 16 columns inside the 128-byte row moves
+// the start address by 32 bytes. MN-major (64 contiguous columns per row, rows along K): SBO =
+// 1024 between 8-row groups along K, LBO = the distance to the next 64 columns.
+__device__ __forceinline__ uint64_t gmma_desc_sw128(uint32_t smem_addr, uint32_t lbo, uint32_t sbo) {
+  return gmma_desc(smem_addr, lbo, sbo) | (1ull << 62);
+}
+
 // A descriptor moved by `units16` 16-byte units (a later k-step or tile of the same operand):
 // only the start address in the low word changes.
 __device__ __forceinline__ uint64_t desc_add(uint64_t d, uint32_t units16) {

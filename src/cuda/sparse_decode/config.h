@@ -119,7 +119,7 @@ inline constexpr bool kLazyRescale = SMLA_SD_LAZY_RESCALE != 0;
 // units exceed one wave (instantiate.cuh): b128 s_q2 h128 431.4 -> 414.6 µs, s_q1 h128 221.4 ->
 // 214.0, V4 s_q2 h128 243.9 -> 233.8; in one wave it was 2-4% slower (h64 143.3 -> 146.3, b = 1
 // 21.0 -> 21.8), so one-wave grids keep the one-unit kernel.
-constexpr bool has_persistent(int rows, bool bf16) { return rows == 64 && !bf16; }
+constexpr bool has_persistent(int rows, bool bf16) { return rows == 64 && !bf16; }  // bf16: bf16_rows()
 
 // 16/32-row CTAs of fp8_ds_mla gather rows with cp.async.bulk (the TMA unit, one copy per
 // 656-byte row) into a ring of two raw blocks, and the producers convert from there into one K
@@ -153,25 +153,31 @@ inline constexpr bool kBulkEarlyFree = SMLA_SD_BULK_EARLY_FREE == 1 || (SMLA_SD_
 #define SMLA_SD_BULK_SPREAD 1
 #endif
 inline constexpr bool kBulkSpread = SMLA_SD_BULK_SPREAD != 0;
-// Measurement build SMLA_SD_BULK_WARP_ARM=1 (with the spread copies; not yet timed): lane 0 of
-// each producer warp arms a raw block's barrier once for its warp's copied bytes, 8 arrivals
-// per block instead of 64.
-#ifndef SMLA_SD_BULK_WARP_ARM
-#define SMLA_SD_BULK_WARP_ARM 0
-#endif
-inline constexpr bool kBulkWarpArm = SMLA_SD_BULK_WARP_ARM != 0;
-static_assert(!kBulkWarpArm || kBulkSpread, "SMLA_SD_BULK_WARP_ARM needs SMLA_SD_BULK_SPREAD");
-// Measurement build SMLA_SD_NARROW_CONSUMER_FENCE=1: the K tile's proxy fence by each consumer
-// thread after its wait (as in pairs) instead of by the producers before "full". Measured only
-// on a build that loaded the next index after the fence: h16 81.0 -> 80.1 µs, s_q2 h16 154.0 ->
-// 150.8, h32 102.8 -> 100.4; to A/B on this one before it ships.
+// (One mbarrier.arrive.expect_tx per producer warp for its warp's copied bytes, 8 arrivals per
+// raw block instead of 64, measured slower: h16 79.7 -> 83.3 µs, h32 97.0 -> 100.3, s_q2 h16
+// 152.9 -> 160.2; removed.)
+// The K tile's proxy fence is made by each consumer thread after its wait on "full" (as in
+// pairs), not by the producers before they arrive: h16 79.7 -> 79.8 µs, h32 97.0 -> 95.9, s_q2
+// h16 152.9 -> 149.9 (same-seed A/B). SMLA_SD_NARROW_CONSUMER_FENCE=0 (a measurement build):
+// the producers fence.
 #ifndef SMLA_SD_NARROW_CONSUMER_FENCE
-#define SMLA_SD_NARROW_CONSUMER_FENCE 0
+#define SMLA_SD_NARROW_CONSUMER_FENCE 1
 #endif
 inline constexpr bool kNarrowConsumerFence = SMLA_SD_NARROW_CONSUMER_FENCE != 0;
 template <int kRows, int kFmt>
 inline constexpr bool kNarrowBulk =
     SMLA_SD_NARROW_BULK != 0 && kRows < 64 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
+
+// Dense decode of a bf16 cache whose page rows the TMA unit loads (the kernel template's format
+// argument; a pseudo-format that CacheFormat does not name): one producer thread per page of a
+// block issues 64-column boxes (128-byte swizzle) straight into the K tile, so the tile has
+// the swizzled layout (kSwizzled) and the consumers' descriptors follow it. Pages of 8, 16, 32
+// or a multiple of 64 tokens (a box never crosses a page); other pages take the bf16 kernels.
+inline constexpr int kDenseTma = 100;
+template <int kFmt>
+inline constexpr bool kSwizzled = kFmt == kDenseTma;
+// Kernels whose K rows are bf16 in the cache (no conversion, never paired, no persistent kernel).
+constexpr bool bf16_rows(int fmt) { return fmt == static_cast<int>(CacheFormat::bf16) || fmt == kDenseTma; }
 
 // Shared memory, in bytes from the dynamic base (no swizzle: 16-byte alignment suffices). Q and K tiles are wgmma core-
 // matrix tiles: element (r, k) at (r / 8) * 16 * D + (k / 8) * 128 + (r % 8) * 16 + (k % 8) * 2.
@@ -200,7 +206,10 @@ struct Smem {
   static constexpr size_t raw_bars = bars + 2 * kStages * 8;        // kOneTile: uint64 raw_full[kSlots]
   static constexpr size_t raw_ok = raw_bars + kSlots * 8;           // kOneTile: uint8[kSlots][64] row is real
   static constexpr size_t raw = (raw_ok + kSlots * kKeys + 127) / 128 * 128;  // kOneTile: [kSlots] raw blocks
-  static constexpr size_t bytes = kOneTile ? raw + kSlots * kRawBlockBytes : raw_bars;
+  static constexpr size_t aux = raw_bars;                           // !kOneTile: uint64 aux (kSwizzled: partial blocks)
+  static constexpr size_t bytes = kOneTile ? raw + kSlots * kRawBlockBytes : aux + 8;
+  // kSwizzled: 128-byte-swizzled tiles start on 1024-byte boundaries.
+  static_assert(kOneTile || (k % 1024 == 0 && kKBytes % 1024 == 0), "K tiles off the 1024-byte swizzle grid");
 };
 static_assert(Smem<64, 576>::bytes <= 232448, "64-row d576 tile exceeds the 227 KB opt-in limit");
 static_assert(Smem<32, 576, true>::bytes <= 232448, "32-row d576 tile with a raw ring exceeds the 227 KB opt-in limit");

@@ -19,19 +19,29 @@
 
 namespace smla::cuda::sparse_decode_family {
 
-template <int kD>
+// kSw: the K tile as the TMA unit writes it (config.h kSwizzled): 64-column boxes of 64 rows,
+// 8 KB each, 128-byte swizzle. Otherwise core matrices (config.h Smem).
+template <int kD, bool kSw = false>
 struct WideTiles {
-  static constexpr int kRowGroup = 16 * kD;  // bytes of 8 rows of a Q or K tile
+  static constexpr int kRowGroup = 16 * kD;  // bytes of 8 rows of a Q or K tile (no swizzle)
+  static constexpr int kBox = 64 * 128;      // kSw: bytes of one 64-column box
   using S = Smem<64, kD>;
   // Descriptors of k-step 0; later steps add to the start address in the low word only.
   __device__ static uint64_t q(uint8_t* smem) { return gmma_desc(smem_addr(smem + S::q), 128, kRowGroup); }
   __device__ static uint64_t k(uint8_t* smem, int s) {
-    return gmma_desc(smem_addr(smem + S::k + s * S::kKBytes), 128, kRowGroup);
+    const uint32_t a = smem_addr(smem + S::k + s * S::kKBytes);
+    return kSw ? gmma_desc_sw128(a, 16, 1024) : gmma_desc(a, 128, kRowGroup);
   }
+  // 16-byte units from K's k-step 0 to k-step ks (16 columns each).
+  __device__ static uint32_t k_step(int ks) { return kSw ? ((ks >> 2) * kBox + (ks & 3) * 32) / 16 : ks * 16; }
   // V = the K tile read MN-major; `half` selects value columns 256 half ... + 255.
   __device__ static uint64_t v(uint8_t* smem, int s, int half) {
-    return gmma_desc(smem_addr(smem + S::k + s * S::kKBytes + half * 32 * 128), kRowGroup, 128);
+    const uint32_t a = smem_addr(smem + S::k + s * S::kKBytes);
+    return kSw ? gmma_desc_sw128(a + half * 4 * kBox, kBox, 1024) : gmma_desc(a + half * 32 * 128, kRowGroup, 128);
   }
+  // 16-byte units from V's keys 0..15 to keys 16 kk ..; and from its columns 0..127 to 128..255.
+  static constexpr uint32_t kVKStep = kSw ? 2048 / 16 : 2 * kRowGroup / 16;
+  static constexpr uint32_t kVHi = kSw ? 2 * kBox / 16 : 128 * 16 / 16;
   __device__ static uint64_t p(uint8_t* smem) { return gmma_desc(smem_addr(smem + S::p), 128, 8 * 128); }
 };
 
@@ -42,9 +52,10 @@ __device__ __forceinline__ float (&o_hi(float (&o)[32][4]))[16][4] { return *rei
 
 // n0: K blocks the CTA handled before this unit (persistent CTAs; stage and phase continue).
 // kPair: the CTA is one of a pair, whose producers leave the proxy fence to the consumers.
-template <int kD, bool kPair>
+// kSw: the K tiles are TMA boxes with the 128-byte swizzle (dense decode, config.h kSwizzled).
+template <int kD, bool kPair, bool kSw = false>
 __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
-  using T = WideTiles<kD>;
+  using T = WideTiles<kD, kSw>;
   using S = Smem<64, kD>;
   const int lane = threadIdx.x & 31, wq = (threadIdx.x >> 5) & 3;  // warp within the warpgroup
   const int g = lane >> 2, c = lane & 3;
@@ -78,7 +89,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     const uint64_t dk = T::k(smem, s);
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) wgmma_m64n64k16_ss(sc, desc_add(dq, ks * 16), desc_add(dk, ks * 16), ks > 0);
+    for (int ks = 0; ks < kD / 16; ++ks) wgmma_m64n64k16_ss(sc, desc_add(dq, ks * 16), desc_add(dk, T::k_step(ks)), ks > 0);
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence(sc);
@@ -131,9 +142,9 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      const uint64_t d = desc_add(dv, kk * (2 * T::kRowGroup / 16));
+      const uint64_t d = desc_add(dv, kk * T::kVKStep);
       wgmma_m64n128k16_rs(o_lo(o), a[kk], d);
-      wgmma_m64n128k16_rs(o_hi(o), a[kk], desc_add(d, 128 * 16 / 16));
+      wgmma_m64n128k16_rs(o_hi(o), a[kk], desc_add(d, T::kVHi));
     }
     wgmma_commit();
     wgmma_wait<0>();
@@ -165,9 +176,9 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   if (kTimeline && threadIdx.x == 0) timeline_mark(6);
 }
 
-template <int kD, bool kPair>
+template <int kD, bool kPair, bool kSw = false>
 __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
-  using T = WideTiles<kD>;
+  using T = WideTiles<kD, kSw>;
   using S = Smem<64, kD>;
   const int lane = threadIdx.x & 31, wq = (threadIdx.x >> 5) & 3;
   const int r0 = 16 * wq + (lane >> 2), r1 = r0 + 8;
@@ -193,9 +204,9 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      const uint64_t d = desc_add(dv, kk * (2 * T::kRowGroup / 16));
+      const uint64_t d = desc_add(dv, kk * T::kVKStep);
       wgmma_m64n128k16_ss_tb(o_lo(o), desc_add(dp, kk * 16), d, 1);
-      wgmma_m64n128k16_ss_tb(o_hi(o), desc_add(dp, kk * 16), desc_add(d, 128 * 16 / 16), 1);
+      wgmma_m64n128k16_ss_tb(o_hi(o), desc_add(dp, kk * 16), desc_add(d, T::kVHi), 1);
     }
     wgmma_commit();
     wgmma_wait<0>();

@@ -80,7 +80,7 @@ int64_t persistent_slots() {
 // has_persistent), unless SMLA_SPARSE_DECODE_KERNEL names one (launch.h).
 template <int kRows, int kD, int kFmt, bool kPair>
 void launch_tiles(const AttnParams& p, dim3 grid, cudaStream_t stream) {
-  if constexpr (has_persistent(kRows, kFmt == static_cast<int>(CacheFormat::bf16))) {
+  if constexpr (has_persistent(kRows, bf16_rows(kFmt))) {
     const int64_t units = static_cast<int64_t>(grid.x) * (grid.y / (kPair ? kPairCtas : 1)) * grid.z;
     const int64_t slots = persistent_slots<kRows, kD, kFmt, kPair>();
     const PersistentChoice choice = persistent_by_env();
@@ -94,7 +94,7 @@ void launch_tiles(const AttnParams& p, dim3 grid, cudaStream_t stream) {
 // gathers; only 64-row tiles of packed formats have a pair kernel (launch.cu decides).
 template <int kRows, int kD, int kFmt>
 void launch_instance(const AttnParams& p, dim3 grid, bool pair, cudaStream_t stream) {
-  if constexpr (kRows == 64 && kFmt != static_cast<int>(CacheFormat::bf16)) {
+  if constexpr (kRows == 64 && !bf16_rows(kFmt)) {
     if (pair) return launch_tiles<kRows, kD, kFmt, true>(p, grid, stream);
   }
   launch_tiles<kRows, kD, kFmt, false>(p, grid, stream);

@@ -20,6 +20,7 @@
 #include "cuda/sparse_decode/consumer_narrow_wgmma.cuh"
 #include "cuda/sparse_decode/consumer_wide.cuh"
 #include "cuda/sparse_decode/producer.cuh"
+#include "cuda/sparse_decode/producer_dense_tma.cuh"
 #include "cuda/sparse_decode/timeline.cuh"
 #include "cuda/sparse_decode/work.cuh"
 
@@ -54,22 +55,25 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
   named_bar_sync(kBarQReady, kThreads);
 }
 
-// The K tiles' mbarriers. full: one arrive per producer thread; empty: one per consumer warp
-// (of both CTAs of a pair, whose producers both fill each tile).
-// kOneTile (kNarrowBulk): also the raw slots' barriers, one arrive per copying producer thread
-// (kBulkWarpArm: per producer warp).
-template <int kRows, int kD, bool kOneTile = false>
+// The K tiles' mbarriers. full: one arrive per producer thread (kSw: one, with the TMA boxes'
+// bytes); empty: one per consumer warp (of both CTAs of a pair, whose producers both fill each
+// tile). kSw: also the aux barrier of partial blocks (producer_dense_tma.cuh).
+// kOneTile (kNarrowBulk): also the raw slots' barriers, one arrive per copying producer thread.
+template <int kRows, int kD, bool kOneTile = false, bool kSw = false>
 __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
   if (threadIdx.x == 0) {
     using S = Smem<kRows, kD, kOneTile>;
     uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::bars);
+    if constexpr (kSw) {
+      mbar_init(reinterpret_cast<uint64_t*>(smem + S::aux), 1);
+      fence_mbarrier_init();  // the TMA boxes complete on these barriers
+    }
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(bars + s, producer_threads(kRows));
+      mbar_init(bars + s, kSw ? 1 : producer_threads(kRows));
       mbar_init(bars + kStages + s, (consumer_threads(kRows) / 32) * (pair ? kPairCtas : 1));
     }
     if constexpr (kOneTile) {
-      const int arrivals = kBulkWarpArm ? producer_threads(kRows) / 32 : kKeys;
-      for (int s = 0; s < S::kSlots; ++s) mbar_init(reinterpret_cast<uint64_t*>(smem + S::raw_bars) + s, arrivals);
+      for (int s = 0; s < S::kSlots; ++s) mbar_init(reinterpret_cast<uint64_t*>(smem + S::raw_bars) + s, kKeys);
       fence_mbarrier_init();  // the bulk copies complete on them
     }
   }
@@ -132,8 +136,9 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
 // walks the unit grid p.unit_g{x,y,z} (persistent_units).
 template <int kRows, int kD, int kFmt, bool kPair, bool kPersist>
 __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(const __grid_constant__ AttnParams p) {
-  extern __shared__ __align__(128) uint8_t smem[];
-  constexpr bool kBf16 = kFmt == static_cast<int>(CacheFormat::bf16);
+  extern __shared__ __align__(1024) uint8_t smem[];  // 128-byte-swizzled tiles (kSw) need 1024
+  constexpr bool kBf16 = bf16_rows(kFmt);
+  constexpr bool kSw = kSwizzled<kFmt>;
   if (kTimeline && threadIdx.x == 0) timeline_mark(0);
   pdl_wait();                // the split schedule, and q / the cache / indices of earlier work
   if (kTimeline && threadIdx.x == 0) timeline_mark(1);
@@ -151,7 +156,7 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
   }
 
   constexpr bool kOneTile = kNarrowBulk<kRows, kFmt>;
-  init_stage_barriers<kRows, kD, kOneTile>(smem, w.pair);
+  init_stage_barriers<kRows, kD, kOneTile, kSw>(smem, w.pair);
   __syncthreads();
   if constexpr (kPair) cluster_sync();  // the peer's barriers are initialized before anyone writes or arrives there
   if (kTimeline && threadIdx.x == 0) timeline_mark(2);
@@ -163,14 +168,15 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
       setmaxnreg_to<kRegsWg0, kEntry>();
       load_q<kRows, kD>(p, w, smem);
       if (kTimeline && threadIdx.x == 0) timeline_mark(3);
-      consume_wg0<kD, kPair>(p, w, smem);
+      consume_wg0<kD, kPair, kSw>(p, w, smem);
     } else if (wg == 1) {
       setmaxnreg_to<kRegsWg1, kEntry>();
       load_q<kRows, kD>(p, w, smem);
-      consume_wg1<kD, kPair>(p, w, smem);
+      consume_wg1<kD, kPair, kSw>(p, w, smem);
     } else {
       setmaxnreg_to<kRegsProducerWide, kEntry>();
-      if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
+      if constexpr (kSw) produce_dense_tma<kRows, kD>(p, w, smem);
+      else if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
       else produce_packed<kRows, kFmt>(p, w, smem);
     }
   } else {
@@ -178,10 +184,11 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
       setmaxnreg_to<kRegsConsumerNarrow, kEntry>();
       load_q<kRows, kD>(p, w, smem);
       if (kTimeline && threadIdx.x == 0) timeline_mark(3);
-      consume_narrow_wgmma<kRows, kD, kOneTile>(p, w, smem);
+      consume_narrow_wgmma<kRows, kD, kOneTile, kSw>(p, w, smem);
     } else {
       setmaxnreg_to<kRegsProducerNarrow, kEntry>();
-      if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
+      if constexpr (kSw) produce_dense_tma<kRows, kD>(p, w, smem);
+      else if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
       else if constexpr (kOneTile) produce_narrow_bulk<kRows>(p, w, smem);
       else produce_packed<kRows, kFmt>(p, w, smem);
     }

@@ -1,5 +1,6 @@
 #include "cuda/sparse_decode/launch.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -26,7 +27,7 @@ void by_rows(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream) {
     default: {
       // Head tiles in pairs share the gathers of their token's keys: packed formats (bf16 rows
       // go by cp.async, with nothing to share but the bytes), one KV head, an even tile count.
-      const bool pair = kFmt != kBf && p.h_kv == 1 && grid.y % kPairCtas == 0 && !unpaired_by_env();
+      const bool pair = !bf16_rows(kFmt) && p.h_kv == 1 && grid.y % kPairCtas == 0 && !unpaired_by_env();
       launch_instance<64, kD, kFmt>(p, grid, pair, stream);
     }
   }
@@ -47,8 +48,47 @@ bool takes_dense(int q_kind, bool out_f16, int format, int h_kv, int row_elems, 
          num_blocks * page_size <= 0x7fffffff;
 }
 
-void launch(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream) {
+// Dense decode on the TMA producer: pages a box never crosses (8, 16, 32 or a multiple of 64
+// tokens) and addresses the TMA unit takes (16-byte aligned base and page stride), unless
+// SMLA_DENSE_DECODE_KERNEL=gather asks for the cp.async producer. Fills p.kv_map.
+bool dense_tma_map(AttnParams& p) {
+  static const bool gather = [] {
+    const char* v = std::getenv("SMLA_DENSE_DECODE_KERNEL");
+    return v != nullptr && std::strcmp(v, "gather") == 0;
+  }();
+  const int ps = p.main.page_size;
+  if (!p.dense || gather || !(ps == 8 || ps == 16 || ps == 32 || ps % 64 == 0)) return false;
+  if (reinterpret_cast<uintptr_t>(p.main.base) % 16 != 0 || p.main.page_stride % 16 != 0) return false;
+  using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*,
+                              const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                              CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  static const Encode encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      fn = nullptr;
+    return reinterpret_cast<Encode>(fn);
+  }();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(p.d_qk), static_cast<cuuint64_t>(ps),
+                              static_cast<cuuint64_t>(p.main.num_blocks)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(p.d_qk) * 2, static_cast<cuuint64_t>(p.main.page_stride)};
+  const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(ps < 64 ? ps : 64), 1};
+  const cuuint32_t unit[3] = {1, 1, 1};
+  return encode(&p.kv_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<uint8_t*>(p.main.base), dims, strides, box,
+                unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+void launch(const AttnParams& p_in, int rows, dim3 grid, cudaStream_t stream) {
+  AttnParams p = p_in;
   const int fmt = p.main.format;
+  if (dense_tma_map(p)) {
+    if (p.d_qk == 576) by_rows<576, kDenseTma>(p, rows, grid, stream);
+    else by_rows<512, kDenseTma>(p, rows, grid, stream);
+    return;
+  }
   if (fmt == kDs) by_rows<576, kDs>(p, rows, grid, stream);
   else if (fmt == kM1) by_rows<512, kM1>(p, rows, grid, stream);
   else if (p.d_qk == 576) by_rows<576, kBf>(p, rows, grid, stream);

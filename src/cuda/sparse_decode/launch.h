@@ -18,7 +18,8 @@ bool takes(int format, int extra_format, bool has_extra, int d_qk);
 bool takes_dense(int q_kind, bool out_f16, int format, int h_kv, int row_elems, int d_qk, int64_t num_blocks,
                  int page_size);
 // Launches the kernel for (rows, format, d_qk) on `grid` (x: requests or split slots,
-// y: head tiles, z: query tokens).
+// y: head tiles, z: query tokens); a dense decode whose pages the TMA unit can load goes to the
+// kDenseTma kernels (config.h), SMLA_DENSE_DECODE_KERNEL=gather keeps it on cp.async gathers.
 void launch(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream);
 // Opt-out for A/B measurements: SMLA_SPARSE_DECODE_KERNEL=generic routes sparse_decode to the
 // generic gather-attention kernel (read once per process).

@@ -391,12 +391,7 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
     const KeyAddr a = key_addr(p, w, (w.kb_begin + i) * kKeys + row, idx);
     const bool ok = a.page != nullptr;
     raw_ok[slot * kKeys + row] = ok;
-    if constexpr (kBulkWarpArm) {  // lanes 0..7 of the warp copy
-      const unsigned copied = __ballot_sync(0xffu, ok);
-      if ((pt & 31) == 0) mbar_arrive_expect_tx(raw_full + slot, __popc(copied) * L::bytes_per_token);
-    } else {
-      mbar_arrive_expect_tx(raw_full + slot, ok ? L::bytes_per_token : 0);
-    }
+    mbar_arrive_expect_tx(raw_full + slot, ok ? L::bytes_per_token : 0);
     if (ok)
       bulk_copy_g2s(smem_addr(raw + slot * S::kRawBlockBytes + row * L::bytes_per_token), F::row(a), L::bytes_per_token,
                     smem_addr(raw_full + slot));
