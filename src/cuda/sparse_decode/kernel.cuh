@@ -64,13 +64,13 @@ __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
   if (threadIdx.x == 0) {
     using S = Smem<kRows, kD, kOneTile>;
     uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::bars);
-    if constexpr (kSw) {
-      mbar_init(reinterpret_cast<uint64_t*>(smem + S::aux), 1);
-      fence_mbarrier_init();  // the TMA boxes complete on these barriers
-    }
     for (int s = 0; s < kStages; ++s) {
       mbar_init(bars + s, kSw ? 1 : producer_threads(kRows));
       mbar_init(bars + kStages + s, (consumer_threads(kRows) / 32) * (pair ? kPairCtas : 1));
+    }
+    if constexpr (kSw) {
+      mbar_init(reinterpret_cast<uint64_t*>(smem + S::aux), 1);
+      fence_mbarrier_init();  // the TMA boxes complete on full and aux
     }
     if constexpr (kOneTile) {
       for (int s = 0; s < S::kSlots; ++s) mbar_init(reinterpret_cast<uint64_t*>(smem + S::raw_bars) + s, kKeys);

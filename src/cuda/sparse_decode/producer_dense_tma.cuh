@@ -51,9 +51,12 @@ __device__ void produce_dense_tma(const AttnParams& p, const Work& w, uint8_t* s
     const Stage<kRows, kD> st(smem, i & 1);
     // Keys lane and lane + 32 of the block: real when inside the length and the causal limit,
     // on a page that exists.
+    // (Every lane shuffles: a shuffle inside a short-circuited condition would leave lanes out.)
+    const int32_t page0 = __shfl_sync(0xffffffffu, cur, lane >> shift);
+    const int32_t page1 = __shfl_sync(0xffffffffu, cur, (lane + 32) >> shift);
     const int v0 = kb * kKeys + lane, v1 = v0 + 32;
-    const bool ok0 = v0 < w.len_total && v0 <= w.last && __shfl_sync(0xffffffffu, cur, lane >> shift) >= 0;
-    const bool ok1 = v1 < w.len_total && v1 <= w.last && __shfl_sync(0xffffffffu, cur, (lane + 32) >> shift) >= 0;
+    const bool ok0 = v0 < w.len_total && v0 <= w.last && page0 >= 0;
+    const bool ok1 = v1 < w.len_total && v1 <= w.last && page1 >= 0;
     const uint32_t bal0 = __ballot_sync(0xffffffffu, ok0), bal1 = __ballot_sync(0xffffffffu, ok1);
     const bool whole = (bal0 & bal1) == 0xffffffffu;
     const int real_pages = __popc(__ballot_sync(0xffffffffu, cur >= 0));
