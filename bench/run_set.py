@@ -6,9 +6,9 @@ configuration (key, us, tflops, gbps, commit, date, check) to OUT_JSONL.
 
 usage: python3 bench/run_set.py SMLA_BINARY CEILINGS_JSON OUT_JSONL [--commit C] [--only PREFIX,...]
                                 [--generic] [--flags "--seed 7"]
-  --generic  also time every sparse_decode and dense_decode configuration on the generic
-             gather-attention kernel (SMLA_SPARSE_DECODE_KERNEL / SMLA_DENSE_DECODE_KERNEL=generic),
-             for an A/B in the same run.
+  --generic  also time every sparse_decode, dense_decode and sparse_prefill configuration on the
+             generic gather-attention kernel (SMLA_SPARSE_DECODE_KERNEL / SMLA_DENSE_DECODE_KERNEL /
+             SMLA_SPARSE_PREFILL_KERNEL=generic), for an A/B in the same run.
   --flags    appended to every configuration's `smla bench` flags (a fixed --seed makes two
              binaries time identical inputs: bench/ab_trees.sh)."""
 import argparse
@@ -38,6 +38,12 @@ CONFIGS = [
     ("sd_v4_b128_sq2_h128", "V4 b128 s_q2 h128, 128 + 1024", f"{V4} --b 128 --s_q 2 --h_q 128 --extra_topk 1024", 209.5),
     ("sp_d576_h128_k2048_s32k", "sparse prefill d576 s_q4096 h128 topk2048 s_kv32768",
      "--op sparse_prefill --s_q 4096 --h_q 128 --topk 2048 --s_kv 32768", 3610.9),
+    ("sp_d576_h128_k2048_s8k", "sparse prefill d576 s_q4096 h128 topk2048 s_kv8192",
+     "--op sparse_prefill --s_q 4096 --h_q 128 --topk 2048 --s_kv 8192", 3433.0),
+    ("sp_d512_h128_k1024_s32k_sink", "sparse prefill d512 s_q4096 h128 topk1024 s_kv32768, sink",
+     "--op sparse_prefill --d_qk 512 --s_q 4096 --h_q 128 --topk 1024 --s_kv 32768 --sink", 1829.0),
+    ("sp_d512_h64_k512_s32k_sink", "sparse prefill d512 s_q4096 h64 topk512 s_kv32768, sink",
+     "--op sparse_prefill --d_qk 512 --s_q 4096 --h_q 64 --topk 512 --s_kv 32768 --sink", 546.3),
     ("dd_bf16_b128_sq1_h16_L8k", "dense bf16 b128 s_q1 h16 L8192", "--op dense_decode --format bf16 --b 128 --s_q 1 "
      "--h_q 16 --seqlen 8192 --page 64", 321.2),
     ("dd_bf16_b128_sq1_h128_L8k", "dense bf16 b128 s_q1 h128 L8192", "--op dense_decode --format bf16 --b 128 --s_q 1 "
@@ -87,6 +93,8 @@ def main():
                 variants.append((" [generic]", dict(os.environ, SMLA_SPARSE_DECODE_KERNEL="generic")))
             if args.generic and key.startswith("dd_bf16"):
                 variants.append((" [generic]", dict(os.environ, SMLA_DENSE_DECODE_KERNEL="generic")))
+            if args.generic and key.startswith("sp_"):
+                variants.append((" [generic]", dict(os.environ, SMLA_SPARSE_PREFILL_KERNEL="generic")))
             for suffix, env in variants:
                 r, err = run_one(args.smla, f"{flags} {args.flags}".strip(), env)
                 if r is None:

@@ -333,6 +333,9 @@ TEST(GpuSparsePrefill, Shapes) {
   run_sparse_prefill(8, 128, 576, 512, 4096, 8);
   run_sparse_prefill(5, 16, 512, 300, 1000, 5);
   run_sparse_prefill(3, 5, 576, 64, 200, 3);
+  // Every head tile of the sparse-decode family (16, 32, 64 rows; 96 = 2 x 48), d_qk 512 and 576.
+  for (int h : {20, 32, 64, 96})
+    for (int d : {576, 512}) run_sparse_prefill(6, h, d, 256 + h, 3000, 6);
 }
 
 TEST(GpuSparsePrefill, RealShapeSampled) {

@@ -201,9 +201,20 @@ size_t sparse_prefill_workspace_size(const SparsePrefillArgs&) { return 0; }
 
 void sparse_prefill(const SparsePrefillArgs& a, const Exec& exec) {
   const int d_qk = static_cast<int>(a.q.shape[2]);
+  const AttnParams p = sparse_prefill_params(a);
+  if (!sparse_decode_family::prefill_disabled_by_env() &&
+      sparse_decode_family::takes_prefill(p.main.base, p.main.page_stride, d_qk)) {
+    // A decode batch of s_q one-token requests on the sparse-decode family, each CTA over its
+    // token's whole list: no split, so no workspace (sparse_prefill_workspace_size is 0).
+    AttentionPlan plan = plan_sparse_decode(static_cast<int>(a.q.shape[0]), 1, static_cast<int>(a.q.shape[1]),
+                                            static_cast<int>(CacheFormat::bf16));
+    plan.split = false;
+    launch_attention(p, plan, exec.workspace, as_stream(exec.stream));
+    return;
+  }
   const AttentionPlan plan = plan_attention(static_cast<int>(a.q.shape[0]), 1, static_cast<int>(a.q.shape[1]), 1, d_qk,
                                             false, false, false, 2 * d_qk, -1);
-  launch_attention(sparse_prefill_params(a), plan, exec.workspace, as_stream(exec.stream));
+  launch_attention(p, plan, exec.workspace, as_stream(exec.stream));
 }
 
 size_t dense_decode_workspace_size(const DenseDecodeArgs& a) {

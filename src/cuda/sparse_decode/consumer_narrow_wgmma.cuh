@@ -23,7 +23,8 @@ namespace smla::cuda::sparse_decode_family {
 
 // kOneTile: the kNarrowBulk shared-memory plan (config.h), one K tile for both stages.
 // kSw: the K tiles are TMA boxes of 64 columns with the 128-byte swizzle (config.h kSwizzled).
-template <int kRows, int kD, bool kOneTile = false, bool kSw = false>
+// kMaxLogits: also write each head's largest logit (sparse prefill; m_run is exact here).
+template <int kRows, int kD, bool kOneTile = false, bool kSw = false, bool kMaxLogits = false>
 __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t* smem) {
   using S = Smem<kRows, kD, kOneTile>;
   constexpr int N = kRows;        // heads: the wgmma N dimension
@@ -190,6 +191,7 @@ __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t
       const bool real = h < w.heads;
       const RowResult res = finish_row(p, w, w.head0 + h, m_run[j][e], l, real);
       if (real && wq == 0 && g == 0) store_lse(p, w, w.head0 + h, res.lse);
+      if (kMaxLogits && real && wq == 0 && g == 0) store_max_logit(p, w, w.head0 + h, m_run[j][e]);
 #pragma unroll
       for (int mi = 0; mi < kMT; ++mi) {
         obuf[h * kStride + 64 * mi + key0] = o[mi][j][e] * res.factor;

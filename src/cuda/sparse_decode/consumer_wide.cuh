@@ -53,7 +53,9 @@ __device__ __forceinline__ float (&o_hi(float (&o)[32][4]))[16][4] { return *rei
 // n0: K blocks the CTA handled before this unit (persistent CTAs; stage and phase continue).
 // kPair: the CTA is one of a pair, whose producers leave the proxy fence to the consumers.
 // kSw: the K tiles are TMA boxes with the 128-byte swizzle (dense decode, config.h kSwizzled).
-template <int kD, bool kPair, bool kSw = false>
+// kMaxLogits: also keep each row's exact maximum (the lazy rescale's m may lag it) for
+// sparse prefill's max_logits (bf16 kernels).
+template <int kD, bool kPair, bool kSw = false, bool kMaxLogits = false>
 __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   using T = WideTiles<kD, kSw>;
   using S = Smem<64, kD>;
@@ -72,6 +74,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
 #pragma unroll
   for (int i = 0; i < 32; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   RowState st0, st1;
+  float top0 = -INFINITY, top1 = -INFINITY;  // kMaxLogits: the rows' exact maxima
   const uint64_t dq = T::q(smem);
 
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
@@ -98,6 +101,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     float mx0, mx1;
     mask_scale_rowmax(sc, stage.valid_mask() >> (2 * c), p.scale_log2, mx0, mx1);
     float m0, m1;
+    if constexpr (kMaxLogits) top0 = fmaxf(top0, quad_max(mx0)), top1 = fmaxf(top1, quad_max(mx1));
     const float a0 = kLazyRescale ? update_max_lazy(st0, quad_max(mx0), m0) : update_max(st0, quad_max(mx0), m0);
     const float a1 = kLazyRescale ? update_max_lazy(st1, quad_max(mx1), m1) : update_max(st1, quad_max(mx1), m1);
     uint32_t pk[8][2];
@@ -168,10 +172,12 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   if (r0 < w.heads) {
     store_o_row(p, w, w.head0 + r0, 0, o, 0, res0.factor);
     if (c == 0) store_lse(p, w, w.head0 + r0, res0.lse);
+    if (kMaxLogits && c == 0) store_max_logit(p, w, w.head0 + r0, top0);
   }
   if (r1 < w.heads) {
     store_o_row(p, w, w.head0 + r1, 0, o, 1, res1.factor);
     if (c == 0) store_lse(p, w, w.head0 + r1, res1.lse);
+    if (kMaxLogits && c == 0) store_max_logit(p, w, w.head0 + r1, top1);
   }
   if (kTimeline && threadIdx.x == 0) timeline_mark(6);
 }

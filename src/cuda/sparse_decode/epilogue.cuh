@@ -69,6 +69,12 @@ __device__ __forceinline__ void store_lse(const AttnParams& p, const Work& w, in
   }
 }
 
+// Sparse prefill (unsplit CTAs): a head's largest scaled logit, natural units (-inf: no key).
+// `max_log2`: the maximum in the kernel's log2 domain (logit * softmax scale * log2 e).
+__device__ __forceinline__ void store_max_logit(const AttnParams& p, const Work& w, int head, float max_log2) {
+  if (p.max_logits != nullptr) p.max_logits[w.req * p.m_sb + w.t * p.m_st + head * p.m_sh] = max_log2 * kLn2;
+}
+
 // O *= alpha of its row (fragment rows g and g + 8); skipped when no row of the warp moved its
 // running maximum (every alpha exactly 1), the common case once the maxima settle.
 __device__ __forceinline__ void rescale_o(float (&o)[32][4], float a0, float a1) {

@@ -139,6 +139,7 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
   extern __shared__ __align__(1024) uint8_t smem[];  // 128-byte-swizzled tiles (kSw) need 1024
   constexpr bool kBf16 = bf16_rows(kFmt);
   constexpr bool kSw = kSwizzled<kFmt>;
+  constexpr bool kMaxLogits = kFmt == static_cast<int>(CacheFormat::bf16);  // sparse prefill runs here
   if (kTimeline && threadIdx.x == 0) timeline_mark(0);
   pdl_wait();                // the split schedule, and q / the cache / indices of earlier work
   if (kTimeline && threadIdx.x == 0) timeline_mark(1);
@@ -168,7 +169,7 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
       setmaxnreg_to<kRegsWg0, kEntry>();
       load_q<kRows, kD>(p, w, smem);
       if (kTimeline && threadIdx.x == 0) timeline_mark(3);
-      consume_wg0<kD, kPair, kSw>(p, w, smem);
+      consume_wg0<kD, kPair, kSw, kMaxLogits>(p, w, smem);
     } else if (wg == 1) {
       setmaxnreg_to<kRegsWg1, kEntry>();
       load_q<kRows, kD>(p, w, smem);
@@ -184,7 +185,7 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
       setmaxnreg_to<kRegsConsumerNarrow, kEntry>();
       load_q<kRows, kD>(p, w, smem);
       if (kTimeline && threadIdx.x == 0) timeline_mark(3);
-      consume_narrow_wgmma<kRows, kD, kOneTile, kSw>(p, w, smem);
+      consume_narrow_wgmma<kRows, kD, kOneTile, kSw, kMaxLogits>(p, w, smem);
     } else {
       setmaxnreg_to<kRegsProducerNarrow, kEntry>();
       if constexpr (kSw) produce_dense_tma<kRows, kD>(p, w, smem);

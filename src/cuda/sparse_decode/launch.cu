@@ -48,6 +48,10 @@ bool takes_dense(int q_kind, bool out_f16, int format, int h_kv, int row_elems, 
          num_blocks * page_size <= 0x7fffffff;
 }
 
+bool takes_prefill(const uint8_t* kv, int64_t row_stride_bytes, int d_qk) {
+  return (d_qk == 576 || d_qk == 512) && reinterpret_cast<uintptr_t>(kv) % 16 == 0 && row_stride_bytes % 16 == 0;
+}
+
 // Dense decode on the TMA producer: pages a box never crosses (8, 16, 32 or a multiple of 64
 // tokens) and addresses the TMA unit takes (16-byte aligned base and page stride), unless
 // SMLA_DENSE_DECODE_KERNEL=gather asks for the cp.async producer. Fills p.kv_map.
@@ -110,6 +114,14 @@ bool disabled_by_env() {
 bool dense_disabled_by_env() {
   static const bool off = [] {
     const char* v = std::getenv("SMLA_DENSE_DECODE_KERNEL");
+    return v != nullptr && std::strcmp(v, "generic") == 0;
+  }();
+  return off;
+}
+
+bool prefill_disabled_by_env() {
+  static const bool off = [] {
+    const char* v = std::getenv("SMLA_SPARSE_PREFILL_KERNEL");
     return v != nullptr && std::strcmp(v, "generic") == 0;
   }();
   return off;

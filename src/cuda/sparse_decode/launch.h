@@ -17,6 +17,9 @@ bool takes(int format, int extra_format, bool has_extra, int d_qk);
 // cache numbered by an int32.
 bool takes_dense(int q_kind, bool out_f16, int format, int h_kv, int row_elems, int d_qk, int64_t num_blocks,
                  int page_size);
+// Whether the family takes a sparse prefill (bf16 kv rows of d_qk 576 or 512 read by 16-byte
+// cp.async: a 16-byte aligned base and row stride).
+bool takes_prefill(const uint8_t* kv, int64_t row_stride_bytes, int d_qk);
 // Launches the kernel for (rows, format, d_qk) on `grid` (x: requests or split slots,
 // y: head tiles, z: query tokens); a dense decode whose pages the TMA unit can load goes to the
 // kDenseTma kernels (config.h), SMLA_DENSE_DECODE_KERNEL=gather keeps it on cp.async gathers.
@@ -24,8 +27,10 @@ void launch(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream);
 // Opt-out for A/B measurements: SMLA_SPARSE_DECODE_KERNEL=generic routes sparse_decode to the
 // generic gather-attention kernel (read once per process).
 bool disabled_by_env();
-// SMLA_DENSE_DECODE_KERNEL=generic does the same for dense_decode.
+// SMLA_DENSE_DECODE_KERNEL=generic does the same for dense_decode, and
+// SMLA_SPARSE_PREFILL_KERNEL=generic for sparse_prefill.
 bool dense_disabled_by_env();
+bool prefill_disabled_by_env();
 // SMLA_SPARSE_DECODE_KERNEL=unpaired: every CTA gathers all its keys (no two-CTA clusters).
 bool unpaired_by_env();
 // When 64-row packed tiles run as persistent CTAs: beyond one wave of units (the default),
