@@ -54,6 +54,8 @@ CONFIGS = [
      "--h_q 16 --seqlen 32768 --page 64", 1156.5),
     ("dd_bf16_b1_sq1_h128_L8k", "dense bf16 b1 s_q1 h128 L8192", "--op dense_decode --format bf16 --b 1 --s_q 1 "
      "--h_q 128 --seqlen 8192 --page 64", 36.1),
+    ("dd_fp8q_b128_sq2_h128_L8k", "dense fp8_e4m3 cache + fp8 q b128 s_q2 h128 L8192 (FlashMLA: none; bf16 816.5)",
+     "--op dense_decode --format fp8_e4m3 --q_fp8 --b 128 --s_q 2 --h_q 128 --seqlen 8192 --page 64", None),
     ("dd_fp8_b128_sq1_h16_L8k", "dense fp8_e4m3 b128 s_q1 h16 L8192", "--op dense_decode --format fp8_e4m3 --b 128 "
      "--s_q 1 --h_q 16 --seqlen 8192 --page 64", None),
 ]

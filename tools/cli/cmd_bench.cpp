@@ -67,6 +67,7 @@ std::unique_ptr<Workload> build_dense_decode(const Args& a, bool cuda, uint64_t 
   s.seqlen = positive(a, "seqlen", 4096);
   s.causal = !a.flag("non_causal");
   s.sink = a.flag("sink");
+  s.q_fp8 = a.flag("q_fp8");
   return make_dense_decode(s, seed);
 }
 
@@ -94,7 +95,7 @@ const std::vector<BenchOp>& bench_table() {
         "extra_seqlen", "sink"},
        build_sparse_decode},
       {Op::sparse_prefill, {"s_q", "h_q", "d_qk", "topk", "s_kv", "sink", "format"}, build_sparse_prefill},
-      {Op::dense_decode, {"b", "s_q", "h_q", "d_qk", "format", "page", "seqlen", "sink", "non_causal"},
+      {Op::dense_decode, {"b", "s_q", "h_q", "d_qk", "format", "page", "seqlen", "sink", "non_causal", "q_fp8"},
        build_dense_decode},
       {Op::merge_states, {"b", "s_q", "h_q", "parts", "sink"}, build_merge_states},
   };
@@ -131,6 +132,7 @@ const std::vector<FlagSpec>& flags() {
       {"extra_seqlen", "N", "sparse_decode: second-cache region per request (default 8192)"},
       {"sink", "", "with an attention sink per head"},
       {"non_causal", "", "dense_decode: every query token sees the whole context"},
+      {"q_fp8", "", "dense_decode with --format fp8_e4m3: q in fp8_e4m3 with a per-tensor q_scale"},
       {"parts", "N", "merge_states: partial results per row (default 4)"},
       {"iters", "N", "timed calls, median reported (default 90 on CUDA, 3 on the CPU)"},
       {"warmup", "N", "untimed calls first (default 5 on CUDA, 1 on the CPU)"},

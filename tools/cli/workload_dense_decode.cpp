@@ -11,6 +11,8 @@ namespace {
 
 // fp8_e4m3 caches quantize with one per-tensor scale: |x| <= 1 maps to at most 256 < 448.
 constexpr float kFp8KScale = 1.0f / 256.0f;
+// fp8 q (--q_fp8): |q| <= 1 stored as q * 16.
+constexpr float kFp8QScale = 1.0f / 16.0f;
 
 class DenseDecode final : public Workload {
  public:
@@ -20,10 +22,12 @@ class DenseDecode final : public Workload {
     if (s.format != CacheFormat::bf16 && s.format != CacheFormat::fp16 && s.format != CacheFormat::fp8_e4m3)
       throw UsageError(std::string("dense_decode reads bf16, fp16 or fp8_e4m3 caches, not ") + format_name(s.format));
     if (s.d_qk != 576 && s.d_qk != 512) throw UsageError("--d_qk must be 576 or 512, got " + std::to_string(s.d_qk));
+    if (s.q_fp8 && s.format != CacheFormat::fp8_e4m3)
+      throw UsageError(std::string("--q_fp8 needs --format fp8_e4m3, got ") + format_name(s.format));
     units_ = s.b;
     rows_per_unit_ = int64_t(s.s_q) * s.h_q;
     k_scale_ = s.format == CacheFormat::fp8_e4m3 ? kFp8KScale : 1.0f;
-    q_dtype_ = s.format == CacheFormat::fp16 ? DType::f16 : DType::bf16;
+    q_dtype_ = s.q_fp8 ? DType::fp8_e4m3 : (s.format == CacheFormat::fp16 ? DType::f16 : DType::bf16);
     Rng rng(seed);
 
     max_blocks_ = (s.seqlen + s.page - 1) / s.page;
@@ -44,6 +48,11 @@ class DenseDecode final : public Workload {
     q_ = Array::make(q_dtype_, {s.b, s.s_q, s.h_q, s.d_qk});
     if (q_dtype_ == DType::bf16) {
       fill_bf16(q_.h<uint16_t>(), q_.numel(), stream_seed(seed, 2));
+    } else if (q_dtype_ == DType::fp8_e4m3) {
+      // q in [-1, 1] stored as q / q_scale: e4m3 values up to 16, well inside its range.
+      Rng r(stream_seed(seed, 2));
+      for (int64_t k = 0; k < q_.numel(); ++k)
+        q_.h<uint8_t>()[k] = float_to_e4m3(static_cast<float>(r.uniform(-1.0, 1.0)) / kFp8QScale);
     } else {
       Rng r(stream_seed(seed, 2));
       for (int64_t k = 0; k < q_.numel(); ++k)
@@ -54,7 +63,7 @@ class DenseDecode final : public Workload {
       fill_f32(sink_.h<float>(), s.h_q, stream_seed(seed, 3), 4.0f, 9.0f);
     }
     for (Array* a : {&q_, &cache_, &block_table_, &seqlens_, &sink_}) add_input(a);
-    make_outputs(q_dtype_, {s.b, s.s_q, s.h_q}, false);
+    make_outputs(q_dtype_ == DType::fp8_e4m3 ? DType::bf16 : q_dtype_, {s.b, s.s_q, s.h_q}, false);
   }
 
   Op op() const override { return Op::dense_decode; }
@@ -62,7 +71,8 @@ class DenseDecode final : public Workload {
   std::string shape(int64_t units) const override {
     return "b=" + std::to_string(units) + " s_q=" + std::to_string(s_.s_q) + " h_q=" + std::to_string(s_.h_q) +
            " seqlen=" + std::to_string(s_.seqlen) + " " + format_name(s_.format) + " p" + std::to_string(s_.page) +
-           " d_qk=" + std::to_string(s_.d_qk) + (s_.causal ? " causal" : "") + (s_.sink ? " sink" : "");
+           " d_qk=" + std::to_string(s_.d_qk) + (s_.causal ? " causal" : "") + (s_.sink ? " sink" : "") +
+           (s_.q_fp8 ? " q_fp8" : "");
   }
 
   KernelConfig kernel_config(Backend b) const override {
@@ -84,7 +94,7 @@ class DenseDecode final : public Workload {
   PerfCount count(int64_t units) const override {
     PerfCount c = count_dense_decode(seqlens_.h<int32_t>(), units, s_.s_q, s_.h_q, 1, s_.d_qk,
                                      bytes_per_token(s_.format, s_.d_qk), s_.page, s_.causal);
-    c.bytes += attention_io_bytes(units * rows_per_unit_, s_.d_qk, 2, 2, 1, s_.sink ? s_.h_q : 0);
+    c.bytes += attention_io_bytes(units * rows_per_unit_, s_.d_qk, s_.q_fp8 ? 1 : 2, 2, 1, s_.sink ? s_.h_q : 0);
     return c;
   }
 
@@ -98,9 +108,12 @@ class DenseDecode final : public Workload {
     for (int64_t j = 0; j < n; ++j) decode_key_row(c, int64_t(bt[j / s_.page]) * s_.page + j % s_.page, 0,
                                                    keys.data() + j * s_.d_qk);
     std::vector<double> q(static_cast<size_t>(s_.d_qk));
-    const uint16_t* qp = q_.h<uint16_t>() + row * s_.d_qk;
-    for (int k = 0; k < s_.d_qk; ++k)
-      q[static_cast<size_t>(k)] = q_dtype_ == DType::f16 ? fp16_bits_to_float(qp[k]) : bf16_bits_to_float(qp[k]);
+    for (int k = 0; k < s_.d_qk; ++k) {
+      const int64_t e = row * s_.d_qk + k;
+      q[static_cast<size_t>(k)] = q_dtype_ == DType::fp8_e4m3 ? double(e4m3_to_float(q_.h<uint8_t>()[e])) * kFp8QScale
+                                  : q_dtype_ == DType::f16   ? fp16_bits_to_float(q_.h<uint16_t>()[e])
+                                                             : bf16_bits_to_float(q_.h<uint16_t>()[e]);
+    }
     const double sink = s_.sink ? sink_.h<float>()[h] : 0.0;
     return attend_f64(q, keys, s_.d_qk, 1.0 / std::sqrt(static_cast<double>(s_.d_qk)), s_.sink ? &sink : nullptr);
   }
@@ -116,6 +129,7 @@ class DenseDecode final : public Workload {
     a.block_table = block_table_.view(d, units);
     a.seqlens = seqlens_.view(d, units);
     a.causal = s_.causal;
+    a.q_scale = s_.q_fp8 ? kFp8QScale : 1.0f;
     a.attn_sink = sink_.view(d);
     a.out = outputs(b).out.view(d, units);
     a.lse = outputs(b).lse.view(d, units);

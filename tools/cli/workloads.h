@@ -111,6 +111,7 @@ struct DenseDecodeSpec {
   int64_t seqlen = 4096;
   bool causal = true;
   bool sink = false;
+  bool q_fp8 = false;  // fp8_e4m3 q with a per-tensor q_scale (an fp8_e4m3 cache only)
 };
 
 // merge_states of `parts` float32 partial results of `tokens` x `h` rows; about one partial
