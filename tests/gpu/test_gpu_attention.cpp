@@ -476,7 +476,7 @@ TEST(GpuDenseDecode, WarpSpecializedHeadsTokensPages) {
   for (int h : {8, 16, 20, 32, 64, 96, 128})
     for (int s_q : {1, 2, 4})
       run_dense_decode({CacheFormat::bf16, DType::bf16, 576, 5, s_q, h, 1, 64, 10, s_q != 2, h % 3 == 0, -1, true});
-  for (int ps : {1, 16, 48, 256})
+  for (int ps : {1, 8, 16, 48, 256})
     for (int h : {16, 64})
       run_dense_decode({CacheFormat::bf16, DType::bf16, 576, 4, 3, h, 1, ps, 640 / ps, true, true, -1, true});
   run_dense_decode({CacheFormat::bf16, DType::bf16, 512, 4, 2, 16, 1, 64, 12, true, true, -1, true});

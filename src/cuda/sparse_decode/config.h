@@ -171,7 +171,7 @@ inline constexpr bool kNarrowBulk =
 // Dense decode of a bf16 cache whose page rows the TMA unit loads (the kernel template's format
 // argument; a pseudo-format that CacheFormat does not name): one producer thread per page of a
 // block issues 64-column boxes (128-byte swizzle) straight into the K tile, so the tile has
-// the swizzled layout (kSwizzled) and the consumers' descriptors follow it. Pages of 8, 16, 32
+// the swizzled layout (kSwizzled) and the consumers' descriptors follow it. Pages of 16, 32
 // or a multiple of 64 tokens (a box never crosses a page); other pages take the bf16 kernels.
 inline constexpr int kDenseTma = 100;
 template <int kFmt>

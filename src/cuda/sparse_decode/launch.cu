@@ -52,7 +52,7 @@ bool takes_prefill(const uint8_t* kv, int64_t row_stride_bytes, int d_qk) {
   return (d_qk == 576 || d_qk == 512) && reinterpret_cast<uintptr_t>(kv) % 16 == 0 && row_stride_bytes % 16 == 0;
 }
 
-// Dense decode on the TMA producer: pages a box never crosses (8, 16, 32 or a multiple of 64
+// Dense decode on the TMA producer: pages a box never crosses (16, 32 or a multiple of 64
 // tokens) and addresses the TMA unit takes (16-byte aligned base and page stride), unless
 // SMLA_DENSE_DECODE_KERNEL=gather asks for the cp.async producer. Fills p.kv_map.
 bool dense_tma_map(AttnParams& p) {
@@ -61,7 +61,7 @@ bool dense_tma_map(AttnParams& p) {
     return v != nullptr && std::strcmp(v, "gather") == 0;
   }();
   const int ps = p.main.page_size;
-  if (!p.dense || gather || !(ps == 8 || ps == 16 || ps == 32 || ps % 64 == 0)) return false;
+  if (!p.dense || gather || !(ps == 16 || ps == 32 || ps % 64 == 0)) return false;
   if (reinterpret_cast<uintptr_t>(p.main.base) % 16 != 0 || p.main.page_stride % 16 != 0) return false;
   using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*,
                               const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,

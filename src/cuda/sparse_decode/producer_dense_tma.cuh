@@ -1,4 +1,4 @@
-// Dense decode's producer for bf16 caches whose pages hold 8, 16, 32 or a multiple of 64 tokens
+// Dense decode's producer for bf16 caches whose pages hold 16, 32 or a multiple of 64 tokens
 // (config.h kDenseTma): one warp loads each 64-key block by the TMA unit, page by page, as boxes
 // of 64 columns x min(page, 64) rows straight into the K tile (128-byte swizzle, the layout the
 // consumers' kSw descriptors read). Nothing is converted and no row passes through registers.
