@@ -37,6 +37,15 @@ __device__ __forceinline__ void st_async_b32(uint32_t dst, uint32_t v, uint32_t 
                : "memory");
 }
 
+// `bytes` (a multiple of 16) from this CTA's shared memory to a shared::cluster address of a
+// peer CTA by the TMA unit, completing as transaction bytes on the peer's mbarrier `bar`. The
+// source must be written before (a generic-proxy write needs fence.proxy.async first).
+__device__ __forceinline__ void bulk_copy_s2peer(uint32_t dst, uint32_t src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "r"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+
 // Arrive once on an mbarrier of any CTA of the cluster. The default (CTA-scope) semantics: a
 // consumer that releases a tile it read with wgmma has nothing of its own to publish, and a
 // cluster-scope release costs a fence per arrive (measured: a sixth of the consumers' stalls).

@@ -71,6 +71,7 @@ inline constexpr int kBarFinal = 3;    // WG0 -> WG1: final row factors
 inline constexpr int kBarMerge = 4;    // narrow CTAs: the per-block head maxima, the final sums
 inline constexpr int kBarQReady = 5;   // consumers: Q is in shared memory
 inline constexpr int kBarRawFree = 6;  // kNarrowBulk producers: every one has read a raw block
+inline constexpr int kBarPairRows = 7; // kBf16Pairs producers: every one's rows of a block are in
 
 // Which keys of a block are real: one 32-bit ballot per (32-key round, producer warp) whose low
 // byte holds that warp's eight keys (32 bits so that a peer CTA's producer can st.async it).
@@ -176,7 +177,18 @@ inline constexpr bool kNarrowBulk =
 inline constexpr int kDenseTma = 100;
 template <int kFmt>
 inline constexpr bool kSwizzled = kFmt == kDenseTma;
-// Kernels whose K rows are bf16 in the cache (no conversion, never paired, no persistent kernel).
+// Measurement build SMLA_SD_BF16_PAIRS=1 (compiled without spills, not yet run): two 64-row
+// bf16 tiles of one token (h_q 65-128: sparse prefill, sparse decode of a bf16 cache, dense
+// decode off the TMA path) run as a pair like the packed formats. Each CTA gathers its 32-key
+// round of every block with cp.async into its own K tile, then one bulk copy by the TMA unit
+// sends the round's four 8-row groups (contiguous in the tile) into the peer's tile. Halves
+// each CTA's gathers.
+#ifndef SMLA_SD_BF16_PAIRS
+#define SMLA_SD_BF16_PAIRS 0
+#endif
+inline constexpr bool kBf16Pairs = SMLA_SD_BF16_PAIRS != 0;
+// Kernels whose K rows are bf16 in the cache (no conversion, no persistent kernel; paired only
+// with kBf16Pairs, and never on the TMA path).
 constexpr bool bf16_rows(int fmt) { return fmt == static_cast<int>(CacheFormat::bf16) || fmt == kDenseTma; }
 
 // Shared memory, in bytes from the dynamic base (no swizzle: 16-byte alignment suffices). Q and K tiles are wgmma core-

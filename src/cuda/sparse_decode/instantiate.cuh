@@ -91,10 +91,11 @@ void launch_tiles(const AttnParams& p, dim3 grid, cudaStream_t stream) {
 }
 
 // pair: clusters of two CTAs along grid.y (two head tiles of one token) that share each block's
-// gathers; only 64-row tiles of packed formats have a pair kernel (launch.cu decides).
+// gathers; only 64-row tiles of packed formats (and of bf16 with kBf16Pairs) have a pair kernel
+// (launch.cu decides).
 template <int kRows, int kD, int kFmt>
 void launch_instance(const AttnParams& p, dim3 grid, bool pair, cudaStream_t stream) {
-  if constexpr (kRows == 64 && !bf16_rows(kFmt)) {
+  if constexpr (kRows == 64 && (!bf16_rows(kFmt) || (kBf16Pairs && kFmt == static_cast<int>(CacheFormat::bf16)))) {
     if (pair) return launch_tiles<kRows, kD, kFmt, true>(p, grid, stream);
   }
   launch_tiles<kRows, kD, kFmt, false>(p, grid, stream);

@@ -26,8 +26,9 @@ void by_rows(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream) {
     case 32: launch_instance<32, kD, kFmt>(p, grid, false, stream); break;
     default: {
       // Head tiles in pairs share the gathers of their token's keys: packed formats (bf16 rows
-      // go by cp.async, with nothing to share but the bytes), one KV head, an even tile count.
-      const bool pair = !bf16_rows(kFmt) && p.h_kv == 1 && grid.y % kPairCtas == 0 && !unpaired_by_env();
+      // only in the measurement build kBf16Pairs), one KV head, an even tile count.
+      const bool pairs_kernel = !bf16_rows(kFmt) || (kBf16Pairs && kFmt == kBf);
+      const bool pair = pairs_kernel && p.h_kv == 1 && grid.y % kPairCtas == 0 && !unpaired_by_env();
       launch_instance<64, kD, kFmt>(p, grid, pair, stream);
     }
   }

@@ -467,22 +467,44 @@ __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem
 }
 
 // bf16 rows need no conversion: cp.async straight into the K tile (zero-fill for skipped
-// keys), one block in flight while the previous one is handed over. Never paired (launch.cu).
-// Also dense decode's producer: its keys' slots come from the block table (work.cuh).
-template <int kRows, int kD>
-__device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem) {
+// keys), one block in flight while the previous one is handed over. Also dense decode's
+// producer off the TMA path: its keys' slots come from the block table (work.cuh).
+// kPeer (config.h kBf16Pairs): the thread's round is its CTA's half of every block; once every
+// producer's rows of a block are in, one bulk copy sends the round's 8-row groups (contiguous
+// in the tile) into the peer's K tile, completing on the peer's "full" barrier.
+template <int kRows, int kD, int kRounds, bool kPeer>
+__device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl) {
   constexpr int kRowBytes = kD * 2;
   constexpr int kRowGroup = 16 * kD;
-  constexpr int kRounds = producer_rounds<kRows>(false);
-  const ProducerLane pl(w, consumer_threads(kRows));
-  if (w.kb_begin >= w.kb_end) return;
   IndexQueue iq[kRounds];
 #pragma unroll
   for (int r = 0; r < kRounds; ++r) init_queue<true>(iq[r], p, w, pl, r);
+  // This thread's rows of block i (the CTA's i-th) have landed: make them visible, hand over.
+  auto hand_over = [&](int i) {
+    const Stage<kRows, kD> st(smem, i & 1);
+    fence_proxy_async();  // cp.async writes, read next by wgmma (and by the bulk copy to the peer)
+    if constexpr (kPeer) {
+      named_bar_sync(kBarPairRows, producer_threads(kRows));  // every producer's rows are in
+      if (pl.first()) {
+        const uint32_t off = static_cast<uint32_t>(pl.round) * 4 * kRowGroup;
+        bulk_copy_s2peer(in_peer(w, st.tile) + off, smem_addr(st.tile) + off, 4 * kRowGroup, in_peer(w, st.full));
+        mbar_arrive_expect_tx(st.full, kPeerTxBytes<kD>);  // the peer's half and its ballots
+      } else {
+        mbar_arrive(st.full);
+      }
+    } else {
+      mbar_arrive(st.full);
+    }
+  };
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin;
     const Stage<kRows, kD> st(smem, i & 1);
     st.wait_empty(i);
+    PeerStage peer;
+    if constexpr (kPeer) {
+      peer.valid = in_peer(w, st.valid);
+      peer.full = in_peer(w, st.full);
+    }
     const uint32_t tile = static_cast<uint32_t>(__cvta_generic_to_shared(st.tile));
 #pragma unroll
     for (int r = 0; r < kRounds; ++r) {
@@ -494,19 +516,27 @@ __device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem) 
 #pragma unroll
       for (int ch = 0; ch < kRowBytes / 64; ++ch)
         cp_async_16_zfill(dst + (4 * ch + pl.q) * 128, src + ch * 64 + pl.q * 16, ok ? 16 : 0);
-      publish_valid<false>(st.valid, PeerStage{}, pl, pl.round + r, ok);
+      publish_valid<kPeer>(st.valid, peer, pl, pl.round + r, ok);
       rotate_queue<true>(iq[r], p, w, pl, r, kb);
     }
     cp_async_commit_group();
     if (i >= 1) {
       cp_async_wait_group<1>();
-      fence_proxy_async();
-      mbar_arrive(Stage<kRows, kD>(smem, (i - 1) & 1).full);
+      hand_over(i - 1);
     }
   }
   cp_async_wait_group<0>();
-  fence_proxy_async();
-  mbar_arrive(Stage<kRows, kD>(smem, (w.kb_end - w.kb_begin - 1) & 1).full);
+  hand_over(w.kb_end - w.kb_begin - 1);
+}
+
+template <int kRows, int kD>
+__device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem) {
+  const ProducerLane pl(w, consumer_threads(kRows));
+  if (w.kb_begin >= w.kb_end) return;
+  if constexpr (kRows == 64 && kBf16Pairs) {
+    if (w.pair) return produce_bf16_rounds<kRows, kD, producer_rounds<kRows>(true), true>(p, w, smem, pl);
+  }
+  produce_bf16_rounds<kRows, kD, producer_rounds<kRows>(false), false>(p, w, smem, pl);
 }
 
 }  // namespace smla::cuda::sparse_decode_family
