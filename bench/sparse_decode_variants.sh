@@ -7,7 +7,10 @@
 #   bash bench/sparse_decode_variants.sh "0 SMLA_SD_PAIR_AHEAD=0 env:SMLA_SPARSE_DECODE_KERNEL=unpaired" [bench flags...]
 # VARIANT_TESTS=<gtest filter> also builds the GPU test suite of every variant (GoogleTest from
 # .gpu/googletest) and runs that filter on it first: a variant that is to ship must pass them.
-# CONFIGS_SD="--b 128 --s_q 1 --h_q 32;..." replaces the timed configurations.
+# CONFIGS_SD="--b 128 --s_q 1 --h_q 32;..." replaces the timed configurations; OP_FLAGS replaces
+# the operation's flags (default "--op sparse_decode --format fp8_ds_mla --topk 2048"), e.g.
+# OP_FLAGS="--op sparse_prefill" CONFIGS_SD="--s_q 4096 --h_q 128 --topk 2048 --s_kv 32768".
+# The first variant is also timed with environment variables: "env:SMLA_SPARSE_PREFILL_KERNEL=generic".
 # CHECK_ROWS=0 times without the reference check (variants 3, 4, 7, 8, 9 compute wrong results by
 # design, and a failed check prints only its error line).
 set -uo pipefail
@@ -51,7 +54,8 @@ for cfg in "${CONFIGS[@]}"; do
   for v in $VARIANTS; do
     if [[ $v == env:* ]]; then bin=$(dir "$first")/tools/smla; envs=${v#env:}; else bin=$(dir "$v")/tools/smla; envs=; fi
     [ -x "$bin" ] || continue
-    r=$(env $envs "$bin" bench --op sparse_decode --format fp8_ds_mla --topk 2048 $cfg --iters 30 --check_rows ${CHECK_ROWS:-2} "$@" 2>&1 | grep -E "sparse_decode|rror" | tail -1)
+    r=$(env $envs "$bin" bench ${OP_FLAGS:---op sparse_decode --format fp8_ds_mla --topk 2048} $cfg --iters 30 \
+        --check_rows ${CHECK_ROWS:-2} "$@" 2>&1 | grep -E "sparse_decode|sparse_prefill|dense_decode|rror" | tail -1)
     echo "$v | $cfg | $r" | tee -a "$OUT/variants.txt"
   done
 done
