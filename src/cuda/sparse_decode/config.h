@@ -120,7 +120,6 @@ inline constexpr bool kLazyRescale = SMLA_SD_LAZY_RESCALE != 0;
 // units exceed one wave (instantiate.cuh): b128 s_q2 h128 431.4 -> 414.6 µs, s_q1 h128 221.4 ->
 // 214.0, V4 s_q2 h128 243.9 -> 233.8; in one wave it was 2-4% slower (h64 143.3 -> 146.3, b = 1
 // 21.0 -> 21.8), so one-wave grids keep the one-unit kernel.
-constexpr bool has_persistent(int rows, bool bf16) { return rows == 64 && !bf16; }  // bf16: bf16_rows()
 
 // 16/32-row CTAs of fp8_ds_mla gather rows with cp.async.bulk (the TMA unit, one copy per
 // 656-byte row) into a ring of two raw blocks, and the producers convert from there into one K
@@ -187,9 +186,21 @@ inline constexpr bool kSwizzled = kFmt == kDenseTma;
 #define SMLA_SD_BF16_PAIRS 0
 #endif
 inline constexpr bool kBf16Pairs = SMLA_SD_BF16_PAIRS != 0;
-// Kernels whose K rows are bf16 in the cache (no conversion, no persistent kernel; paired only
-// with kBf16Pairs, and never on the TMA path).
+// Measurement build SMLA_SD_BF16_PERSISTENT=1 (compiled, not yet run): 64-row bf16 tiles
+// (sparse prefill's 62 CTAs per SM at s_q 4096 h128) also get the persistent kernel beyond one
+// wave, so a CTA's start (Q, first gathers) overlaps the previous unit's end. Its kernels spill
+// 4 bytes (d576) and 24 bytes (d512); with kBf16Pairs the persistent pair kernel spills 116-148
+// bytes, so time the two switches apart.
+#ifndef SMLA_SD_BF16_PERSISTENT
+#define SMLA_SD_BF16_PERSISTENT 0
+#endif
+inline constexpr bool kBf16Persistent = SMLA_SD_BF16_PERSISTENT != 0;
+// Kernels whose K rows are bf16 in the cache (no conversion; paired only with kBf16Pairs,
+// persistent only with kBf16Persistent, and neither on the TMA path).
 constexpr bool bf16_rows(int fmt) { return fmt == static_cast<int>(CacheFormat::bf16) || fmt == kDenseTma; }
+constexpr bool has_persistent(int rows, int fmt) {
+  return rows == 64 && (!bf16_rows(fmt) || (kBf16Persistent && fmt == static_cast<int>(CacheFormat::bf16)));
+}
 
 // Shared memory, in bytes from the dynamic base (no swizzle: 16-byte alignment suffices). Q and K tiles are wgmma core-
 // matrix tiles: element (r, k) at (r / 8) * 16 * D + (k / 8) * 128 + (r % 8) * 16 + (k % 8) * 2.

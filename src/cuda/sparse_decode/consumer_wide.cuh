@@ -74,7 +74,10 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
 #pragma unroll
   for (int i = 0; i < 32; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   RowState st0, st1;
-  float top0 = -INFINITY, top1 = -INFINITY;  // kMaxLogits: the rows' exact maxima
+  // kMaxLogits: the rows' exact maxima. The persistent bf16 build (kBf16Persistent, where the
+  // two extra registers spilled) rescales at every new maximum instead and reads st.m.
+  constexpr bool kExactMax = kMaxLogits && kBf16Persistent;
+  float top0 = -INFINITY, top1 = -INFINITY;
   const uint64_t dq = T::q(smem);
 
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
@@ -101,9 +104,10 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     float mx0, mx1;
     mask_scale_rowmax(sc, stage.valid_mask() >> (2 * c), p.scale_log2, mx0, mx1);
     float m0, m1;
-    if constexpr (kMaxLogits) top0 = fmaxf(top0, quad_max(mx0)), top1 = fmaxf(top1, quad_max(mx1));
-    const float a0 = kLazyRescale ? update_max_lazy(st0, quad_max(mx0), m0) : update_max(st0, quad_max(mx0), m0);
-    const float a1 = kLazyRescale ? update_max_lazy(st1, quad_max(mx1), m1) : update_max(st1, quad_max(mx1), m1);
+    // kExactMax: no lazy rescale, so st.m is each row's exact maximum (no extra registers).
+    if constexpr (kMaxLogits && !kExactMax) top0 = fmaxf(top0, quad_max(mx0)), top1 = fmaxf(top1, quad_max(mx1));
+    const float a0 = kLazyRescale && !kExactMax ? update_max_lazy(st0, quad_max(mx0), m0) : update_max(st0, quad_max(mx0), m0);
+    const float a1 = kLazyRescale && !kExactMax ? update_max_lazy(st1, quad_max(mx1), m1) : update_max(st1, quad_max(mx1), m1);
     uint32_t pk[8][2];
     float rs0 = 0.f, rs1 = 0.f;
 #pragma unroll
@@ -172,12 +176,12 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   if (r0 < w.heads) {
     store_o_row(p, w, w.head0 + r0, 0, o, 0, res0.factor);
     if (c == 0) store_lse(p, w, w.head0 + r0, res0.lse);
-    if (kMaxLogits && c == 0) store_max_logit(p, w, w.head0 + r0, top0);
+    if (kMaxLogits && c == 0) store_max_logit(p, w, w.head0 + r0, kExactMax ? st0.m : top0);
   }
   if (r1 < w.heads) {
     store_o_row(p, w, w.head0 + r1, 0, o, 1, res1.factor);
     if (c == 0) store_lse(p, w, w.head0 + r1, res1.lse);
-    if (kMaxLogits && c == 0) store_max_logit(p, w, w.head0 + r1, top1);
+    if (kMaxLogits && c == 0) store_max_logit(p, w, w.head0 + r1, kExactMax ? st1.m : top1);
   }
   if (kTimeline && threadIdx.x == 0) timeline_mark(6);
 }

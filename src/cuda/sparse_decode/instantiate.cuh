@@ -80,7 +80,7 @@ int64_t persistent_slots() {
 // has_persistent), unless SMLA_SPARSE_DECODE_KERNEL names one (launch.h).
 template <int kRows, int kD, int kFmt, bool kPair>
 void launch_tiles(const AttnParams& p, dim3 grid, cudaStream_t stream) {
-  if constexpr (has_persistent(kRows, bf16_rows(kFmt))) {
+  if constexpr (has_persistent(kRows, kFmt)) {
     const int64_t units = static_cast<int64_t>(grid.x) * (grid.y / (kPair ? kPairCtas : 1)) * grid.z;
     const int64_t slots = persistent_slots<kRows, kD, kFmt, kPair>();
     const PersistentChoice choice = persistent_by_env();

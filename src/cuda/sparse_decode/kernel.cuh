@@ -99,7 +99,7 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
     int n0 = 0;
     for (int u = blockIdx.x; u < units; u += gridDim.x) {
       const int bx = u % p.unit_gx, rest = u / p.unit_gx, yy = rest % gy, bz = rest / gy;
-      Work w = make_work(p, UnitAt{static_cast<unsigned>(bx), static_cast<unsigned>(kPair ? yy * kPairCtas + rank : yy),
+      Work w = make_work<bf16_rows(kFmt)>(p, UnitAt{static_cast<unsigned>(bx), static_cast<unsigned>(kPair ? yy * kPairCtas + rank : yy),
                                    static_cast<unsigned>(bz)});
       if (!w.active) continue;  // the same in every role (and in both CTAs of a pair)
       if constexpr (kPair) {
@@ -116,7 +116,7 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
     setmaxnreg_to<kRegsWg0, kEntry>();
     each_unit([&](const Work& w, int n0) {
       load_q<kRows, kD>(p, w, smem);
-      consume_wg0<kD, kPair>(p, w, smem, n0);
+      consume_wg0<kD, kPair, false, kFmt == static_cast<int>(CacheFormat::bf16)>(p, w, smem, n0);
     });
   } else if (wg == 1) {
     setmaxnreg_to<kRegsWg1, kEntry>();
@@ -126,7 +126,10 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
     });
   } else {
     setmaxnreg_to<kRegsProducerWide, kEntry>();
-    each_unit([&](const Work& w, int n0) { produce_packed<kRows, kFmt>(p, w, smem, n0); });
+    each_unit([&](const Work& w, int n0) {
+      if constexpr (bf16_rows(kFmt)) produce_bf16<kRows, kD>(p, w, smem, n0);
+      else produce_packed<kRows, kFmt>(p, w, smem, n0);
+    });
   }
   if constexpr (kPair) cluster_sync();  // no CTA leaves while its peer may still write or arrive in its shared memory
 }
@@ -145,7 +148,7 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
   if (kTimeline && threadIdx.x == 0) timeline_mark(1);
   pdl_launch_dependents();   // the combine may launch once every CTA of this grid has started
   if constexpr (kPersist) {
-    static_assert(has_persistent(kRows, kBf16), "no persistent kernel for this tile");
+    static_assert(has_persistent(kRows, kFmt), "no persistent kernel for this tile");
     persistent_units<kRows, kD, kFmt, kPair>(p, smem);
     return;
   }

@@ -472,16 +472,17 @@ __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem
 // kPeer (config.h kBf16Pairs): the thread's round is its CTA's half of every block; once every
 // producer's rows of a block are in, one bulk copy sends the round's 8-row groups (contiguous
 // in the tile) into the peer's K tile, completing on the peer's "full" barrier.
+// n0: K blocks the CTA handled before this unit (persistent CTAs, kBf16Persistent).
 template <int kRows, int kD, int kRounds, bool kPeer>
-__device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl) {
+__device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl, int n0) {
   constexpr int kRowBytes = kD * 2;
   constexpr int kRowGroup = 16 * kD;
   IndexQueue iq[kRounds];
 #pragma unroll
   for (int r = 0; r < kRounds; ++r) init_queue<true>(iq[r], p, w, pl, r);
-  // This thread's rows of block i (the CTA's i-th) have landed: make them visible, hand over.
+  // This thread's rows of block i of the unit have landed: make them visible, hand over.
   auto hand_over = [&](int i) {
-    const Stage<kRows, kD> st(smem, i & 1);
+    const Stage<kRows, kD> st(smem, (n0 + i) & 1);
     fence_proxy_async();  // cp.async writes, read next by wgmma (and by the bulk copy to the peer)
     if constexpr (kPeer) {
       named_bar_sync(kBarPairRows, producer_threads(kRows));  // every producer's rows are in
@@ -498,8 +499,8 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
   };
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin;
-    const Stage<kRows, kD> st(smem, i & 1);
-    st.wait_empty(i);
+    const Stage<kRows, kD> st(smem, (n0 + i) & 1);
+    st.wait_empty(n0 + i);
     PeerStage peer;
     if constexpr (kPeer) {
       peer.valid = in_peer(w, st.valid);
@@ -530,13 +531,13 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
 }
 
 template <int kRows, int kD>
-__device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem) {
+__device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   const ProducerLane pl(w, consumer_threads(kRows));
   if (w.kb_begin >= w.kb_end) return;
   if constexpr (kRows == 64 && kBf16Pairs) {
-    if (w.pair) return produce_bf16_rounds<kRows, kD, producer_rounds<kRows>(true), true>(p, w, smem, pl);
+    if (w.pair) return produce_bf16_rounds<kRows, kD, producer_rounds<kRows>(true), true>(p, w, smem, pl, n0);
   }
-  produce_bf16_rounds<kRows, kD, producer_rounds<kRows>(false), false>(p, w, smem, pl);
+  produce_bf16_rounds<kRows, kD, producer_rounds<kRows>(false), false>(p, w, smem, pl, n0);
 }
 
 }  // namespace smla::cuda::sparse_decode_family
