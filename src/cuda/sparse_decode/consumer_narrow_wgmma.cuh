@@ -16,6 +16,7 @@
 #include "cuda/common/mma.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "cuda/sparse_decode/epilogue.cuh"
+#include "cuda/sparse_decode/k_tile.cuh"
 #include "cuda/sparse_decode/producer.cuh"
 #include "cuda/sparse_decode/timeline.cuh"
 
@@ -27,6 +28,7 @@ namespace smla::cuda::sparse_decode_family {
 template <int kRows, int kD, bool kOneTile = false, bool kSw = false, bool kMaxLogits = false>
 __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t* smem) {
   using S = Smem<kRows, kD, kOneTile>;
+  using KT = KTileDesc<kD, kSw>;
   constexpr int N = kRows;        // heads: the wgmma N dimension
   constexpr int kNJ = N / 8;      // 8-head column tiles of S^T and O^T
   constexpr int kMT = kDv / 64;   // 64-row tiles of O^T (value columns)
@@ -68,12 +70,10 @@ __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t
 
     // ---- S^T = K Q^T: 64 keys x N heads
     float s[kNJ][4];
-    constexpr int kBox = 64 * 128;  // kSw: bytes of one 64-column box
-    const uint64_t dk = kSw ? gmma_desc_sw128(k_addr, 16, 1024) : gmma_desc(k_addr, 128, kRowGroup);
-    auto k_step = [](int ks) -> uint32_t { return kSw ? ((ks >> 2) * kBox + (ks & 3) * 32) / 16 : ks * 16; };
+    const uint64_t dk = KT::k(k_addr);
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) wgmma_m64nNk16_ss<N, 0>(s, desc_add(dk, k_step(ks)), desc_add(dq, ks * 16), ks > 0);
+    for (int ks = 0; ks < kD / 16; ++ks) wgmma_m64nNk16_ss<N, 0>(s, desc_add(dk, KT::k_step(ks)), desc_add(dq, ks * 16), ks > 0);
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence(s);
@@ -149,11 +149,10 @@ __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t
     wgmma_fence();
 #pragma unroll
     for (int mi = 0; mi < kMT; ++mi) {
-      const uint64_t dv = kSw ? gmma_desc_sw128(k_addr + mi * kBox, kBox, 1024) : gmma_desc(k_addr + mi * 8 * 128, kRowGroup, 128);
-      constexpr uint32_t kVKStep = kSw ? 2048 / 16 : 2 * kRowGroup / 16;  // 16 keys
+      const uint64_t dv = KT::v(k_addr, 64 * mi);
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
-        wgmma_m64nNk16_ss<N, 1>(o[mi], desc_add(dv, kk * kVKStep), desc_add(dp, kk * 16), 1);
+        wgmma_m64nNk16_ss<N, 1>(o[mi], desc_add(dv, kk * KT::kVKStep), desc_add(dp, kk * 16), 1);
     }
     wgmma_commit();
     wgmma_wait<0>();

@@ -14,34 +14,30 @@
 #include "cuda/common/online_softmax.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "cuda/sparse_decode/epilogue.cuh"
+#include "cuda/sparse_decode/k_tile.cuh"
 #include "cuda/sparse_decode/producer.cuh"
 #include "cuda/sparse_decode/timeline.cuh"
 
 namespace smla::cuda::sparse_decode_family {
 
-// kSw: the K tile as the TMA unit writes it (config.h kSwizzled): 64-column boxes of 64 rows,
-// 8 KB each, 128-byte swizzle. Otherwise core matrices (config.h Smem).
+// kSw: the K tile as the TMA unit writes it (config.h kSwizzled); K and V descriptors from
+// KTileDesc (k_tile.cuh).
 template <int kD, bool kSw = false>
 struct WideTiles {
-  static constexpr int kRowGroup = 16 * kD;  // bytes of 8 rows of a Q or K tile (no swizzle)
-  static constexpr int kBox = 64 * 128;      // kSw: bytes of one 64-column box
+  static constexpr int kRowGroup = 16 * kD;  // bytes of 8 rows of the Q tile
   using S = Smem<64, kD>;
+  using KT = KTileDesc<kD, kSw>;
   // Descriptors of k-step 0; later steps add to the start address in the low word only.
   __device__ static uint64_t q(uint8_t* smem) { return gmma_desc(smem_addr(smem + S::q), 128, kRowGroup); }
-  __device__ static uint64_t k(uint8_t* smem, int s) {
-    const uint32_t a = smem_addr(smem + S::k + s * S::kKBytes);
-    return kSw ? gmma_desc_sw128(a, 16, 1024) : gmma_desc(a, 128, kRowGroup);
-  }
-  // 16-byte units from K's k-step 0 to k-step ks (16 columns each).
-  __device__ static uint32_t k_step(int ks) { return kSw ? ((ks >> 2) * kBox + (ks & 3) * 32) / 16 : ks * 16; }
+  __device__ static uint64_t k(uint8_t* smem, int s) { return KT::k(smem_addr(smem + S::k + s * S::kKBytes)); }
+  __device__ static uint32_t k_step(int ks) { return KT::k_step(ks); }
   // V = the K tile read MN-major; `half` selects value columns 256 half ... + 255.
   __device__ static uint64_t v(uint8_t* smem, int s, int half) {
-    const uint32_t a = smem_addr(smem + S::k + s * S::kKBytes);
-    return kSw ? gmma_desc_sw128(a + half * 4 * kBox, kBox, 1024) : gmma_desc(a + half * 32 * 128, kRowGroup, 128);
+    return KT::v(smem_addr(smem + S::k + s * S::kKBytes), 256 * half);
   }
   // 16-byte units from V's keys 0..15 to keys 16 kk ..; and from its columns 0..127 to 128..255.
-  static constexpr uint32_t kVKStep = kSw ? 2048 / 16 : 2 * kRowGroup / 16;
-  static constexpr uint32_t kVHi = kSw ? 2 * kBox / 16 : 128 * 16 / 16;
+  static constexpr uint32_t kVKStep = KT::kVKStep;
+  static constexpr uint32_t kVHi = KT::v_col(128) / 16;
   __device__ static uint64_t p(uint8_t* smem) { return gmma_desc(smem_addr(smem + S::p), 128, 8 * 128); }
 };
 

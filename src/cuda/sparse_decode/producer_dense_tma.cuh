@@ -70,7 +70,7 @@ __device__ void produce_dense_tma(const AttnParams& p, const Work& w, uint8_t* s
     const int row0 = ps > kKeys ? (kb * kKeys) % ps : 0;
     const uint32_t bar = whole ? smem_addr(st.full) : aux_addr;
     if (lane == 0) {
-      if (whole) mbar_arrive_expect_tx(st.full, kKeys * kD * 2);
+      if (whole) mbar_arrive_expect_tx(st.full, S::kKBytes);
       else if (real_pages > 0) mbar_arrive_expect_tx(aux, real_pages * rows * 128 * kBoxes);
     }
     __syncwarp();
