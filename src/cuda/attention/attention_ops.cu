@@ -40,6 +40,9 @@ void set_outputs(AttnParams& p, const TensorView& out, const TensorView& lse) {
   p.l_sh = lse.stride[2];
 }
 
+// AttnParams::q_kind of a query dtype: 0 bf16, 1 fp16, 2 fp8_e4m3.
+int q_kind(DType t) { return t == DType::f16 ? 1 : (t == DType::fp8_e4m3 ? 2 : 0); }
+
 float scale_log2(const std::optional<float>& s, int d_qk) {
   return (s ? *s : 1.0f / std::sqrt(static_cast<float>(d_qk))) * kLog2e;
 }
@@ -141,7 +144,7 @@ AttnParams dense_decode_params(const DenseDecodeArgs& a) {
   p.q_sb = a.q.stride[0];
   p.q_st = a.q.stride[1];
   p.q_sh = a.q.stride[2];
-  p.q_kind = a.q.dtype == DType::f16 ? 1 : (a.q.dtype == DType::fp8_e4m3 ? 2 : 0);
+  p.q_kind = q_kind(a.q.dtype);
   p.q_scale = a.q_scale;
   p.b = static_cast<int>(a.q.shape[0]);
   p.s_q = static_cast<int>(a.q.shape[1]);
@@ -174,9 +177,8 @@ AttnParams dense_decode_params(const DenseDecodeArgs& a) {
 }
 
 AttentionPlan dense_decode_plan(const DenseDecodeArgs& a) {
-  const int q_kind = a.q.dtype == DType::f16 ? 1 : (a.q.dtype == DType::fp8_e4m3 ? 2 : 0);
   if (!sparse_decode_family::dense_disabled_by_env() &&
-      sparse_decode_family::takes_dense(q_kind, a.out.dtype == DType::f16, static_cast<int>(a.cache.format),
+      sparse_decode_family::takes_dense(q_kind(a.q.dtype), a.out.dtype == DType::f16, static_cast<int>(a.cache.format),
                                         a.cache.h_kv(), static_cast<int>(a.cache.row_elems()),
                                         static_cast<int>(a.q.shape[3]), a.cache.num_blocks(), a.cache.page_size()))
     return plan_sparse_decode(static_cast<int>(a.q.shape[0]), static_cast<int>(a.q.shape[1]),

@@ -15,6 +15,13 @@ void launch_instance(const AttnParams& p, dim3 grid, bool pair, cudaStream_t str
 
 namespace {
 
+// Whether environment variable `var` is set to `value` (the A/B switches below; callers read it
+// once per process).
+bool env_is(const char* var, const char* value) {
+  const char* v = std::getenv(var);
+  return v != nullptr && std::strcmp(v, value) == 0;
+}
+
 constexpr int kDs = static_cast<int>(CacheFormat::fp8_ds_mla);
 constexpr int kM1 = static_cast<int>(CacheFormat::fp8_model1);
 constexpr int kBf = static_cast<int>(CacheFormat::bf16);
@@ -57,10 +64,7 @@ bool takes_prefill(const uint8_t* kv, int64_t row_stride_bytes, int d_qk) {
 // tokens) and addresses the TMA unit takes (16-byte aligned base and page stride), unless
 // SMLA_DENSE_DECODE_KERNEL=gather asks for the cp.async producer. Fills p.kv_map.
 bool dense_tma_map(AttnParams& p) {
-  static const bool gather = [] {
-    const char* v = std::getenv("SMLA_DENSE_DECODE_KERNEL");
-    return v != nullptr && std::strcmp(v, "gather") == 0;
-  }();
+  static const bool gather = env_is("SMLA_DENSE_DECODE_KERNEL", "gather");
   const int ps = p.main.page_size;
   if (!p.dense || gather || !(ps == 16 || ps == 32 || ps % 64 == 0)) return false;
   if (reinterpret_cast<uintptr_t>(p.main.base) % 16 != 0 || p.main.page_stride % 16 != 0) return false;
@@ -100,43 +104,32 @@ void launch(const AttnParams& p_in, int rows, dim3 grid, cudaStream_t stream) {
   else by_rows<512, kBf>(p, rows, grid, stream);
 }
 
-namespace {
-bool kernel_env_is(const char* value) {
-  const char* v = std::getenv("SMLA_SPARSE_DECODE_KERNEL");
-  return v != nullptr && std::strcmp(v, value) == 0;
-}
-}  // namespace
 
 bool disabled_by_env() {
-  static const bool off = kernel_env_is("generic");
+  static const bool off = env_is("SMLA_SPARSE_DECODE_KERNEL", "generic");
   return off;
 }
 
 bool dense_disabled_by_env() {
-  static const bool off = [] {
-    const char* v = std::getenv("SMLA_DENSE_DECODE_KERNEL");
-    return v != nullptr && std::strcmp(v, "generic") == 0;
-  }();
+  static const bool off = env_is("SMLA_DENSE_DECODE_KERNEL", "generic");
   return off;
 }
 
 bool prefill_disabled_by_env() {
-  static const bool off = [] {
-    const char* v = std::getenv("SMLA_SPARSE_PREFILL_KERNEL");
-    return v != nullptr && std::strcmp(v, "generic") == 0;
-  }();
+  static const bool off = env_is("SMLA_SPARSE_PREFILL_KERNEL", "generic");
   return off;
 }
 
 bool unpaired_by_env() {
-  static const bool off = kernel_env_is("unpaired");
+  static const bool off = env_is("SMLA_SPARSE_DECODE_KERNEL", "unpaired");
   return off;
 }
 
 PersistentChoice persistent_by_env() {
-  static const PersistentChoice choice = kernel_env_is("persistent") ? PersistentChoice::always
-                                         : kernel_env_is("one_unit") ? PersistentChoice::never
-                                                                     : PersistentChoice::beyond_one_wave;
+  static const PersistentChoice choice =
+      env_is("SMLA_SPARSE_DECODE_KERNEL", "persistent") ? PersistentChoice::always
+      : env_is("SMLA_SPARSE_DECODE_KERNEL", "one_unit") ? PersistentChoice::never
+                                                        : PersistentChoice::beyond_one_wave;
   return choice;
 }
 
