@@ -513,6 +513,7 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
       const KeyAddr a = key_addr(p, w, pl.pos(kb, r), iq[r].v[0]);
       const bool ok = a.page != nullptr;
       const uint8_t* src = ok ? a.page + static_cast<int64_t>(a.off) * kRowBytes : p.main.base;
+      // tile_offset<kD>(j, 0), spelled out: the helper changes this loop's SASS (the measured code).
       const uint32_t dst = tile + (j >> 3) * kRowGroup + (j & 7) * 16;
 #pragma unroll
       for (int ch = 0; ch < kRowBytes / 64; ++ch)
