@@ -60,6 +60,10 @@ CONFIGS = [
      "--s_q 1 --h_q 16 --seqlen 8192 --page 64", None),
 ]
 
+# --generic: the environment variable that sends a key's operation to the generic kernel.
+GENERIC_SWITCH = [("sd_", "SMLA_SPARSE_DECODE_KERNEL"), ("dd_bf16", "SMLA_DENSE_DECODE_KERNEL"),
+                  ("sp_", "SMLA_SPARSE_PREFILL_KERNEL")]
+
 
 def run_one(smla, flags, env=None):
     cmd = [smla, "bench", "--backend", "cuda", "--json", "/tmp/smla_bench.json"] + flags.split()
@@ -91,12 +95,9 @@ def main():
             if only and not any(key.startswith(p) for p in only):
                 continue
             variants = [("", None)]
-            if args.generic and key.startswith("sd_"):
-                variants.append((" [generic]", dict(os.environ, SMLA_SPARSE_DECODE_KERNEL="generic")))
-            if args.generic and key.startswith("dd_bf16"):
-                variants.append((" [generic]", dict(os.environ, SMLA_DENSE_DECODE_KERNEL="generic")))
-            if args.generic and key.startswith("sp_"):
-                variants.append((" [generic]", dict(os.environ, SMLA_SPARSE_PREFILL_KERNEL="generic")))
+            switch = next((var for prefix, var in GENERIC_SWITCH if key.startswith(prefix)), None)
+            if args.generic and switch:
+                variants.append((" [generic]", dict(os.environ, **{switch: "generic"})))
             for suffix, env in variants:
                 r, err = run_one(args.smla, f"{flags} {args.flags}".strip(), env)
                 if r is None:
