@@ -174,27 +174,43 @@ inline constexpr bool kNarrowBulk =
 // the swizzled layout (kSwizzled) and the consumers' descriptors follow it. Pages of 16, 32
 // or a multiple of 64 tokens (a box never crosses a page); other pages take the bf16 kernels.
 inline constexpr int kDenseTma = 100;
+// The bf16 gather producer (sparse prefill, sparse decode of a bf16 cache, dense decode off the
+// TMA path) writes the same 128-byte-swizzled layout, eight lanes per row, so that each
+// warp-wide copy reads four whole 128-byte lines and the eight lanes of a row land on distinct
+// banks (producer.cuh copy_rows_sw128). Against four lanes per row into core matrices (64-byte
+// pieces of eight rows; ncu at prefill s_q 1024 h128: L2 78% busy at 1.9 TB/s): prefill d576
+// h128 9689 -> 6077 µs, d512 h64 1375 -> 968; bf16 sparse decode h128 338 -> 212, h16 160 ->
+// 91; dense h16 off TMA 584 -> 314 (same-seed A/B, 2026-12-01). SMLA_SD_BF16_SW128=0 (a
+// measurement build): core matrices.
+#ifndef SMLA_SD_BF16_SW128
+#define SMLA_SD_BF16_SW128 1
+#endif
+inline constexpr bool kBf16Sw128 = SMLA_SD_BF16_SW128 != 0;
 template <int kFmt>
-inline constexpr bool kSwizzled = kFmt == kDenseTma;
-// Measurement build SMLA_SD_BF16_PAIRS=1 (compiled without spills, not yet run): two 64-row
+inline constexpr bool kSwizzled = kFmt == kDenseTma || (kBf16Sw128 && kFmt == static_cast<int>(CacheFormat::bf16));
+// Measurement build SMLA_SD_BF16_PAIRS=1 (with SMLA_SD_BF16_SW128=0): two 64-row
 // bf16 tiles of one token (h_q 65-128: sparse prefill, sparse decode of a bf16 cache, dense
 // decode off the TMA path) run as a pair like the packed formats. Each CTA gathers its 32-key
 // round of every block with cp.async into its own K tile, then one bulk copy by the TMA unit
 // sends the round's four 8-row groups (contiguous in the tile) into the peer's tile. Halves
-// each CTA's gathers.
+// each CTA's gathers, yet measured only 1.3% faster on core matrices (prefill d576 h128 9692 ->
+// 9564 µs, d512 h64 unchanged, 2026-12-01): the L2 requests' shape, not their count, was the
+// limit (kBf16Sw128 above).
 #ifndef SMLA_SD_BF16_PAIRS
 #define SMLA_SD_BF16_PAIRS 0
 #endif
 inline constexpr bool kBf16Pairs = SMLA_SD_BF16_PAIRS != 0;
-// Measurement build SMLA_SD_BF16_PERSISTENT=1 (compiled, not yet run): 64-row bf16 tiles
+// Measurement build SMLA_SD_BF16_PERSISTENT=1: 64-row bf16 tiles
 // (sparse prefill's 62 CTAs per SM at s_q 4096 h128) also get the persistent kernel beyond one
 // wave, so a CTA's start (Q, first gathers) overlaps the previous unit's end. Its kernels spill
 // 4 bytes (d576) and 24 bytes (d512); with kBf16Pairs the persistent pair kernel spills 116-148
-// bytes, so time the two switches apart.
+// bytes. Measured slower on core matrices: prefill d576 h128 9692 -> 10040 µs, d512 h64 1379 ->
+// 1418 (2026-12-01).
 #ifndef SMLA_SD_BF16_PERSISTENT
 #define SMLA_SD_BF16_PERSISTENT 0
 #endif
 inline constexpr bool kBf16Persistent = SMLA_SD_BF16_PERSISTENT != 0;
+static_assert(!(kBf16Pairs && kBf16Sw128), "SMLA_SD_BF16_PAIRS=1 needs SMLA_SD_BF16_SW128=0 (its bulk copy to the peer assumes core matrices)");
 // Kernels whose K rows are bf16 in the cache (no conversion; paired only with kBf16Pairs,
 // persistent only with kBf16Persistent, and neither on the TMA path).
 constexpr bool bf16_rows(int fmt) { return fmt == static_cast<int>(CacheFormat::bf16) || fmt == kDenseTma; }

@@ -55,20 +55,20 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
   named_bar_sync(kBarQReady, kThreads);
 }
 
-// The K tiles' mbarriers. full: one arrive per producer thread (kSw: one, with the TMA boxes'
+// The K tiles' mbarriers. full: one arrive per producer thread (kTma: one, with the TMA boxes'
 // bytes); empty: one per consumer warp (of both CTAs of a pair, whose producers both fill each
-// tile). kSw: also the aux barrier of partial blocks (producer_dense_tma.cuh).
+// tile). kTma: also the aux barrier of partial blocks (producer_dense_tma.cuh).
 // kOneTile (kNarrowBulk): also the raw slots' barriers, one arrive per copying producer thread.
-template <int kRows, int kD, bool kOneTile = false, bool kSw = false>
+template <int kRows, int kD, bool kOneTile = false, bool kTma = false>
 __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
   if (threadIdx.x == 0) {
     using S = Smem<kRows, kD, kOneTile>;
     uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::bars);
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(bars + s, kSw ? 1 : producer_threads(kRows));
+      mbar_init(bars + s, kTma ? 1 : producer_threads(kRows));
       mbar_init(bars + kStages + s, (consumer_threads(kRows) / 32) * (pair ? kPairCtas : 1));
     }
-    if constexpr (kSw) {
+    if constexpr (kTma) {
       mbar_init(reinterpret_cast<uint64_t*>(smem + S::aux), 1);
       fence_mbarrier_init();  // the TMA boxes complete on full and aux
     }
@@ -116,13 +116,13 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
     setmaxnreg_to<kRegsWg0, kEntry>();
     each_unit([&](const Work& w, int n0) {
       load_q<kRows, kD>(p, w, smem);
-      consume_wg0<kD, kPair, false, kFmt == static_cast<int>(CacheFormat::bf16)>(p, w, smem, n0);
+      consume_wg0<kD, kPair, kSwizzled<kFmt>, kFmt == static_cast<int>(CacheFormat::bf16)>(p, w, smem, n0);
     });
   } else if (wg == 1) {
     setmaxnreg_to<kRegsWg1, kEntry>();
     each_unit([&](const Work& w, int n0) {
       load_q<kRows, kD>(p, w, smem);
-      consume_wg1<kD, kPair>(p, w, smem, n0);
+      consume_wg1<kD, kPair, kSwizzled<kFmt>>(p, w, smem, n0);
     });
   } else {
     setmaxnreg_to<kRegsProducerWide, kEntry>();
@@ -142,6 +142,7 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
   extern __shared__ __align__(1024) uint8_t smem[];  // 128-byte-swizzled tiles (kSw) need 1024
   constexpr bool kBf16 = bf16_rows(kFmt);
   constexpr bool kSw = kSwizzled<kFmt>;
+  constexpr bool kTma = kFmt == kDenseTma;  // the TMA producer and its barriers
   constexpr bool kMaxLogits = kFmt == static_cast<int>(CacheFormat::bf16);  // sparse prefill runs here
   if (kTimeline && threadIdx.x == 0) timeline_mark(0);
   pdl_wait();                // the split schedule, and q / the cache / indices of earlier work
@@ -160,7 +161,7 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
   }
 
   constexpr bool kOneTile = kNarrowBulk<kRows, kFmt>;
-  init_stage_barriers<kRows, kD, kOneTile, kSw>(smem, w.pair);
+  init_stage_barriers<kRows, kD, kOneTile, kTma>(smem, w.pair);
   __syncthreads();
   if constexpr (kPair) cluster_sync();  // the peer's barriers are initialized before anyone writes or arrives there
   if (kTimeline && threadIdx.x == 0) timeline_mark(2);
@@ -179,7 +180,7 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
       consume_wg1<kD, kPair, kSw>(p, w, smem);
     } else {
       setmaxnreg_to<kRegsProducerWide, kEntry>();
-      if constexpr (kSw) produce_dense_tma<kRows, kD>(p, w, smem);
+      if constexpr (kTma) produce_dense_tma<kRows, kD>(p, w, smem);
       else if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
       else produce_packed<kRows, kFmt>(p, w, smem);
     }
@@ -191,7 +192,7 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
       consume_narrow_wgmma<kRows, kD, kOneTile, kSw, kMaxLogits>(p, w, smem);
     } else {
       setmaxnreg_to<kRegsProducerNarrow, kEntry>();
-      if constexpr (kSw) produce_dense_tma<kRows, kD>(p, w, smem);
+      if constexpr (kTma) produce_dense_tma<kRows, kD>(p, w, smem);
       else if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
       else if constexpr (kOneTile) produce_narrow_bulk<kRows>(p, w, smem);
       else produce_packed<kRows, kFmt>(p, w, smem);

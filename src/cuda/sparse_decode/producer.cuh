@@ -1,7 +1,8 @@
 // The producer warpgroups: gather the key rows of each 64-key block from the paged cache and
-// write them, as bf16, into a K tile (wgmma core-matrix layout) for the consumers.
+// write them, as bf16, into a K tile for the consumers (packed formats: wgmma core matrices;
+// bf16 rows: the 128-byte swizzle, copy_rows_sw128).
 //
-// Lane mapping (as in every packed format): a block is two 32-key rounds; warp w, lane l of a
+// Lane mapping (every key's index, and the packed formats' loads): a block is two 32-key rounds; warp w, lane l of a
 // producer warpgroup takes key 8w + l % 8 of a round and the 16-byte quarter q = l / 8 of each
 // 64-byte chunk of the row, so the four lanes of a key read 64 contiguous bytes per load and
 // their 16-byte stores fill four distinct 128-byte lines of the tile (no bank conflicts).
@@ -469,6 +470,27 @@ __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem
 // bf16 rows need no conversion: cp.async straight into the K tile (zero-fill for skipped
 // keys), one block in flight while the previous one is handed over. Also dense decode's
 // producer off the TMA path: its keys' slots come from the block table (work.cuh).
+// The swizzled K tile (config.h kBf16Sw128): the warp's eight keys of a round are copied four
+// rows at a time, eight lanes per row, so every warp-wide copy reads four whole 128-byte lines.
+// Lane l takes the 16-byte piece l % 8 of every 128-byte line of the rows of keys l / 8 and
+// l / 8 + 4 (their addresses from the lanes that loaded those keys' indices). Row j of the block
+// lands at box b (64 columns, 8 KB), line j, piece (l % 8) ^ (j % 8): the TMA unit's 128-byte
+// swizzle, which also puts the eight lanes of a row on distinct banks.
+template <int kD>
+__device__ __forceinline__ void copy_rows_sw128(uint32_t tile, const uint8_t* src, bool ok, const ProducerLane& pl, int j) {
+  const int kk = pl.lane >> 3, c = pl.lane & 7;
+  const int j0 = j - (pl.lane & 7) + kk;  // row of key kk of the warp's eight (j holds this lane's own key)
+  const uint8_t* s0 = reinterpret_cast<const uint8_t*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(src), kk));
+  const uint8_t* s1 = reinterpret_cast<const uint8_t*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(src), kk + 4));
+  const uint32_t n0 = __shfl_sync(0xffffffffu, ok ? 16u : 0u, kk), n1 = __shfl_sync(0xffffffffu, ok ? 16u : 0u, kk + 4);
+  const uint32_t d0 = tile + j0 * 128 + ((c ^ (j0 & 7)) << 4), d1 = tile + (j0 + 4) * 128 + ((c ^ ((j0 + 4) & 7)) << 4);
+#pragma unroll
+  for (int b = 0; b < kD / 64; ++b) {
+    cp_async_16_zfill(d0 + b * kKeys * 128, s0 + b * 128 + c * 16, n0);
+    cp_async_16_zfill(d1 + b * kKeys * 128, s1 + b * 128 + c * 16, n1);
+  }
+}
+
 // kPeer (config.h kBf16Pairs): the thread's round is its CTA's half of every block; once every
 // producer's rows of a block are in, one bulk copy sends the round's 8-row groups (contiguous
 // in the tile) into the peer's K tile, completing on the peer's "full" barrier.
@@ -513,11 +535,15 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
       const KeyAddr a = key_addr(p, w, pl.pos(kb, r), iq[r].v[0]);
       const bool ok = a.page != nullptr;
       const uint8_t* src = ok ? a.page + static_cast<int64_t>(a.off) * kRowBytes : p.main.base;
-      // tile_offset<kD>(j, 0), spelled out: the helper changes this loop's SASS (the measured code).
-      const uint32_t dst = tile + (j >> 3) * kRowGroup + (j & 7) * 16;
+      if constexpr (kSwizzled<static_cast<int>(CacheFormat::bf16)>) {
+        copy_rows_sw128<kD>(tile, src, ok, pl, j);
+      } else {
+        // tile_offset<kD>(j, 0), spelled out: the helper changes this loop's SASS (the measured code).
+        const uint32_t dst = tile + (j >> 3) * kRowGroup + (j & 7) * 16;
 #pragma unroll
-      for (int ch = 0; ch < kRowBytes / 64; ++ch)
-        cp_async_16_zfill(dst + (4 * ch + pl.q) * 128, src + ch * 64 + pl.q * 16, ok ? 16 : 0);
+        for (int ch = 0; ch < kRowBytes / 64; ++ch)
+          cp_async_16_zfill(dst + (4 * ch + pl.q) * 128, src + ch * 64 + pl.q * 16, ok ? 16 : 0);
+      }
       publish_valid<kPeer>(st.valid, peer, pl, pl.round + r, ok);
       rotate_queue<true>(iq[r], p, w, pl, r, kb);
     }
