@@ -66,7 +66,7 @@ if has tests; then
 fi
 
 if has sanitizer; then
-  small=${SANITIZER_FILTER:-'GpuDcp.RescaleMatchesCpu:GpuSparseDecode.V32Fp8DsMlaHeads:GpuSparseDecode.HeadTilesAndTokens:GpuSparseDecode.SmallBatchSplitsKv:GpuSparseDecode.V4Model1WithExtraCache:GpuSparseDecode.Bf16Cache:GpuSparseDecode.AllInvalid*:GpuSparsePrefill.Shapes:GpuDenseDecode.DtypesAndHeads:GpuDenseDecode.PageSizesAndCausal:GpuCacheIo.*:GpuMergeStates.*:GpuMetadata.*'}
+  small=${SANITIZER_FILTER:-'GpuDcp.RescaleMatchesCpu:GpuSparseDecode.V32Fp8DsMlaHeads:GpuSparseDecode.HeadTilesAndTokens:GpuSparseDecode.SmallBatchSplitsKv:GpuSparseDecode.V4Model1WithExtraCache:GpuSparseDecode.Bf16Cache:GpuSparseDecode.AllInvalid*:GpuSparsePrefill.Shapes:GpuDenseDecode.DtypesAndHeads:GpuDenseDecode.PageSizesAndCausal:GpuDenseDecode.Fp8CacheOnFamily:GpuCacheIo.*:GpuMergeStates.*:GpuMetadata.*'}
   timeout ${SANITIZER_TIMEOUT:-900} compute-sanitizer --tool memcheck --error-exitcode 9 ./build-gpu/tests/smla_gpu_tests --gtest_filter="$small" \
     > "$OUT/memcheck.log" 2>&1
   rc=$?

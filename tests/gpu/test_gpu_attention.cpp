@@ -486,6 +486,19 @@ TEST(GpuDenseDecode, WarpSpecializedHeadsTokensPages) {
   run_dense_decode({CacheFormat::bf16, DType::bf16, 576, 2, 2, 16, 1, 64, 128, true, false, -1, true});
 }
 
+// fp8_e4m3 caches with bf16 q and h_q <= 32 (the family's 16/32-row tiles, rows copied by the
+// TMA unit and converted by the producers): every head tile, causal tokens, odd pages, hostile
+// table entries, NaN bytes in every slot a call must skip, splits and a combine.
+TEST(GpuDenseDecode, Fp8CacheOnFamily) {
+  for (int h : {8, 16, 20, 32})
+    for (int s_q : {1, 2, 4})
+      run_dense_decode({CacheFormat::fp8_e4m3, DType::bf16, 576, 5, s_q, h, 1, 64, 10, s_q != 2, h % 3 == 2, -1, true});
+  for (int ps : {1, 8, 16, 48, 256})
+    run_dense_decode({CacheFormat::fp8_e4m3, DType::bf16, 576, 4, 3, 16, 1, ps, 640 / ps, true, true, -1, true});
+  run_dense_decode({CacheFormat::fp8_e4m3, DType::bf16, 576, 1, 1, 32, 1, 64, 64, false, true, -1, true});
+  run_dense_decode({CacheFormat::fp8_e4m3, DType::bf16, 576, 2, 2, 16, 1, 64, 128, true, false, -1, true});
+}
+
 TEST(GpuDenseDecode, LongContextSampled) {
   run_dense_decode({CacheFormat::bf16, DType::bf16, 576, 8, 1, 128, 1, 64, 8192 / 64, true, false, 2});
   run_dense_decode({CacheFormat::bf16, DType::bf16, 576, 2, 2, 16, 1, 64, 32768 / 64, true, true, 1});

@@ -180,7 +180,8 @@ AttentionPlan dense_decode_plan(const DenseDecodeArgs& a) {
   if (!sparse_decode_family::dense_disabled_by_env() &&
       sparse_decode_family::takes_dense(q_kind(a.q.dtype), a.out.dtype == DType::f16, static_cast<int>(a.cache.format),
                                         a.cache.h_kv(), static_cast<int>(a.cache.row_elems()),
-                                        static_cast<int>(a.q.shape[3]), a.cache.num_blocks(), a.cache.page_size()))
+                                        static_cast<int>(a.q.shape[3]), a.cache.num_blocks(), a.cache.page_size(),
+                                        static_cast<int>(a.q.shape[2]), a.cache.data.data, a.cache.page_stride_bytes()))
     return plan_sparse_decode(static_cast<int>(a.q.shape[0]), static_cast<int>(a.q.shape[1]),
                               static_cast<int>(a.q.shape[2]), static_cast<int>(a.cache.format));
   return plan_attention(static_cast<int>(a.q.shape[0]), static_cast<int>(a.q.shape[1]),

@@ -164,9 +164,12 @@ inline constexpr bool kBulkSpread = SMLA_SD_BULK_SPREAD != 0;
 #define SMLA_SD_NARROW_CONSUMER_FENCE 1
 #endif
 inline constexpr bool kNarrowConsumerFence = SMLA_SD_NARROW_CONSUMER_FENCE != 0;
+// Dense decode of an fp8_e4m3 cache (h_q <= 32, d_qk 576) runs only this way (no 64-row tiles
+// and no 16-byte-load producer for it).
 template <int kRows, int kFmt>
 inline constexpr bool kNarrowBulk =
-    SMLA_SD_NARROW_BULK != 0 && kRows < 64 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
+    kRows < 64 && ((SMLA_SD_NARROW_BULK != 0 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)) ||
+                   kFmt == static_cast<int>(CacheFormat::fp8_e4m3));
 
 // Dense decode of a bf16 cache whose page rows the TMA unit loads (the kernel template's format
 // argument; a pseudo-format that CacheFormat does not name): one producer thread per page of a

@@ -106,4 +106,9 @@ void launch_instance(const AttnParams& p, dim3 grid, bool pair, cudaStream_t str
   template void launch_instance<32, D, FMT>(const AttnParams&, dim3, bool, cudaStream_t);                \
   template void launch_instance<64, D, FMT>(const AttnParams&, dim3, bool, cudaStream_t);
 
+// Formats with 16/32-row tiles only (fp8_e4m3 dense decode: h_q <= 32).
+#define SMLA_INSTANTIATE_SPARSE_DECODE_NARROW(D, FMT)                                               \
+  template void launch_instance<16, D, FMT>(const AttnParams&, dim3, bool, cudaStream_t);                \
+  template void launch_instance<32, D, FMT>(const AttnParams&, dim3, bool, cudaStream_t);
+
 }  // namespace smla::cuda::sparse_decode_family

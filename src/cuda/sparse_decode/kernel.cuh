@@ -153,7 +153,8 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
     persistent_units<kRows, kD, kFmt, kPair>(p, smem);
     return;
   }
-  Work w = make_work<kBf16>(p);  // bf16 kernels also serve dense decode
+  constexpr bool kDenseToo = kBf16 || kFmt == static_cast<int>(CacheFormat::fp8_e4m3);
+  Work w = make_work<kDenseToo>(p);  // bf16 and fp8_e4m3 kernels serve dense decode
   if (!w.active) return;  // uniform across the CTA (and across a pair: both own the same keys)
   if constexpr (kPair) {
     w.pair = true;
@@ -194,7 +195,7 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
       setmaxnreg_to<kRegsProducerNarrow, kEntry>();
       if constexpr (kTma) produce_dense_tma<kRows, kD>(p, w, smem);
       else if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
-      else if constexpr (kOneTile) produce_narrow_bulk<kRows>(p, w, smem);
+      else if constexpr (kOneTile) produce_narrow_bulk<kRows, kFmt>(p, w, smem);
       else produce_packed<kRows, kFmt>(p, w, smem);
     }
   }

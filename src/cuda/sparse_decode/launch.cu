@@ -25,6 +25,7 @@ bool env_is(const char* var, const char* value) {
 constexpr int kDs = static_cast<int>(CacheFormat::fp8_ds_mla);
 constexpr int kM1 = static_cast<int>(CacheFormat::fp8_model1);
 constexpr int kBf = static_cast<int>(CacheFormat::bf16);
+constexpr int kE4 = static_cast<int>(CacheFormat::fp8_e4m3);
 
 template <int kD, int kFmt>
 void by_rows(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream) {
@@ -51,9 +52,11 @@ bool takes(int format, int extra_format, bool has_extra, int d_qk) {
 }
 
 bool takes_dense(int q_kind, bool out_f16, int format, int h_kv, int row_elems, int d_qk, int64_t num_blocks,
-                 int page_size) {
-  return q_kind == 0 && !out_f16 && format == kBf && h_kv == 1 && row_elems == d_qk && (d_qk == 576 || d_qk == 512) &&
-         num_blocks * page_size <= 0x7fffffff;
+                 int page_size, int h_q, const void* base, int64_t page_stride) {
+  if (q_kind != 0 || out_f16 || h_kv != 1 || row_elems != d_qk || num_blocks * page_size > 0x7fffffff) return false;
+  if (format == kE4)
+    return d_qk == 576 && h_q <= 32 && reinterpret_cast<uintptr_t>(base) % 16 == 0 && page_stride % 16 == 0;
+  return format == kBf && (d_qk == 576 || d_qk == 512);
 }
 
 bool takes_prefill(const uint8_t* kv, int64_t row_stride_bytes, int d_qk) {
@@ -93,6 +96,11 @@ bool dense_tma_map(AttnParams& p) {
 void launch(const AttnParams& p_in, int rows, dim3 grid, cudaStream_t stream) {
   AttnParams p = p_in;
   const int fmt = p.main.format;
+  if (fmt == kE4) {  // dense decode, 16/32-row tiles only (takes_dense)
+    if (rows == 16) launch_instance<16, 576, kE4>(p, grid, false, stream);
+    else launch_instance<32, 576, kE4>(p, grid, false, stream);
+    return;
+  }
   if (dense_tma_map(p)) {
     if (p.d_qk == 576) by_rows<576, kDenseTma>(p, rows, grid, stream);
     else by_rows<512, kDenseTma>(p, rows, grid, stream);

@@ -12,11 +12,12 @@ namespace smla::cuda::sparse_decode_family {
 int tile_rows(int h_q);
 // Whether the family takes key sets of these formats at this d_qk (both sets one format).
 bool takes(int format, int extra_format, bool has_extra, int d_qk);
-// Whether the family takes a dense decode (keys from the block table; work.cuh): bf16 q, cache
-// and out, one KV head whose rows hold exactly d_qk values (576 or 512), and every slot of the
-// cache numbered by an int32.
+// Whether the family takes a dense decode (keys from the block table; work.cuh): bf16 q and
+// out, one KV head whose rows hold exactly d_qk values, every slot of the cache numbered by an
+// int32, and a bf16 cache (d_qk 576 or 512) or an fp8_e4m3 one (d_qk 576, h_q <= 32: the
+// 16/32-row tiles whose rows the TMA unit copies, so a 16-byte aligned base and page stride).
 bool takes_dense(int q_kind, bool out_f16, int format, int h_kv, int row_elems, int d_qk, int64_t num_blocks,
-                 int page_size);
+                 int page_size, int h_q, const void* base, int64_t page_stride);
 // Whether the family takes a sparse prefill (bf16 kv rows of d_qk 576 or 512 read by 16-byte
 // cp.async: a 16-byte aligned base and row stride).
 bool takes_prefill(const uint8_t* kv, int64_t row_stride_bytes, int d_qk);

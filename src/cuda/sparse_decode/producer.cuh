@@ -352,7 +352,54 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
   }
 }
 
-// kNarrowBulk (config.h): 16/32-row CTAs of fp8_ds_mla. 64 producer threads (kBulkSpread: lanes
+// A row of the raw ring as the narrow bulk producer reads it: its bytes in the cache and in
+// the slot, and one lane's share converted to bf16 (the 16-byte quarter q of every 64-byte
+// chunk of the K row: 2 x 16 bytes of the tile per 64 columns).
+template <int kFmt>
+struct RawRow;
+
+// fp8_ds_mla: 512 e4m3 values with four fp32 tile scales, then 64 bf16 RoPE values.
+template <>
+struct RawRow<static_cast<int>(CacheFormat::fp8_ds_mla)> {
+  using F = PackedRow<static_cast<int>(CacheFormat::fp8_ds_mla)>;
+  using L = DsMlaLayout;
+  static constexpr int kD = L::d_qk;
+  static constexpr int kBytes = L::bytes_per_token;
+  static constexpr bool kDense = false;
+  __device__ static const uint8_t* row(const KeyAddr& a) { return F::row(a); }
+  __device__ static void convert(const uint8_t* r, bool ok, int q, uint4 (&out)[kD / 32]) {
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    const typename F::Scales sc = ok ? *reinterpret_cast<const float4*>(r + L::scale_offset) : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int c = 0; c < F::kLatentChunks; ++c) {
+      const uint4 v = ok ? *reinterpret_cast<const uint4*>(r + c * 64 + q * 16) : zero;
+      e4m3x16_to_bf16(v, F::scale(sc, c), out[2 * c], out[2 * c + 1]);
+    }
+    out[2 * F::kLatentChunks] = ok ? *reinterpret_cast<const uint4*>(r + L::rope_offset + q * 32) : zero;
+    out[2 * F::kLatentChunks + 1] = ok ? *reinterpret_cast<const uint4*>(r + L::rope_offset + q * 32 + 16) : zero;
+  }
+};
+
+// fp8_e4m3 (dense decode, one KV head, d_qk 576): every value e4m3 under one per-tensor scale,
+// which the launch folds into the logits' scale and O's (AttnParams::out_scale), so the values
+// convert exactly with no multiply.
+template <>
+struct RawRow<static_cast<int>(CacheFormat::fp8_e4m3)> {
+  static constexpr int kD = 576;
+  static constexpr int kBytes = kD;
+  static constexpr bool kDense = true;
+  __device__ static const uint8_t* row(const KeyAddr& a) { return a.page + static_cast<int64_t>(a.off) * kBytes; }
+  __device__ static void convert(const uint8_t* r, bool ok, int q, uint4 (&out)[kD / 32]) {
+#pragma unroll
+    for (int c = 0; c < kD / 64; ++c) {
+      const uint4 v = ok ? *reinterpret_cast<const uint4*>(r + c * 64 + q * 16) : make_uint4(0, 0, 0, 0);
+      e4m3x16_to_bf16(v, 1.0f, out[2 * c], out[2 * c + 1]);
+    }
+  }
+};
+
+// kNarrowBulk (config.h): 16/32-row CTAs of fp8_ds_mla (sparse) and fp8_e4m3 (dense). 64
+// producer threads (kBulkSpread: lanes
 // 0..7 of every warp) each copy one row of block i with cp.async.bulk into raw slot i % kSlots
 // and arm the slot's barrier for its bytes (0 for a skipped key: not copied, converted as
 // zeros). Every producer thread converts its quarter of a row (the lane mapping above) from the
@@ -360,13 +407,13 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
 // i + kSlots (kBulkEarlyFree: before the K tile is written), whose index each copying thread
 // loaded one block earlier. The thread waits until the consumers released block i - 1 (one K
 // tile), stores block i and hands it over.
-template <int kRows>
+template <int kRows, int kFmt>
 __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t* smem) {
-  constexpr int kFmt = static_cast<int>(CacheFormat::fp8_ds_mla);
-  using F = PackedRow<kFmt>;
-  using L = DsMlaLayout;
-  constexpr int kD = F::kD;
+  using R = RawRow<kFmt>;
+  constexpr int kD = R::kD;
+  constexpr bool kDense = R::kDense;
   using S = Smem<kRows, kD, true>;
+  static_assert(kKeys * R::kBytes <= S::kRawBlockBytes, "raw slot too small for the format's rows");
   using St = Stage<kRows, kD, true>;
   constexpr int kSlots = S::kSlots;
   const ProducerLane pl(w, consumer_threads(kRows));
@@ -392,15 +439,15 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
     const KeyAddr a = key_addr(p, w, (w.kb_begin + i) * kKeys + row, idx);
     const bool ok = a.page != nullptr;
     raw_ok[slot * kKeys + row] = ok;
-    mbar_arrive_expect_tx(raw_full + slot, ok ? L::bytes_per_token : 0);
+    mbar_arrive_expect_tx(raw_full + slot, ok ? R::kBytes : 0);
     if (ok)
-      bulk_copy_g2s(smem_addr(raw + slot * S::kRawBlockBytes + row * L::bytes_per_token), F::row(a), L::bytes_per_token,
+      bulk_copy_g2s(smem_addr(raw + slot * S::kRawBlockBytes + row * R::kBytes), R::row(a), R::kBytes,
                     smem_addr(raw_full + slot));
   };
   int32_t next = -1;
   if (row >= 0) {
-    for (int i = 0; i < kSlots && i < blocks; ++i) issue(i, load_key_index(p, w, (w.kb_begin + i) * kKeys + row));
-    if (kSlots < blocks) next = load_key_index(p, w, (w.kb_begin + kSlots) * kKeys + row);
+    for (int i = 0; i < kSlots && i < blocks; ++i) issue(i, load_key_index<kDense>(p, w, (w.kb_begin + i) * kKeys + row));
+    if (kSlots < blocks) next = load_key_index<kDense>(p, w, (w.kb_begin + kSlots) * kKeys + row);
   }
   // Every producer has read slot i % kSlots: the copying threads reissue it for block i + kSlots.
   // (Loading the next index after the tile's fence instead measured slower: h32 97.9 -> 102.8 µs.)
@@ -409,7 +456,7 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
     if (row >= 0 && i + kSlots < blocks) {
       issue(i + kSlots, next);
       const int ahead = i + kSlots + 1;
-      next = ahead < blocks ? load_key_index(p, w, (w.kb_begin + ahead) * kKeys + row) : -1;
+      next = ahead < blocks ? load_key_index<kDense>(p, w, (w.kb_begin + ahead) * kKeys + row) : -1;
     }
     if (kBlockTimeline && pl.first()) block_event(3, i);
   };
@@ -418,18 +465,10 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
     const int slot = i % kSlots;
     mbar_wait(raw_full + slot, (i / kSlots) & 1);
     if (kBlockTimeline && pl.first()) block_event(0, i);
-    const uint8_t* r = raw + slot * S::kRawBlockBytes + j * L::bytes_per_token;
+    const uint8_t* r = raw + slot * S::kRawBlockBytes + j * R::kBytes;
     const bool ok = raw_ok[slot * kKeys + j] != 0;
-    const uint4 zero = make_uint4(0, 0, 0, 0);
-    uint4 out[2 * F::kLatentChunks + 2];
-    const typename F::Scales sc = ok ? *reinterpret_cast<const float4*>(r + L::scale_offset) : make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-    for (int c = 0; c < F::kLatentChunks; ++c) {
-      const uint4 v = ok ? *reinterpret_cast<const uint4*>(r + c * 64 + pl.q * 16) : zero;
-      e4m3x16_to_bf16(v, F::scale(sc, c), out[2 * c], out[2 * c + 1]);
-    }
-    out[2 * F::kLatentChunks] = ok ? *reinterpret_cast<const uint4*>(r + L::rope_offset + pl.q * 32) : zero;
-    out[2 * F::kLatentChunks + 1] = ok ? *reinterpret_cast<const uint4*>(r + L::rope_offset + pl.q * 32 + 16) : zero;
+    uint4 out[kD / 32];
+    R::convert(r, ok, pl.q, out);
     if constexpr (kBulkEarlyFree<kRows>) free_slot(i);
     const St st(smem, i & 1);
     if (i >= 1) St(smem, (i - 1) & 1).wait_released(i - 1);  // the one K tile is free
@@ -437,7 +476,7 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
     publish_valid<false>(st.valid, PeerStage{}, pl, pl.round, ok);
     uint8_t* dst = st.tile + tile_offset<kD>(j, 0);
 #pragma unroll
-    for (int c = 0; c <= F::kLatentChunks; ++c) {  // chunk kLatentChunks: the RoPE part
+    for (int c = 0; c < kD / 64; ++c) {
       *reinterpret_cast<uint4*>(dst + (8 * c + 2 * pl.q) * 128) = out[2 * c];
       *reinterpret_cast<uint4*>(dst + (8 * c + 2 * pl.q + 1) * 128) = out[2 * c + 1];
     }
