@@ -61,7 +61,7 @@ CONFIGS = [
 ]
 
 # --generic: the environment variable that sends a key's operation to the generic kernel.
-GENERIC_SWITCH = [("sd_", "SMLA_SPARSE_DECODE_KERNEL"), ("dd_bf16", "SMLA_DENSE_DECODE_KERNEL"),
+GENERIC_SWITCH = [("sd_", "SMLA_SPARSE_DECODE_KERNEL"), ("dd_", "SMLA_DENSE_DECODE_KERNEL"),
                   ("sp_", "SMLA_SPARSE_PREFILL_KERNEL")]
 
 

@@ -170,6 +170,27 @@ template <int kRows, int kFmt>
 inline constexpr bool kNarrowBulk =
     kRows < 64 && ((SMLA_SD_NARROW_BULK != 0 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)) ||
                    kFmt == static_cast<int>(CacheFormat::fp8_e4m3));
+// The raw ring's plan (Smem's kRaw): two raw blocks beside one K tile (a block's stores wait for
+// the consumers' work on the block before), or one raw block beside two K tiles (the next
+// block's copies wait until every producer has converted the current one), where the rows
+// leave room for it: fp8_e4m3's 576-byte rows always (measurement build
+// SMLA_SD_E4M3_RAW_SLOTS=2: the other plan), fp8_ds_mla's 656-byte rows in 16-row CTAs with the
+// measurement build SMLA_SD_DS_RAW_SLOTS=1.
+#ifndef SMLA_SD_E4M3_RAW_SLOTS
+#define SMLA_SD_E4M3_RAW_SLOTS 1
+#endif
+#ifndef SMLA_SD_DS_RAW_SLOTS
+#define SMLA_SD_DS_RAW_SLOTS 2
+#endif
+template <int kRows, int kFmt>
+constexpr int raw_slots() {
+  if constexpr (!kNarrowBulk<kRows, kFmt>) return 0;
+  if constexpr (kFmt == static_cast<int>(CacheFormat::fp8_e4m3)) return SMLA_SD_E4M3_RAW_SLOTS;
+  return kRows == 16 ? SMLA_SD_DS_RAW_SLOTS : kRawSlots;
+}
+// Bytes of a raw row of the narrow bulk producer's formats.
+template <int kFmt>
+inline constexpr int kRawRowBytes = kFmt == static_cast<int>(CacheFormat::fp8_e4m3) ? 576 : DsMlaLayout::bytes_per_token;
 
 // Dense decode of a bf16 cache whose page rows the TMA unit loads (the kernel template's format
 // argument; a pseudo-format that CacheFormat does not name): one producer thread per page of a
@@ -223,19 +244,21 @@ constexpr bool has_persistent(int rows, int fmt) {
 
 // Shared memory, in bytes from the dynamic base (no swizzle: 16-byte alignment suffices). Q and K tiles are wgmma core-
 // matrix tiles: element (r, k) at (r / 8) * 16 * D + (k / 8) * 128 + (r % 8) * 16 + (k % 8) * 2.
-// kOneTile (kNarrowBulk): both stages share one K tile, and a raw ring follows the barriers.
+// kRaw (raw_slots: kNarrowBulk): a ring of kRaw raw blocks of kRawRow-byte rows follows the
+// barriers; with two, both stages share one K tile.
 // tile_offset: the byte offset of row r's 16-byte column chunk ch (columns 8 ch .. 8 ch + 7).
 template <int kD>
 constexpr int tile_offset(int r, int ch) {
   return (r >> 3) * 16 * kD + ch * 128 + (r & 7) * 16;
 }
 
-template <int kRows, int kD, bool kOneTile = false>
+template <int kRows, int kD, int kRaw = 0, int kRawRow = DsMlaLayout::bytes_per_token>
 struct Smem {
   static constexpr bool kWide = kRows == 64;
+  static constexpr bool kOneTile = kRaw >= 2;
   static constexpr size_t kQBytes = static_cast<size_t>(kRows) * kD * 2;
   static constexpr size_t kKBytes = static_cast<size_t>(kKeys) * kD * 2;
-  static constexpr size_t kRawBlockBytes = static_cast<size_t>(kKeys) * DsMlaLayout::bytes_per_token;
+  static constexpr size_t kRawBlockBytes = static_cast<size_t>(kKeys) * kRawRow;
   static constexpr size_t q = 0;
   static constexpr size_t k = q + kQBytes;                          // [kStages] K tiles (kOneTile: one)
   static constexpr size_t p = k + (kOneTile ? 1 : kStages) * kKBytes;  // kRows x 64 bf16 P (narrow: P^T)
@@ -244,17 +267,15 @@ struct Smem {
   static constexpr size_t merge = factor + 64 * 4;                  // narrow: float[2][4][32] head maxima
   static constexpr size_t valid = merge + (kWide ? 0 : 2 * 4 * 32 * 4);  // uint32[kStages][8] key masks
   static constexpr size_t bars = valid + kValidBytes * kStages;     // uint64 full[kStages], empty[kStages]
-  static constexpr int kSlots = kRawSlots;
-  static constexpr size_t raw_bars = bars + 2 * kStages * 8;        // kOneTile: uint64 raw_full[kSlots]
-  static constexpr size_t raw_ok = raw_bars + kSlots * 8;           // kOneTile: uint8[kSlots][64] row is real
-  static constexpr size_t raw = (raw_ok + kSlots * kKeys + 127) / 128 * 128;  // kOneTile: [kSlots] raw blocks
-  static constexpr size_t aux = raw_bars;                           // !kOneTile: uint64 aux (kSwizzled: partial blocks)
-  static constexpr size_t bytes = kOneTile ? raw + kSlots * kRawBlockBytes : aux + 8;
+  static constexpr int kSlots = kRaw;
+  static constexpr size_t raw_bars = bars + 2 * kStages * 8;        // kRaw: uint64 raw_full[kSlots]
+  static constexpr size_t raw_ok = raw_bars + kSlots * 8;           // kRaw: uint8[kSlots][64] row is real
+  static constexpr size_t raw = (raw_ok + kSlots * kKeys + 127) / 128 * 128;  // kRaw: [kSlots] raw blocks
+  static constexpr size_t aux = raw_bars;                           // !kRaw: uint64 aux (kSwizzled: partial blocks)
+  static constexpr size_t bytes = kRaw ? raw + kSlots * kRawBlockBytes : aux + 8;
   // kSwizzled: 128-byte-swizzled tiles start on 1024-byte boundaries.
-  static_assert(kOneTile || (k % 1024 == 0 && kKBytes % 1024 == 0), "K tiles off the 1024-byte swizzle grid");
+  static_assert(kRaw || (k % 1024 == 0 && kKBytes % 1024 == 0), "K tiles off the 1024-byte swizzle grid");
+  static_assert(bytes <= 232448, "shared-memory plan exceeds the 227 KB opt-in limit");
 };
-static_assert(Smem<64, 576>::bytes <= 232448, "64-row d576 tile exceeds the 227 KB opt-in limit");
-static_assert(Smem<32, 576, true>::bytes <= 232448, "32-row d576 tile with a raw ring exceeds the 227 KB opt-in limit");
-static_assert(Smem<16, 576, true>::bytes <= 232448, "16-row d576 tile with a raw ring exceeds the 227 KB opt-in limit");
 
 }  // namespace smla::cuda::sparse_decode_family

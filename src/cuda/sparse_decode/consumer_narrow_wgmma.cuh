@@ -22,12 +22,13 @@
 
 namespace smla::cuda::sparse_decode_family {
 
-// kOneTile: the kNarrowBulk shared-memory plan (config.h), one K tile for both stages.
+// kRaw: the kNarrowBulk shared-memory plan (config.h raw_slots; two: one K tile for both
+// stages), whose producers leave the K tile's proxy fence to the consumers.
 // kSw: the K tiles are TMA boxes of 64 columns with the 128-byte swizzle (config.h kSwizzled).
 // kMaxLogits: also write each head's largest logit (sparse prefill; m_run is exact here).
-template <int kRows, int kD, bool kOneTile = false, bool kSw = false, bool kMaxLogits = false>
+template <int kRows, int kD, int kRaw = 0, bool kSw = false, bool kMaxLogits = false>
 __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t* smem) {
-  using S = Smem<kRows, kD, kOneTile>;
+  using S = Smem<kRows, kD, kRaw>;
   using KT = KTileDesc<kD, kSw>;
   constexpr int N = kRows;        // heads: the wgmma N dimension
   constexpr int kNJ = N / 8;      // 8-head column tiles of S^T and O^T
@@ -58,8 +59,8 @@ __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t
 
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin;
-    const Stage<kRows, kD, kOneTile> stage(smem, i & 1);
-    stage.wait_full(i, kOneTile && kNarrowConsumerFence);
+    const Stage<kRows, kD, kRaw> stage(smem, i & 1);
+    stage.wait_full(i, kRaw > 0 && kNarrowConsumerFence);
     if (kTimeline && i == 0 && threadIdx.x == 0) timeline_mark(4);
     if (kBlockTimeline && threadIdx.x == 0) block_event(4, i);
     if constexpr (kConsumersIdle) {

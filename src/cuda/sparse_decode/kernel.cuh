@@ -58,11 +58,11 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
 // The K tiles' mbarriers. full: one arrive per producer thread (kTma: one, with the TMA boxes'
 // bytes); empty: one per consumer warp (of both CTAs of a pair, whose producers both fill each
 // tile). kTma: also the aux barrier of partial blocks (producer_dense_tma.cuh).
-// kOneTile (kNarrowBulk): also the raw slots' barriers, one arrive per copying producer thread.
-template <int kRows, int kD, bool kOneTile = false, bool kTma = false>
+// kRaw (kNarrowBulk): also the raw slots' barriers, one arrive per copying producer thread.
+template <int kRows, int kD, int kRaw = 0, bool kTma = false>
 __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
   if (threadIdx.x == 0) {
-    using S = Smem<kRows, kD, kOneTile>;
+    using S = Smem<kRows, kD, kRaw>;
     uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::bars);
     for (int s = 0; s < kStages; ++s) {
       mbar_init(bars + s, kTma ? 1 : producer_threads(kRows));
@@ -72,7 +72,7 @@ __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
       mbar_init(reinterpret_cast<uint64_t*>(smem + S::aux), 1);
       fence_mbarrier_init();  // the TMA boxes complete on full and aux
     }
-    if constexpr (kOneTile) {
+    if constexpr (kRaw > 0) {
       for (int s = 0; s < S::kSlots; ++s) mbar_init(reinterpret_cast<uint64_t*>(smem + S::raw_bars) + s, kKeys);
       fence_mbarrier_init();  // the bulk copies complete on them
     }
@@ -161,8 +161,8 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
     w.rank = static_cast<int>(cluster_ctarank());
   }
 
-  constexpr bool kOneTile = kNarrowBulk<kRows, kFmt>;
-  init_stage_barriers<kRows, kD, kOneTile, kTma>(smem, w.pair);
+  constexpr int kRaw = raw_slots<kRows, kFmt>();
+  init_stage_barriers<kRows, kD, kRaw, kTma>(smem, w.pair);
   __syncthreads();
   if constexpr (kPair) cluster_sync();  // the peer's barriers are initialized before anyone writes or arrives there
   if (kTimeline && threadIdx.x == 0) timeline_mark(2);
@@ -190,12 +190,12 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
       setmaxnreg_to<kRegsConsumerNarrow, kEntry>();
       load_q<kRows, kD>(p, w, smem);
       if (kTimeline && threadIdx.x == 0) timeline_mark(3);
-      consume_narrow_wgmma<kRows, kD, kOneTile, kSw, kMaxLogits>(p, w, smem);
+      consume_narrow_wgmma<kRows, kD, kRaw, kSw, kMaxLogits>(p, w, smem);
     } else {
       setmaxnreg_to<kRegsProducerNarrow, kEntry>();
       if constexpr (kTma) produce_dense_tma<kRows, kD>(p, w, smem);
       else if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
-      else if constexpr (kOneTile) produce_narrow_bulk<kRows, kFmt>(p, w, smem);
+      else if constexpr (kRaw > 0) produce_narrow_bulk<kRows, kFmt>(p, w, smem);
       else produce_packed<kRows, kFmt>(p, w, smem);
     }
   }

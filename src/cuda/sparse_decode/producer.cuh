@@ -113,15 +113,15 @@ __device__ __forceinline__ uint32_t in_peer(const Work& w, const void* p) {
   return map_to_cta(smem_addr(p), static_cast<uint32_t>(w.rank ^ 1));
 }
 
-template <int kRows, int kD, bool kOneTile = false>
+template <int kRows, int kD, int kRaw = 0>
 struct Stage {
   uint8_t* tile;
   uint32_t* valid;
   uint64_t* full;
   uint64_t* empty;
   __device__ Stage(uint8_t* smem, int s) {
-    using S = Smem<kRows, kD, kOneTile>;
-    tile = smem + S::k + (kOneTile ? 0 : s * S::kKBytes);
+    using S = Smem<kRows, kD, kRaw>;
+    tile = smem + S::k + (S::kOneTile ? 0 : s * S::kKBytes);
     valid = reinterpret_cast<uint32_t*>(smem + S::valid + kValidBytes * s);
     full = reinterpret_cast<uint64_t*>(smem + S::bars) + s;
     empty = reinterpret_cast<uint64_t*>(smem + S::bars) + kStages + s;
@@ -398,31 +398,35 @@ struct RawRow<static_cast<int>(CacheFormat::fp8_e4m3)> {
   }
 };
 
-// kNarrowBulk (config.h): 16/32-row CTAs of fp8_ds_mla (sparse) and fp8_e4m3 (dense). 64
-// producer threads (kBulkSpread: lanes
+// kNarrowBulk (config.h): 16/32-row CTAs of fp8_ds_mla (sparse) and fp8_e4m3 (dense), with
+// raw_slots() raw blocks. 64 producer threads (kBulkSpread: lanes
 // 0..7 of every warp) each copy one row of block i with cp.async.bulk into raw slot i % kSlots
 // and arm the slot's barrier for its bytes (0 for a skipped key: not copied, converted as
 // zeros). Every producer thread converts its quarter of a row (the lane mapping above) from the
 // slot into registers; a named barrier among the producers then frees the slot for block
 // i + kSlots (kBulkEarlyFree: before the K tile is written), whose index each copying thread
 // loaded one block earlier. The thread waits until the consumers released block i - 1 (one K
-// tile), stores block i and hands it over.
+// tile; two K tiles: block i - 2), stores block i and hands it over.
 template <int kRows, int kFmt>
 __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t* smem) {
   using R = RawRow<kFmt>;
   constexpr int kD = R::kD;
   constexpr bool kDense = R::kDense;
-  using S = Smem<kRows, kD, true>;
-  static_assert(kKeys * R::kBytes <= S::kRawBlockBytes, "raw slot too small for the format's rows");
-  using St = Stage<kRows, kD, true>;
+  constexpr int kRaw = raw_slots<kRows, kFmt>();
+  using S = Smem<kRows, kD, kRaw, R::kBytes>;
+  using St = Stage<kRows, kD, kRaw>;
   constexpr int kSlots = S::kSlots;
+  // One raw block (two K tiles): its copies for block i + 1 are issued once every producer has
+  // converted block i, before the tile stores (free_slot below, always early).
+  constexpr bool kEarlyFree = kSlots == 1 || kBulkEarlyFree<kRows>;
   const ProducerLane pl(w, consumer_threads(kRows));
   if (w.kb_begin >= w.kb_end) return;
   const int blocks = w.kb_end - w.kb_begin;
   if constexpr (kProducerIdle) {  // experiment (variant 8): each block handed over as soon as the tile is free
     for (int i = 0; i < blocks; ++i) {
       const St st(smem, i & 1);
-      if (i >= 1) St(smem, (i - 1) & 1).wait_released(i - 1);
+      if (S::kOneTile && i >= 1) St(smem, (i - 1) & 1).wait_released(i - 1);
+      if (!S::kOneTile) st.wait_empty(i);
       publish_valid<false>(st.valid, PeerStage{}, pl, pl.round, true);
       mbar_arrive(st.full);
     }
@@ -469,9 +473,13 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
     const bool ok = raw_ok[slot * kKeys + j] != 0;
     uint4 out[kD / 32];
     R::convert(r, ok, pl.q, out);
-    if constexpr (kBulkEarlyFree<kRows>) free_slot(i);
+    if constexpr (kEarlyFree) free_slot(i);
     const St st(smem, i & 1);
-    if (i >= 1) St(smem, (i - 1) & 1).wait_released(i - 1);  // the one K tile is free
+    if constexpr (S::kOneTile) {
+      if (i >= 1) St(smem, (i - 1) & 1).wait_released(i - 1);  // the one K tile is free
+    } else {
+      st.wait_empty(i);  // block i - 2 left this tile
+    }
     if (kBlockTimeline && pl.first()) block_event(1, i);
     publish_valid<false>(st.valid, PeerStage{}, pl, pl.round, ok);
     uint8_t* dst = st.tile + tile_offset<kD>(j, 0);
@@ -484,7 +492,7 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
     mbar_arrive(st.full);
     if (kTimeline && i == 0 && pl.first()) timeline_mark(7);
     if (kBlockTimeline && pl.first()) block_event(2, i);
-    if constexpr (!kBulkEarlyFree<kRows>) free_slot(i);
+    if constexpr (!kEarlyFree) free_slot(i);
   }
   if (kTimeline && pl.first()) timeline_mark(8);
 }
