@@ -72,6 +72,8 @@ inline constexpr int kBarMerge = 4;    // narrow CTAs: the per-block head maxima
 inline constexpr int kBarQReady = 5;   // consumers: Q is in shared memory
 inline constexpr int kBarRawFree = 6;  // kNarrowBulk producers: every one has read a raw block
 inline constexpr int kBarPairRows = 7; // kBf16Pairs producers: every one's rows of a block are in
+inline constexpr int kBarAltReady = 8;  // kAlt: + block parity; the block's owner -> the other: P, m
+inline constexpr int kBarAltPRead = 10; // kAlt: + warpgroup; its four warps have read P
 
 // Which keys of a block are real: one 32-bit ballot per (32-key round, producer warp) whose low
 // byte holds that warp's eight keys (32 bits so that a peer CTA's producer can st.async it).
@@ -252,6 +254,19 @@ constexpr int tile_offset(int r, int ch) {
   return (r >> 3) * 16 * kD + ch * 128 + (r & 7) * 16;
 }
 
+// Measurement build SMLA_SD_ALT=1: 64-row tiles of dense decode on TMA pages run the
+// alternating consumers (consumer_alt.cuh): each warpgroup owns one half of O and every other
+// block (QK^T, softmax, P), so one warpgroup's softmax overlaps the other's MMAs; each K tile
+// is handed over and released in two column halves (A: columns 0-255, B: the rest).
+#ifndef SMLA_SD_ALT
+#define SMLA_SD_ALT 0
+#endif
+template <int kRows, int kFmt>
+inline constexpr bool kAlt = SMLA_SD_ALT != 0 && kRows == 64 && kFmt == kDenseTma;
+// Registers of the alternating consumers (each holds half of O, S and P) and their producer.
+inline constexpr int kRegsAlt = 208, kRegsProducerAlt = 88;
+static_assert(2 * kRegsAlt + kRegsProducerAlt <= 3 * launch_regs(cta_threads(64)), "alternating register budget");
+
 template <int kRows, int kD, int kRaw = 0, int kRawRow = DsMlaLayout::bytes_per_token>
 struct Smem {
   static constexpr bool kWide = kRows == 64;
@@ -272,7 +287,14 @@ struct Smem {
   static constexpr size_t raw_ok = raw_bars + kSlots * 8;           // kRaw: uint8[kSlots][64] row is real
   static constexpr size_t raw = (raw_ok + kSlots * kKeys + 127) / 128 * 128;  // kRaw: [kSlots] raw blocks
   static constexpr size_t aux = raw_bars;                           // !kRaw: uint64 aux (kSwizzled: partial blocks)
-  static constexpr size_t bytes = kRaw ? raw + kSlots * kRawBlockBytes : aux + 8;
+  // 64-row kAlt tiles: uint64 full_b[kStages], empty_b[kStages], aux_b (the B halves; full and
+  // empty above serve the A halves), float m[64] (the running row maxima), l[2][64] and
+  // top[2][64] (each warpgroup's row sums and exact maxima, for the epilogue).
+  static constexpr size_t alt_bars = aux + 8;
+  static constexpr size_t alt_m = alt_bars + (2 * kStages + 1) * 8;
+  static constexpr size_t alt_l = alt_m + 64 * 4;
+  static constexpr size_t alt_top = alt_l + 2 * 64 * 4;
+  static constexpr size_t bytes = kRaw ? raw + kSlots * kRawBlockBytes : (kWide ? alt_top + 2 * 64 * 4 : aux + 8);
   // kSwizzled: 128-byte-swizzled tiles start on 1024-byte boundaries.
   static_assert(kRaw || (k % 1024 == 0 && kKBytes % 1024 == 0), "K tiles off the 1024-byte swizzle grid");
   static_assert(bytes <= 232448, "shared-memory plan exceeds the 227 KB opt-in limit");

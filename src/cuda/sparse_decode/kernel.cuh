@@ -17,6 +17,7 @@
 #include "cuda/common/cluster.cuh"
 #include "cuda/common/pdl.cuh"
 #include "cuda/sparse_decode/config.h"
+#include "cuda/sparse_decode/consumer_alt.cuh"
 #include "cuda/sparse_decode/consumer_narrow_wgmma.cuh"
 #include "cuda/sparse_decode/consumer_wide.cuh"
 #include "cuda/sparse_decode/producer.cuh"
@@ -59,14 +60,24 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
 // bytes); empty: one per consumer warp (of both CTAs of a pair, whose producers both fill each
 // tile). kTma: also the aux barrier of partial blocks (producer_dense_tma.cuh).
 // kRaw (kNarrowBulk): also the raw slots' barriers, one arrive per copying producer thread.
-template <int kRows, int kD, int kRaw = 0, bool kTma = false>
+// kAlt (consumer_alt.cuh): full and empty serve the A halves; the B halves' barriers and aux
+// follow, and a half's "empty" counts the warps of the warpgroups that read it.
+template <int kRows, int kD, int kRaw = 0, bool kTma = false, bool kAlt = false>
 __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
   if (threadIdx.x == 0) {
     using S = Smem<kRows, kD, kRaw>;
     uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::bars);
     for (int s = 0; s < kStages; ++s) {
       mbar_init(bars + s, kTma ? 1 : producer_threads(kRows));
-      mbar_init(bars + kStages + s, (consumer_threads(kRows) / 32) * (pair ? kPairCtas : 1));
+      mbar_init(bars + kStages + s, kAlt ? alt_empty_count(s, 0) : (consumer_threads(kRows) / 32) * (pair ? kPairCtas : 1));
+    }
+    if constexpr (kAlt) {
+      uint64_t* bars_b = reinterpret_cast<uint64_t*>(smem + S::alt_bars);
+      for (int s = 0; s < kStages; ++s) {
+        mbar_init(bars_b + s, 1);
+        mbar_init(bars_b + kStages + s, alt_empty_count(s, 1));
+      }
+      mbar_init(bars_b + 2 * kStages, 1);
     }
     if constexpr (kTma) {
       mbar_init(reinterpret_cast<uint64_t*>(smem + S::aux), 1);
@@ -162,14 +173,27 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
   }
 
   constexpr int kRaw = raw_slots<kRows, kFmt>();
-  init_stage_barriers<kRows, kD, kRaw, kTma>(smem, w.pair);
+  init_stage_barriers<kRows, kD, kRaw, kTma, kAlt<kRows, kFmt>>(smem, w.pair);
   __syncthreads();
   if constexpr (kPair) cluster_sync();  // the peer's barriers are initialized before anyone writes or arrives there
   if (kTimeline && threadIdx.x == 0) timeline_mark(2);
 
   const int wg = threadIdx.x / 128;
   constexpr int kEntry = launch_regs(cta_threads(kRows));
-  if constexpr (kRows == 64) {
+  if constexpr (kAlt<kRows, kFmt>) {
+    if (wg == 0) {
+      setmaxnreg_to<kRegsAlt, kEntry>();
+      load_q<kRows, kD>(p, w, smem);
+      consume_alt<kD, kSw, kMaxLogits, 0>(p, w, smem);
+    } else if (wg == 1) {
+      setmaxnreg_to<kRegsAlt, kEntry>();
+      load_q<kRows, kD>(p, w, smem);
+      consume_alt<kD, kSw, kMaxLogits, 1>(p, w, smem);
+    } else {
+      setmaxnreg_to<kRegsProducerAlt, kEntry>();
+      produce_dense_tma<kRows, kD, true>(p, w, smem);
+    }
+  } else if constexpr (kRows == 64) {
     if (wg == 0) {
       setmaxnreg_to<kRegsWg0, kEntry>();
       load_q<kRows, kD>(p, w, smem);
