@@ -173,13 +173,13 @@ inline constexpr bool kNarrowBulk =
     kRows < 64 && ((SMLA_SD_NARROW_BULK != 0 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)) ||
                    kFmt == static_cast<int>(CacheFormat::fp8_e4m3));
 // The raw ring's plan (Smem's kRaw): two raw blocks beside one K tile (a block's stores wait for
-// the consumers' work on the block before), or one raw block beside two K tiles (the next
-// block's copies wait until every producer has converted the current one), where the rows
-// leave room for it: fp8_e4m3's 576-byte rows always (measurement build
-// SMLA_SD_E4M3_RAW_SLOTS=2: the other plan), fp8_ds_mla's 656-byte rows in 16-row CTAs with the
-// measurement build SMLA_SD_DS_RAW_SLOTS=1.
+// the consumers' work on the block before). Measurement builds SMLA_SD_E4M3_RAW_SLOTS=1 (fp8_e4m3)
+// and SMLA_SD_DS_RAW_SLOTS=1 (16-row fp8_ds_mla): one raw block beside two K tiles, the next
+// block's copies issued once every producer has converted the current one. Measured slower, the
+// copies' latency no longer hidden (same-seed A/B, 2026-12-01): dense fp8 b128 h16 L8k 326.9 ->
+// 360.3 µs (h32 396.4 -> 394.8), sparse V3.2 h16 79.1 -> 98.5, s_q2 h16 151.5 -> 183.3.
 #ifndef SMLA_SD_E4M3_RAW_SLOTS
-#define SMLA_SD_E4M3_RAW_SLOTS 1
+#define SMLA_SD_E4M3_RAW_SLOTS 2
 #endif
 #ifndef SMLA_SD_DS_RAW_SLOTS
 #define SMLA_SD_DS_RAW_SLOTS 2
