@@ -57,11 +57,13 @@ __device__ __forceinline__ void set_lengths(const AttnParams& p, Work& w) {
   w.len_total = w.len_main + (p.has_extra ? sparse_len(p.extra, w.req) : 0);
 }
 
-// Dense decode, one CTA per grid position (OwnBlock): the CTAs that read the same keys (the
-// head tiles and query tokens of one split) get consecutive launch positions, so they run at
-// the same time and all but the first read each key block from L2 (launched in grid order, x
-// fastest, they ran a wave apart and each read the whole context from DRAM: ncu at b128 h128
-// L8k, DRAM 83% busy, L2 hit rate 25%). SMLA_SD_DENSE_CTA_ORDER=0 (a measurement build): grid order.
+// Dense decode, one CTA per grid position (OwnBlock), grids of more than one wave
+// (p.dense_cta_order): the CTAs that read the same keys (the head tiles and query tokens of one
+// split) get consecutive launch positions, so they run at the same time and all but the first
+// read each key block from L2. Launched in grid order (x fastest) they ran a wave apart and each
+// read the whole context from DRAM (ncu at b128 h128 L8k: DRAM 83% busy, L2 hit rate 25%).
+// Same-seed A/B (2026-12-01): h128 L8k 611.8 -> 517.0 µs, s_q2 h128 1212.0 -> 987.2, h64 and
+// h16 unchanged. SMLA_SD_DENSE_CTA_ORDER=0 (a measurement build): grid order always.
 #ifndef SMLA_SD_DENSE_CTA_ORDER
 #define SMLA_SD_DENSE_CTA_ORDER 1
 #endif
@@ -74,7 +76,7 @@ __device__ __forceinline__ UnitAt dense_cta_position() {
 template <bool kDenseToo = false, class Pos = OwnBlock>
 __device__ __forceinline__ Work make_work(const AttnParams& p, Pos pos_in = {}) {
   if constexpr (kDenseToo && SMLA_SD_DENSE_CTA_ORDER != 0 && std::is_same_v<Pos, OwnBlock>) {
-    if (p.dense) return make_work<kDenseToo, UnitAt>(p, dense_cta_position());
+    if (p.dense_cta_order) return make_work<kDenseToo, UnitAt>(p, dense_cta_position());
   }
   const Pos pos = pos_in;
   Work w;
