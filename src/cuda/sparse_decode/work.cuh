@@ -57,7 +57,7 @@ __device__ __forceinline__ void set_lengths(const AttnParams& p, Work& w) {
   w.len_total = w.len_main + (p.has_extra ? sparse_len(p.extra, w.req) : 0);
 }
 
-// Dense decode, one CTA per grid position (OwnBlock), grids of more than one wave
+// Dense decode, one CTA per grid position (OwnBlock), grids of two waves or more
 // (p.dense_cta_order): the CTAs that read the same keys (the head tiles and query tokens of one
 // split) get consecutive launch positions, so they run at the same time and all but the first
 // read each key block from L2. Launched in grid order (x fastest) they ran a wave apart and each
