@@ -52,13 +52,7 @@ struct AltStage {
     __syncwarp();
     mbar_arrive_if(empty(half), lane == 0);
   }
-  __device__ uint64_t valid_mask() const {
-    const uint4 a = *reinterpret_cast<const uint4*>(valid);
-    const uint4 b = *reinterpret_cast<const uint4*>(valid + 4);
-    const uint32_t lo = __byte_perm(__byte_perm(a.x, a.y, 0x0040), __byte_perm(a.z, a.w, 0x0040), 0x5410);
-    const uint32_t hi = __byte_perm(__byte_perm(b.x, b.y, 0x0040), __byte_perm(b.z, b.w, 0x0040), 0x5410);
-    return (static_cast<uint64_t>(hi) << 32) | lo;
-  }
+  __device__ uint64_t valid_mask() const { return block_valid_mask(valid); }
 };
 
 // exp2 with no branch around it (ex2.approx, as exp2f compiles to).
@@ -81,16 +75,7 @@ __device__ __forceinline__ float alt_new_max(float m_old, float block_max) {
   return kLazyRescale ? (block_max > m_old + kLazyRescaleLog2 ? block_max : m_old) : fmaxf(m_old, block_max);
 }
 
-// O *= alpha of its row, every element (no early exit: it runs while QK^T is in flight).
-__device__ __forceinline__ void rescale_o_all(float (&o)[32][4], float a0, float a1) {
-#pragma unroll
-  for (int i = 0; i < 32; ++i) {
-    o[i][0] *= a0;
-    o[i][1] *= a0;
-    o[i][2] *= a1;
-    o[i][3] *= a1;
-  }
-}
+
 
 // kWg: this warpgroup (its half of O, its blocks' parity), a template argument so that every
 // branch around the wgmmas depends on uniform values only (ptxas serializes them otherwise).
@@ -210,26 +195,7 @@ __device__ void consume_alt(const AttnParams& p, const Work& w, uint8_t* smem) {
       l0 = l0 * a0 + rs0;
       l1 = l1 * a1 + rs1;
       rescale_o(o, a0, a1);
-      uint32_t a[4][4];
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        a[kk][0] = pk[2 * kk][0];
-        a[kk][1] = pk[2 * kk][1];
-        a[kk][2] = pk[2 * kk + 1][0];
-        a[kk][3] = pk[2 * kk + 1][1];
-      }
-      const uint64_t dv = KTileDesc<kD, kSw>::v(so.tile, 256 * g_wg);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        const uint64_t d = desc_add(dv, kk * T::kVKStep);
-        wgmma_m64n128k16_rs(o_lo(o), a[kk], d);
-        wgmma_m64n128k16_rs(o_hi(o), a[kk], desc_add(d, T::kVHi));
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      reg_fence(o);
-      reg_fence(a);
+      pv_from_registers<T>(o, pk, KTileDesc<kD, kSw>::v(so.tile, 256 * g_wg));
       so.release(g_wg, lane);
     }
   };

@@ -46,6 +46,32 @@ struct WideTiles {
 __device__ __forceinline__ float (&o_lo(float (&o)[32][4]))[16][4] { return *reinterpret_cast<float(*)[16][4]>(&o[0]); }
 __device__ __forceinline__ float (&o_hi(float (&o)[32][4]))[16][4] { return *reinterpret_cast<float(*)[16][4]>(&o[16]); }
 
+// O[:, half] += P V with P from registers (pk: the softmax's packed bf16 pairs, this thread's
+// accumulator fragment of the 64 x 64 P) and V from the descriptor dv (keys 0..15 of the half);
+// waits for the wgmmas.
+template <class T>
+__device__ __forceinline__ void pv_from_registers(float (&o)[32][4], const uint32_t (&pk)[8][2], uint64_t dv) {
+  uint32_t a[4][4];
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    a[kk][0] = pk[2 * kk][0];
+    a[kk][1] = pk[2 * kk][1];
+    a[kk][2] = pk[2 * kk + 1][0];
+    a[kk][3] = pk[2 * kk + 1][1];
+  }
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const uint64_t d = desc_add(dv, kk * T::kVKStep);
+    wgmma_m64n128k16_rs(o_lo(o), a[kk], d);
+    wgmma_m64n128k16_rs(o_hi(o), a[kk], desc_add(d, T::kVHi));
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  reg_fence(o);
+  reg_fence(a);
+}
+
 // n0: K blocks the CTA handled before this unit (persistent CTAs; stage and phase continue).
 // kPair: the CTA is one of a pair, whose producers leave the proxy fence to the consumers.
 // kSw: the K tiles are TMA boxes with the 128-byte swizzle (dense decode, config.h kSwizzled).
@@ -132,7 +158,8 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     fence_proxy_async();  // WG1 reads P with wgmma
     named_bar_arrive(kBarPReady, kConsumerThreads);
 
-    // ---- O[:, 0:256] += P V
+    // ---- O[:, 0:256] += P V (pv_from_registers spelled out: the call changes the bf16 and
+    // dense-TMA kernels' SASS, and this is the measured code)
     rescale_o(o, a0, a1);
     uint32_t a[4][4];
 #pragma unroll

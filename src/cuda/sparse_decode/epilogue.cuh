@@ -75,10 +75,9 @@ __device__ __forceinline__ void store_max_logit(const AttnParams& p, const Work&
   if (p.max_logits != nullptr) p.max_logits[w.req * p.m_sb + w.t * p.m_st + head * p.m_sh] = max_log2 * kLn2;
 }
 
-// O *= alpha of its row (fragment rows g and g + 8); skipped when no row of the warp moved its
-// running maximum (every alpha exactly 1), the common case once the maxima settle.
-__device__ __forceinline__ void rescale_o(float (&o)[32][4], float a0, float a1) {
-  if (!__any_sync(0xffffffffu, a0 != 1.f || a1 != 1.f)) return;
+// O *= alpha of its row (fragment rows g and g + 8), every element (no branch: the alternating
+// consumers run it while a QK^T is in flight).
+__device__ __forceinline__ void rescale_o_all(float (&o)[32][4], float a0, float a1) {
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
     o[i][0] *= a0;
@@ -86,6 +85,13 @@ __device__ __forceinline__ void rescale_o(float (&o)[32][4], float a0, float a1)
     o[i][2] *= a1;
     o[i][3] *= a1;
   }
+}
+
+// As rescale_o_all; skipped when no row of the warp moved its running maximum (every alpha
+// exactly 1), the common case once the maxima settle.
+__device__ __forceinline__ void rescale_o(float (&o)[32][4], float a0, float a1) {
+  if (!__any_sync(0xffffffffu, a0 != 1.f || a1 != 1.f)) return;
+  rescale_o_all(o, a0, a1);
 }
 
 }  // namespace smla::cuda::sparse_decode_family

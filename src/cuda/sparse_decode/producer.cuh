@@ -113,6 +113,16 @@ __device__ __forceinline__ uint32_t in_peer(const Work& w, const void* p) {
   return map_to_cta(smem_addr(p), static_cast<uint32_t>(w.rank ^ 1));
 }
 
+// A block's 64 valid bits (bit k: key k is real) from its eight valid-key words (the low byte
+// of each holds eight keys).
+__device__ __forceinline__ uint64_t block_valid_mask(const uint32_t* valid) {
+  const uint4 a = *reinterpret_cast<const uint4*>(valid);
+  const uint4 b = *reinterpret_cast<const uint4*>(valid + 4);
+  const uint32_t lo = __byte_perm(__byte_perm(a.x, a.y, 0x0040), __byte_perm(a.z, a.w, 0x0040), 0x5410);
+  const uint32_t hi = __byte_perm(__byte_perm(b.x, b.y, 0x0040), __byte_perm(b.z, b.w, 0x0040), 0x5410);
+  return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+
 template <int kRows, int kD, int kRaw = 0>
 struct Stage {
   uint8_t* tile;
@@ -148,13 +158,7 @@ struct Stage {
     }
   }
   // The block's 64 valid bits (bit k: key k is real).
-  __device__ uint64_t valid_mask() const {
-    const uint4 a = *reinterpret_cast<const uint4*>(valid);
-    const uint4 b = *reinterpret_cast<const uint4*>(valid + 4);
-    const uint32_t lo = __byte_perm(__byte_perm(a.x, a.y, 0x0040), __byte_perm(a.z, a.w, 0x0040), 0x5410);
-    const uint32_t hi = __byte_perm(__byte_perm(b.x, b.y, 0x0040), __byte_perm(b.z, b.w, 0x0040), 0x5410);
-    return (static_cast<uint64_t>(hi) << 32) | lo;
-  }
+  __device__ uint64_t valid_mask() const { return block_valid_mask(valid); }
 };
 
 // Where a pair's producer writes the peer's copy: the peer's tile and its "full" barrier.
