@@ -162,16 +162,8 @@ __device__ void consume_alt(const AttnParams& p, const Work& w, uint8_t* smem) {
       const float a0 = alt_alpha(m0, nm0), a1 = alt_alpha(m1, nm1);
       const float u0 = nm0 == -INFINITY ? 0.f : nm0, u1 = nm1 == -INFINITY ? 0.f : nm1;  // exponents' reference
       uint32_t pk[8][2];
-      float rs0 = 0.f, rs1 = 0.f;
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        const float e0 = exp2f(sc[nt][0] - u0), e1 = exp2f(sc[nt][1] - u0);
-        const float e2 = exp2f(sc[nt][2] - u1), e3 = exp2f(sc[nt][3] - u1);
-        rs0 += e0 + e1;
-        rs1 += e2 + e3;
-        pk[nt][0] = pack2<false>(e0, e1);
-        pk[nt][1] = pack2<false>(e2, e3);
-      }
+      float rs0, rs1;
+      exp_pack_p(sc, u0, u1, pk, rs0, rs1);
       if constexpr (kOther) {  // the other's P V is done: its half of block n - 1 is free, and so is P
         wgmma_wait<0>();
         reg_fence(o);

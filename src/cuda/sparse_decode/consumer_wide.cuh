@@ -46,6 +46,23 @@ struct WideTiles {
 __device__ __forceinline__ float (&o_lo(float (&o)[32][4]))[16][4] { return *reinterpret_cast<float(*)[16][4]>(&o[0]); }
 __device__ __forceinline__ float (&o_hi(float (&o)[32][4]))[16][4] { return *reinterpret_cast<float(*)[16][4]>(&o[16]); }
 
+// P = exp2(S - m) of this thread's fragment rows (m0: row g, m1: row g + 8) as packed bf16
+// pairs, and the rows' sums over this thread's columns.
+__device__ __forceinline__ void exp_pack_p(const float (&sc)[8][4], float m0, float m1, uint32_t (&pk)[8][2], float& rs0,
+                                           float& rs1) {
+  rs0 = 0.f;
+  rs1 = 0.f;
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+    const float e0 = exp2f(sc[nt][0] - m0), e1 = exp2f(sc[nt][1] - m0);
+    const float e2 = exp2f(sc[nt][2] - m1), e3 = exp2f(sc[nt][3] - m1);
+    rs0 += e0 + e1;
+    rs1 += e2 + e3;
+    pk[nt][0] = pack2<false>(e0, e1);
+    pk[nt][1] = pack2<false>(e2, e3);
+  }
+}
+
 // O[:, half] += P V with P from registers (pk: the softmax's packed bf16 pairs, this thread's
 // accumulator fragment of the 64 x 64 P) and V from the descriptor dv (keys 0..15 of the half);
 // waits for the wgmmas.
@@ -131,16 +148,8 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     const float a0 = kLazyRescale && !kExactMax ? update_max_lazy(st0, quad_max(mx0), m0) : update_max(st0, quad_max(mx0), m0);
     const float a1 = kLazyRescale && !kExactMax ? update_max_lazy(st1, quad_max(mx1), m1) : update_max(st1, quad_max(mx1), m1);
     uint32_t pk[8][2];
-    float rs0 = 0.f, rs1 = 0.f;
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      const float e0 = exp2f(sc[nt][0] - m0), e1 = exp2f(sc[nt][1] - m0);
-      const float e2 = exp2f(sc[nt][2] - m1), e3 = exp2f(sc[nt][3] - m1);
-      rs0 += e0 + e1;
-      rs1 += e2 + e3;
-      pk[nt][0] = pack2<false>(e0, e1);
-      pk[nt][1] = pack2<false>(e2, e3);
-    }
+    float rs0, rs1;
+    exp_pack_p(sc, m0, m1, pk, rs0, rs1);
     st0.l = st0.l * a0 + rs0;
     st1.l = st1.l * a1 + rs1;
 
