@@ -132,15 +132,7 @@ __device__ void consume_alt(const AttnParams& p, const Work& w, uint8_t* smem) {
       l0 *= a0;
       l1 *= a1;
       rescale_o_all(o, a0, a1);
-      const uint64_t dv = KTileDesc<kD, kSw>::v(sp.tile, 256 * g_wg);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        const uint64_t d = desc_add(dv, kk * T::kVKStep);
-        wgmma_m64n128k16_ss_tb(o_lo(o), desc_add(dp, kk * 16), d, 1);
-        wgmma_m64n128k16_ss_tb(o_hi(o), desc_add(dp, kk * 16), desc_add(d, T::kVHi), 1);
-      }
-      wgmma_commit();
+      issue_pv_from_shared<T>(o, dp, KTileDesc<kD, kSw>::v(sp.tile, 256 * g_wg));
     }
     if constexpr (!kOwn) {
       wgmma_wait<0>();

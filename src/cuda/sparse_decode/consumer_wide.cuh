@@ -63,6 +63,20 @@ __device__ __forceinline__ void exp_pack_p(const float (&sc)[8][4], float m0, fl
   }
 }
 
+// Issues O[:, half] += P V with P from shared memory (descriptor dp) and V from dv; commits
+// the group without waiting for it.
+template <class T>
+__device__ __forceinline__ void issue_pv_from_shared(float (&o)[32][4], uint64_t dp, uint64_t dv) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const uint64_t d = desc_add(dv, kk * T::kVKStep);
+    wgmma_m64n128k16_ss_tb(o_lo(o), desc_add(dp, kk * 16), d, 1);
+    wgmma_m64n128k16_ss_tb(o_hi(o), desc_add(dp, kk * 16), desc_add(d, T::kVHi), 1);
+  }
+  wgmma_commit();
+}
+
 // O[:, half] += P V with P from registers (pk: the softmax's packed bf16 pairs, this thread's
 // accumulator fragment of the 64 x 64 P) and V from the descriptor dv (keys 0..15 of the half);
 // waits for the wgmmas.
@@ -242,15 +256,7 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
     }
     named_bar_sync(kBarPReady, kConsumerThreads);
     rescale_o(o, s_scale[r0], s_scale[r1]);
-    const uint64_t dv = T::v(smem, s, 1);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      const uint64_t d = desc_add(dv, kk * T::kVKStep);
-      wgmma_m64n128k16_ss_tb(o_lo(o), desc_add(dp, kk * 16), d, 1);
-      wgmma_m64n128k16_ss_tb(o_hi(o), desc_add(dp, kk * 16), desc_add(d, T::kVHi), 1);
-    }
-    wgmma_commit();
+    issue_pv_from_shared<T>(o, dp, T::v(smem, s, 1));
     wgmma_wait<0>();
     reg_fence(o);
     named_bar_arrive(kBarPFree, kConsumerThreads);
