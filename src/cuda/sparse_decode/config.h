@@ -240,6 +240,8 @@ static_assert(!(kBf16Pairs && kBf16Sw128), "SMLA_SD_BF16_PAIRS=1 needs SMLA_SD_B
 // Kernels whose K rows are bf16 in the cache (no conversion; paired only with kBf16Pairs,
 // persistent only with kBf16Persistent, and neither on the TMA path).
 constexpr bool bf16_rows(int fmt) { return fmt == static_cast<int>(CacheFormat::bf16) || fmt == kDenseTma; }
+// Kernels that also serve dense decode (keys from the block table, work.cuh).
+constexpr bool serves_dense(int fmt) { return bf16_rows(fmt) || fmt == static_cast<int>(CacheFormat::fp8_e4m3); }
 constexpr bool has_persistent(int rows, int fmt) {
   return rows == 64 && (!bf16_rows(fmt) || (kBf16Persistent && fmt == static_cast<int>(CacheFormat::bf16)));
 }

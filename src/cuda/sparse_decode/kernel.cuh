@@ -110,7 +110,7 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
     int n0 = 0;
     for (int u = blockIdx.x; u < units; u += gridDim.x) {
       const int bx = u % p.unit_gx, rest = u / p.unit_gx, yy = rest % gy, bz = rest / gy;
-      Work w = make_work<bf16_rows(kFmt)>(p, UnitAt{static_cast<unsigned>(bx), static_cast<unsigned>(kPair ? yy * kPairCtas + rank : yy),
+      Work w = make_work<serves_dense(kFmt)>(p, UnitAt{static_cast<unsigned>(bx), static_cast<unsigned>(kPair ? yy * kPairCtas + rank : yy),
                                    static_cast<unsigned>(bz)});
       if (!w.active) continue;  // the same in every role (and in both CTAs of a pair)
       if constexpr (kPair) {
@@ -164,8 +164,7 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
     persistent_units<kRows, kD, kFmt, kPair>(p, smem);
     return;
   }
-  constexpr bool kDenseToo = kBf16 || kFmt == static_cast<int>(CacheFormat::fp8_e4m3);
-  Work w = make_work<kDenseToo>(p);  // bf16 and fp8_e4m3 kernels serve dense decode
+  Work w = make_work<serves_dense(kFmt)>(p);
   if (!w.active) return;  // uniform across the CTA (and across a pair: both own the same keys)
   if constexpr (kPair) {
     w.pair = true;

@@ -518,9 +518,6 @@ __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem
   if (kTimeline && pl.first()) timeline_mark(8);
 }
 
-// bf16 rows need no conversion: cp.async straight into the K tile (zero-fill for skipped
-// keys), one block in flight while the previous one is handed over. Also dense decode's
-// producer off the TMA path: its keys' slots come from the block table (work.cuh).
 // The swizzled K tile (config.h kBf16Sw128): the warp's eight keys of a round are copied four
 // rows at a time, eight lanes per row, so every warp-wide copy reads four whole 128-byte lines.
 // Lane l takes the 16-byte piece l % 8 of every 128-byte line of the rows of keys l / 8 and
@@ -542,6 +539,9 @@ __device__ __forceinline__ void copy_rows_sw128(uint32_t tile, const uint8_t* sr
   }
 }
 
+// bf16 rows need no conversion: cp.async straight into the K tile (zero-fill for skipped
+// keys), one block in flight while the previous one is handed over. Also dense decode's
+// producer off the TMA path: its keys' slots come from the block table (work.cuh).
 // kPeer (config.h kBf16Pairs): the thread's round is its CTA's half of every block; once every
 // producer's rows of a block are in, one bulk copy sends the round's 8-row groups (contiguous
 // in the tile) into the peer's K tile, completing on the peer's "full" barrier.

@@ -2,9 +2,9 @@
 // the request's key list (main keys first, then the extra key set), and where key v of that
 // list lives. Every value read from device memory is untrusted: lengths are clamped and an
 // index names a key only when 0 <= index < num_blocks * page_size.
-// Dense decode (p.dense, bf16 kernels only: kDenseToo) runs on the same kernels: key v is the
-// request's position v, its slot comes from the block table, and a causal token t sees the
-// positions up to seqlen - s_q + t.
+// Dense decode (p.dense; kDenseToo in the kernels of config.h serves_dense) runs on the same
+// kernels: key v is the request's position v, its slot comes from the block table, and a causal
+// token t sees the positions up to seqlen - s_q + t.
 #pragma once
 
 #include <cstdint>
@@ -74,11 +74,10 @@ __device__ __forceinline__ UnitAt dense_cta_position() {
 }
 
 template <bool kDenseToo = false, class Pos = OwnBlock>
-__device__ __forceinline__ Work make_work(const AttnParams& p, Pos pos_in = {}) {
+__device__ __forceinline__ Work make_work(const AttnParams& p, Pos pos = {}) {
   if constexpr (kDenseToo && SMLA_SD_DENSE_CTA_ORDER != 0 && std::is_same_v<Pos, OwnBlock>) {
     if (p.dense_cta_order) return make_work<kDenseToo, UnitAt>(p, dense_cta_position());
   }
-  const Pos pos = pos_in;
   Work w;
   int split_id = 0;
   if (is_split_launch(p)) {
