@@ -218,10 +218,6 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
     grid.x = static_cast<unsigned>(plan.max_splits);
   }
   if (plan.family == AttentionPlan::Family::sparse_decode) {
-    // Under two waves: grid order (b = 1 h128, 134 CTAs, measured 48.7 -> 65.7 µs with the
-    // split-major order, which gains 15-19% at b = 128; sparse_decode/work.cuh).
-    p.dense_cta_order =
-        p.dense && static_cast<int64_t>(grid.x) * grid.y * grid.z >= 2 * static_cast<int64_t>(current_device_info().sm_count);
     sparse_decode_family::launch(p, plan.rows, grid, stream);
   } else {
     dispatch(plan, p, grid, stream);

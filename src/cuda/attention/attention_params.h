@@ -29,7 +29,8 @@ struct KeySetParams {
 struct AttnParams {
   bool dense = false;  // keys from a block table (dense) or from index lists (sparse)
   // Dense decode on the sparse-decode family, grids of two waves or more: the CTAs of a split
-  // take consecutive launch positions (sparse_decode/work.cuh, dense_cta_position).
+  // take consecutive launch positions (sparse_decode/work.cuh, dense_cta_position). Set by the
+  // family's launch (sparse_decode/launch.cu).
   bool dense_cta_order = false;
   // q [b, s_q, h_q, d_qk]
   const void* q = nullptr;
