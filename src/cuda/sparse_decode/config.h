@@ -67,7 +67,7 @@ inline constexpr bool kWg0Ahead = SMLA_SD_WG0_AHEAD != 0;
 #define SMLA_SD_WG0_AHEAD_REGS 200
 #endif
 inline constexpr int kRegsWg0 = SMLA_SD_WG0_AHEAD ? SMLA_SD_WG0_AHEAD_REGS : 192, kRegsWg1 = 160,
-                     kRegsProducerWide = SMLA_SD_WG0_AHEAD ? 352 - SMLA_SD_WG0_AHEAD_REGS : 152;
+                     kRegsProducerWide = SMLA_SD_WG0_AHEAD ? 344 - SMLA_SD_WG0_AHEAD_REGS : 152;
 inline constexpr int kRegsConsumerNarrow = 216, kRegsProducerNarrow = 144;
 inline constexpr int kNarrowAhead = 1;
 constexpr int launch_regs(int threads) { return 65536 / threads / 8 * 8; }
