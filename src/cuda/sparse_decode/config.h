@@ -55,19 +55,7 @@ constexpr int cta_threads(int rows) { return consumer_threads(rows) + producer_t
 // its wgmmas (C7512). 16/32-row CTAs (384 threads): the consumer warpgroup holds O^T (64 or 128
 // registers) and S^T (at 200, the 32-row fp8_model1 kernel spilled); a producer thread two
 // rounds of loads (its round of block kb + 1 is loaded before block kb is stored).
-// 64-row WG0 (measurement build SMLA_SD_WG0_AHEAD=1): the next block's S = Q K^T is issued
-// right behind this block's P V (before the P V is waited for), so the tensor pipe runs them
-// back to back; the K tile is released once the P V completed. S stays live beside P and O,
-// so WG0 takes SMLA_SD_WG0_AHEAD_REGS registers (192 spilled 72-84 bytes) from the producer.
-#ifndef SMLA_SD_WG0_AHEAD
-#define SMLA_SD_WG0_AHEAD 0
-#endif
-inline constexpr bool kWg0Ahead = SMLA_SD_WG0_AHEAD != 0;
-#ifndef SMLA_SD_WG0_AHEAD_REGS
-#define SMLA_SD_WG0_AHEAD_REGS 200
-#endif
-inline constexpr int kRegsWg0 = SMLA_SD_WG0_AHEAD ? SMLA_SD_WG0_AHEAD_REGS : 192, kRegsWg1 = 160,
-                     kRegsProducerWide = SMLA_SD_WG0_AHEAD ? 344 - SMLA_SD_WG0_AHEAD_REGS : 152;
+inline constexpr int kRegsWg0 = 192, kRegsWg1 = 160, kRegsProducerWide = 152;
 inline constexpr int kRegsConsumerNarrow = 216, kRegsProducerNarrow = 144;
 inline constexpr int kNarrowAhead = 1;
 constexpr int launch_regs(int threads) { return 65536 / threads / 8 * 8; }

@@ -133,28 +133,10 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   float top0 = -INFINITY, top1 = -INFINITY;
   const uint64_t dq = T::q(smem);
 
-  // S = Q K^T of the block in stage s: 64 heads x 64 keys (committed, not waited for).
-  float sc[8][4];
-  auto issue_qk = [&](int s) {
-    const uint64_t dk = T::k(smem, s);
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) wgmma_m64n64k16_ss(sc, desc_add(dq, ks * 16), desc_add(dk, T::k_step(ks)), ks > 0);
-    wgmma_commit();
-  };
-  // kWg0Ahead: the first block's S before the loop; each later one is issued behind the P V
-  // of the block before (below).
-  if (kWg0Ahead && !kConsumersIdle && w.kb_begin < w.kb_end) {
-    Stage<64, kD>(smem, n0 & 1).wait_full(n0, kPair && kPairConsumerFence);
-    issue_qk(n0 & 1);
-    wgmma_wait<0>();
-    reg_fence(sc);
-  }
-
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
     const Stage<64, kD> stage(smem, s);
-    if (!kWg0Ahead || kConsumersIdle) stage.wait_full(n, kPair && kPairConsumerFence);
+    stage.wait_full(n, kPair && kPairConsumerFence);
     if (kTimeline && i == 0 && threadIdx.x == 0) timeline_mark(4);
     if constexpr (kConsumersIdle) {
       stage.release(w, lane);
@@ -162,11 +144,14 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     }
 
     // ---- S = Q K^T: 64 heads x 64 keys
-    if constexpr (!kWg0Ahead) {
-      issue_qk(s);
-      wgmma_wait<0>();
-      reg_fence(sc);
-    }
+    float sc[8][4];
+    const uint64_t dk = T::k(smem, s);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) wgmma_m64n64k16_ss(sc, desc_add(dq, ks * 16), desc_add(dk, T::k_step(ks)), ks > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    reg_fence(sc);
 
     // ---- mask, online softmax (log2 domain)
     float mx0, mx1;
@@ -216,21 +201,6 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
       wgmma_m64n128k16_rs(o_hi(o), a[kk], desc_add(d, T::kVHi));
     }
     wgmma_commit();
-    if constexpr (kWg0Ahead) {
-      // The next block's S queues behind this P V on the tensor pipe; the tile is released
-      // as soon as the P V has completed (wait_group 1), before the S is waited for.
-      if (kb + 1 < w.kb_end) {
-        Stage<64, kD>(smem, (n + 1) & 1).wait_full(n + 1, kPair && kPairConsumerFence);
-        issue_qk((n + 1) & 1);
-        wgmma_wait<1>();
-        reg_fence(o);
-        reg_fence(a);
-        stage.release(w, lane);
-        wgmma_wait<0>();
-        reg_fence(sc);
-        continue;
-      }
-    }
     wgmma_wait<0>();
     reg_fence(o);
     reg_fence(a);
