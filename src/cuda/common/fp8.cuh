@@ -18,6 +18,12 @@ __device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t pair, float scale)
   return *reinterpret_cast<const uint32_t*>(&b);
 }
 
+// Two e4m3 values (the low 16 bits of `pair`, the low byte to the low half) -> f16x2, exact.
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t pair) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xffffu), __NV_E4M3);
+  return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+}
+
 // 16 e4m3 values (one 16-byte load) times one scale -> 16 bf16 values (two 16-byte stores).
 __device__ __forceinline__ void e4m3x16_to_bf16(const uint4& in, float scale, uint4& lo, uint4& hi) {
   lo.x = e4m3x2_to_bf16x2(in.x, scale);

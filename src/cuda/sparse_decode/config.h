@@ -190,6 +190,47 @@ constexpr int raw_slots() {
   if constexpr (kFmt == static_cast<int>(CacheFormat::fp8_e4m3)) return SMLA_SD_E4M3_RAW_SLOTS;
   return kRows == 16 ? SMLA_SD_DS_RAW_SLOTS : kRawSlots;
 }
+// Measurement build SMLA_SD_RAW_CONSUMER=1: 16/32-row tiles of an fp8_e4m3 cache (dense decode)
+// keep no bf16 K tile. The producers only copy rows (cp.async.bulk) into a ring of kRawRing raw
+// blocks; the consumer warpgroup converts each e4m3 row from the ring straight into wgmma A
+// fragments (e4m3 -> f16 exact, one cvt per two values) for S^T = K Q^T and O^T = V^T P^T, with
+// Q and P^T in f16 (consumer_narrow_raw.cuh). A block's slot is free once its P V completed.
+#ifndef SMLA_SD_RAW_CONSUMER
+#define SMLA_SD_RAW_CONSUMER 0
+#endif
+template <int kRows, int kFmt>
+inline constexpr bool kRawConsumer =
+    SMLA_SD_RAW_CONSUMER != 0 && kRows < 64 && kFmt == static_cast<int>(CacheFormat::fp8_e4m3);
+#ifndef SMLA_SD_RAW_RING
+#define SMLA_SD_RAW_RING 4
+#endif
+inline constexpr int kRawRing = SMLA_SD_RAW_RING;
+// Rows of a ring slot lie 608 bytes apart (576 + 32: 96 mod 128), so the lanes of a quarter warp
+// that read four consecutive rows, or two rows two apart, hit distinct banks.
+inline constexpr int kRawRingStride = 608;
+// Registers of kRawConsumer tiles: the copy-only producers need few, the consumer holds O^T,
+// S^T, a block's raw pieces and two sets of converted fragments. The 32-row kernel spills 20
+// bytes (five values stored and reloaded once per block); more for the consumer spilled more.
+inline constexpr int kRegsConsumerRaw = 216, kRegsProducerRaw = 144;
+static_assert(kRegsConsumerRaw + 2 * kRegsProducerRaw <= 3 * launch_regs(cta_threads(16)), "ring register budget");
+
+// The shared-memory plan of kRawConsumer tiles.
+template <int kRows>
+struct RingSmem {
+  static constexpr int kD = 576;
+  static constexpr size_t kSlotBytes = static_cast<size_t>(kKeys) * kRawRingStride;
+  static constexpr size_t q = 0;                                   // kRows x 576 f16, core matrices, permuted d
+  static constexpr size_t p = q + static_cast<size_t>(kRows) * kD * 2;  // P^T: kRows x 64 f16
+  static constexpr size_t merge = p + static_cast<size_t>(kRows) * kKeys * 2;  // float[2][4][32] head maxima
+  static constexpr size_t qinv = merge + 2 * 4 * 32 * 4;           // float[32]: 2^(e - 15), Q's per-head factor undone
+  static constexpr size_t bars = qinv + 32 * 4;                    // uint64 full[kRawRing], empty[kRawRing]
+  static constexpr size_t ok = bars + 2 * kRawRing * 8;            // uint8[kRawRing][64]: the row is real
+  static constexpr size_t ring = (ok + kRawRing * kKeys + 127) / 128 * 128;
+  static constexpr size_t bytes = ring + kRawRing * kSlotBytes;
+  static_assert(bytes <= 232448, "ring plan exceeds the 227 KB opt-in limit");
+  static_assert(kRawRing * kSlotBytes >= static_cast<size_t>(kRows) * (512 + 4) * 4, "the epilogue's O^T buffer");
+};
+
 // Bytes of a raw row of the narrow bulk producer's formats.
 template <int kFmt>
 inline constexpr int kRawRowBytes = kFmt == static_cast<int>(CacheFormat::fp8_e4m3) ? 576 : DsMlaLayout::bytes_per_token;

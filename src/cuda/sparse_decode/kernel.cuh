@@ -18,10 +18,12 @@
 #include "cuda/common/pdl.cuh"
 #include "cuda/sparse_decode/config.h"
 #include "cuda/sparse_decode/consumer_alt.cuh"
+#include "cuda/sparse_decode/consumer_narrow_raw.cuh"
 #include "cuda/sparse_decode/consumer_narrow_wgmma.cuh"
 #include "cuda/sparse_decode/consumer_wide.cuh"
 #include "cuda/sparse_decode/producer.cuh"
 #include "cuda/sparse_decode/producer_dense_tma.cuh"
+#include "cuda/sparse_decode/producer_raw_ring.cuh"
 #include "cuda/sparse_decode/timeline.cuh"
 #include "cuda/sparse_decode/work.cuh"
 
@@ -172,7 +174,18 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
   }
 
   constexpr int kRaw = raw_slots<kRows, kFmt>();
-  init_stage_barriers<kRows, kD, kRaw, kTma, kAlt<kRows, kFmt>>(smem, w.pair);
+  if constexpr (kRawConsumer<kRows, kFmt>) {
+    if (threadIdx.x == 0) {
+      uint64_t* bars = reinterpret_cast<uint64_t*>(smem + RingSmem<kRows>::bars);
+      for (int s = 0; s < kRawRing; ++s) {
+        mbar_init(bars + s, kKeys);                                    // full: one arrive per copying lane
+        mbar_init(bars + kRawRing + s, consumer_threads(kRows) / 32);  // empty: one per consumer warp
+      }
+      fence_mbarrier_init();  // the bulk copies complete on "full"
+    }
+  } else {
+    init_stage_barriers<kRows, kD, kRaw, kTma, kAlt<kRows, kFmt>>(smem, w.pair);
+  }
   __syncthreads();
   if constexpr (kPair) cluster_sync();  // the peer's barriers are initialized before anyone writes or arrives there
   if (kTimeline && threadIdx.x == 0) timeline_mark(2);
@@ -207,6 +220,15 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
       if constexpr (kTma) produce_dense_tma<kRows, kD>(p, w, smem);
       else if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
       else produce_packed<kRows, kFmt>(p, w, smem);
+    }
+  } else if constexpr (kRawConsumer<kRows, kFmt>) {
+    if (wg < consumer_threads(kRows) / 128) {
+      setmaxnreg_to<kRegsConsumerRaw, kEntry>();
+      load_q_f16<kRows>(p, w, smem);
+      consume_narrow_raw<kRows>(p, w, smem);
+    } else {
+      setmaxnreg_to<kRegsProducerRaw, kEntry>();
+      produce_raw_ring<kRows, kFmt>(p, w, smem);
     }
   } else {
     if (wg < consumer_threads(kRows) / 128) {

@@ -1,0 +1,319 @@
+// The consumer warpgroup of a kRawConsumer tile (config.h: 16/32 rows, an fp8_e4m3 cache): the
+// products of consumer_narrow_wgmma.cuh with the keys in M, but K and V enter the tensor cores
+// from registers, converted from the raw e4m3 rows of the ring (e4m3 -> f16 is exact: one cvt per
+// two values), so no bf16 K tile is written or read and a block's slot is refilled as soon as its
+// P V completed. Q and P^T are f16: each head's Q is scaled by a power of two that puts its
+// largest value in [2^14, 2^15) (exact; the logits take the inverse), and P <= 1.
+//
+// Both products reorder their reduction index freely and consistently with the shared operand,
+// so that every lane reads whole 16-byte pieces of a row without bank conflicts (rows 608 bytes
+// apart in a slot):
+//   S^T = K Q^T: the A fragment of key row k holds, over four k-steps, 16 values that are one
+//     16-byte piece of the row: lane quad t reads bytes 64 G + 16 t .. + 15 of d-group G, and
+//     byte 16 t + 4 s + i is logical column 16 s + {2t, 2t+1, 2t+8, 2t+9}[i] of k-step 4 G + s;
+//     load_q_f16 writes Q in that logical order. Fragment row g of warp w is key 16 w + swap(g)
+//     (bits 0 and 1 of g exchanged), so the two rows of a quarter warp lie two keys apart.
+//   O^T = V^T P^T: lane (w, g) owns value columns 16 (8 w + g) .. + 15 (one 16-byte piece of a
+//     row); its byte j is row 64 (j / 2) + 16 w + g + 8 (j % 2) of O^T, which the epilogue
+//     undoes. Keys: fragment column c of k-step kk is key 16 kk + 4 r + t with t = c % 8 / 2,
+//     r = c % 2 + 2 (c / 8), so the four lanes of a quad read four consecutive rows; P^T is
+//     written in that order.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/barriers.cuh"
+#include "cuda/common/fp8.cuh"
+#include "cuda/common/wgmma.cuh"
+#include "cuda/sparse_decode/epilogue.cuh"
+#include "cuda/sparse_decode/producer.cuh"
+
+namespace smla::cuda::sparse_decode_family {
+
+// Logical position (P^T's key order) of physical key k of a block.
+__device__ __forceinline__ int raw_key_logical(int k) {
+  return (k & ~15) + 2 * (k & 3) + ((k >> 2) & 1) + 8 * ((k >> 3) & 1);
+}
+
+// Q rows r < heads of this tile's token, as f16 scaled by 2^(15 - e_r) (e_r: the exponent
+// bound of the row's largest magnitude), in S^T's logical column order; padded rows are zeros.
+// qinv[r] = 2^(e_r - 15) undoes the scale on the logits.
+template <int kRows>
+__device__ __forceinline__ void load_q_f16(const AttnParams& p, const Work& w, uint8_t* smem) {
+  using S = RingSmem<kRows>;
+  constexpr int kD = S::kD, kChunks = kD / 8, kThreads = consumer_threads(kRows);
+  const uint16_t* q = static_cast<const uint16_t*>(p.q) + w.req * p.q_sb + w.t * p.q_st + w.head0 * p.q_sh;
+  float* qinv = reinterpret_cast<float*>(smem + S::qinv);
+  const int lane = threadIdx.x & 31, wq = threadIdx.x >> 5;
+  for (int r = wq; r < kRows; r += kThreads / 32) {
+    float mx = 0.f;
+    if (r < w.heads)
+      for (int ch = lane; ch < kChunks; ch += 32) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4*>(q + r * p.q_sh) + ch);
+        const uint32_t wds[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+          mx = fmaxf(mx, fmaxf(fabsf(__uint_as_float(wds[k] << 16)), fabsf(__uint_as_float(wds[k] & 0xffff0000u))));
+      }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    int e = 0;
+    if (mx > 0.f && isfinite(mx)) frexpf(mx, &e);
+    if (lane == 0) qinv[r] = ldexpf(1.f, e - 15);
+  }
+  named_bar_sync(kBarQReady, kThreads);
+  for (int i = threadIdx.x; i < kRows * kChunks; i += kThreads) {
+    const int r = i / kChunks, ch = i % kChunks;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (r < w.heads) v = __ldg(reinterpret_cast<const uint4*>(q + r * p.q_sh) + ch);
+    const float f = 1.f / qinv[r];
+    const uint32_t wds[4] = {v.x, v.y, v.z, v.w};
+    // Physical columns 8 ch .. 8 ch + 7: d-group ch / 8, quad lane t = ch % 8 / 2, k-steps
+    // s0 = 2 (ch % 2) and s0 + 1; value pairs (0,1), (2,3) of a k-step go to logical columns
+    // 2t, 2t+1 and 2t+8, 2t+9.
+    const int grp = ch >> 3, t = (ch & 7) >> 1, s0 = 2 * (ch & 1);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const __half2 h = __floats2half2_rn(__uint_as_float(wds[k] << 16) * f, __uint_as_float(wds[k] & 0xffff0000u) * f);
+      const int col = 64 * grp + 16 * (s0 + (k >> 1)) + 2 * t + 8 * (k & 1);
+      *reinterpret_cast<__half2*>(smem + S::q + tile_offset<kD>(r, col >> 3) + (col & 7) * 2) = h;
+    }
+  }
+  fence_proxy_async();  // Q is read by wgmma
+  named_bar_sync(kBarQReady, kThreads);
+}
+
+template <int kRows>
+__device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* smem) {
+  using S = RingSmem<kRows>;
+  constexpr int kD = S::kD;
+  constexpr int N = kRows;        // heads: the wgmma N dimension
+  constexpr int kNJ = N / 8;      // 8-head column tiles of S^T and O^T
+  constexpr int kMT = kDv / 64;   // 64-row tiles of O^T
+  constexpr int kThreads = consumer_threads(kRows);
+  const int lane = threadIdx.x & 31, wq = threadIdx.x >> 5;
+  const int g = lane >> 2, c = lane & 3;
+  auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
+  // S^T rows of this thread: physical keys ka (fragment row g) and ka + 8.
+  const int ka = 16 * wq + ((g & 4) | ((g & 1) << 1) | ((g >> 1) & 1));
+  const int kb_ = ka + 8;
+  float* s_max = reinterpret_cast<float*>(smem + S::merge);
+  const float* qinv = reinterpret_cast<const float*>(smem + S::qinv);
+  uint8_t* s_p = smem + S::p;
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::bars);
+  uint64_t* empty = full + kRawRing;
+  const uint8_t* ok_bytes = smem + S::ok;
+  const uint8_t* ring = smem + S::ring;
+  // P^T (N x 64 keys, K-major core matrices): (head n, logical key k) at
+  // (n / 8) * 1024 + (k / 8) * 128 + (n % 8) * 16 + (k % 8) * 2.
+  const int la = raw_key_logical(ka), lb = raw_key_logical(kb_);
+  uint16_t* p_a = reinterpret_cast<uint16_t*>(s_p + (la >> 3) * 128) + (la & 7);
+  uint16_t* p_b = reinterpret_cast<uint16_t*>(s_p + (lb >> 3) * 128) + (lb & 7);
+  const uint64_t dq = gmma_desc(smem_addr(smem + S::q), 128, 16 * kD);
+  const uint64_t dp = gmma_desc(smem_addr(s_p), 128, 8 * 128);
+  float qs[kNJ][2];  // logits' scale of this thread's heads: log2(e) / sqrt(d) (and k_scale) / Q's factor
+#pragma unroll
+  for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) qs[j][e] = p.scale_log2 * qinv[head_of(j, e)];
+
+  float o[kMT][kNJ][4];
+#pragma unroll
+  for (int mi = 0; mi < kMT; ++mi)
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j) o[mi][j][0] = o[mi][j][1] = o[mi][j][2] = o[mi][j][3] = 0.f;
+  float m_run[kNJ][2], l_run[kNJ][2];
+#pragma unroll
+  for (int j = 0; j < kNJ; ++j) m_run[j][0] = m_run[j][1] = -INFINITY, l_run[j][0] = l_run[j][1] = 0.f;
+
+  for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
+    const int i = kb - w.kb_begin, slot = i % kRawRing;
+    mbar_wait(full + slot, (i / kRawRing) & 1);
+    const uint8_t* blk = ring + slot * S::kSlotBytes;
+
+    // ---- S^T = K Q^T, one 64-column d-group (four k-steps) at a time; the next group's
+    // fragments are converted while the previous group's wgmmas run.
+    float s[kNJ][4];
+    uint32_t a[2][4][4];
+    const uint8_t* row_a = blk + ka * kRawRingStride + 16 * c;
+    const uint8_t* row_b = blk + kb_ * kRawRingStride + 16 * c;
+#pragma unroll
+    for (int grp = 0; grp < kD / 64; ++grp) {
+      const uint4 va = *reinterpret_cast<const uint4*>(row_a + 64 * grp);
+      const uint4 vb = *reinterpret_cast<const uint4*>(row_b + 64 * grp);
+      const uint32_t wa[4] = {va.x, va.y, va.z, va.w}, wb[4] = {vb.x, vb.y, vb.z, vb.w};
+      if (grp >= 2) {
+        wgmma_wait<1>();  // group grp - 2 has read a[grp % 2]
+        reg_fence(a[grp & 1]);
+      }
+#pragma unroll
+      for (int st = 0; st < 4; ++st) {
+        a[grp & 1][st][0] = e4m3x2_to_f16x2(wa[st]);
+        a[grp & 1][st][1] = e4m3x2_to_f16x2(wb[st]);
+        a[grp & 1][st][2] = e4m3x2_to_f16x2(wa[st] >> 16);
+        a[grp & 1][st][3] = e4m3x2_to_f16x2(wb[st] >> 16);
+      }
+      wgmma_fence();
+#pragma unroll
+      for (int st = 0; st < 4; ++st)
+        wgmma_m64nNk16_rs_f16<N>(s, a[grp & 1][st], desc_add(dq, (4 * grp + st) * 16), grp > 0 || st > 0);
+      wgmma_commit();
+    }
+    wgmma_wait<0>();
+    reg_fence(s);
+    reg_fence(a[0]);
+    reg_fence(a[1]);
+
+    // ---- mask, scale; each head's maximum over this thread's keys, the 8 lanes g, the 4 warps
+    const bool ok0 = ok_bytes[slot * kKeys + ka] != 0, ok1 = ok_bytes[slot * kKeys + kb_] != 0;
+    float mx[kNJ][2];
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        s[j][e] = ok0 ? s[j][e] * qs[j][e] : -INFINITY;
+        s[j][2 + e] = ok1 ? s[j][2 + e] * qs[j][e] : -INFINITY;
+        float v = fmaxf(s[j][e], s[j][2 + e]);
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 4));
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 8));
+        mx[j][e] = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 16));
+      }
+    float* buf = s_max + (i & 1) * 128;  // two buffers by block parity (consumer_narrow_wgmma.cuh)
+    if (g == 0) {
+#pragma unroll
+      for (int j = 0; j < kNJ; ++j) buf[wq * 32 + head_of(j, 0)] = mx[j][0], buf[wq * 32 + head_of(j, 1)] = mx[j][1];
+    }
+    named_bar_sync(kBarMerge, kThreads);
+    float alpha[kNJ][2];
+    bool moved = false;
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int h = head_of(j, e);
+        const float bm = fmaxf(fmaxf(buf[h], buf[32 + h]), fmaxf(buf[64 + h], buf[96 + h]));
+        const float m_new = fmaxf(m_run[j][e], bm);
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;
+        alpha[j][e] = exp2f(m_run[j][e] - m_use);
+        moved |= alpha[j][e] != 1.f;
+        m_run[j][e] = m_new;
+        s[j][e] = exp2f(s[j][e] - m_use);
+        s[j][2 + e] = exp2f(s[j][2 + e] - m_use);
+        l_run[j][e] = l_run[j][e] * alpha[j][e] + s[j][e] + s[j][2 + e];
+      }
+    if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+      for (int mi = 0; mi < kMT; ++mi)
+#pragma unroll
+        for (int j = 0; j < kNJ; ++j) {
+          o[mi][j][0] *= alpha[j][0];
+          o[mi][j][1] *= alpha[j][1];
+          o[mi][j][2] *= alpha[j][0];
+          o[mi][j][3] *= alpha[j][1];
+        }
+    }
+
+    // ---- P^T (f16) into shared memory at the keys' logical positions (the previous block's
+    // P V completed in every warp before that warp reached this block's barrier above)
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int off = j * 512 + (2 * c + e) * 8;  // (head 8j + 2c + e): 1024 B per 8 heads
+        p_a[off] = __half_as_ushort(__float2half_rn(s[j][e]));
+        p_b[off] = __half_as_ushort(__float2half_rn(s[j][2 + e]));
+      }
+    fence_proxy_async();  // read next by wgmma
+    named_bar_sync(kBarPReady, kThreads);
+
+    // ---- O^T += V^T P^T: per k-step kk (16 keys) this lane reads its 16-byte piece of four
+    // rows (keys 16 kk + 4 r + c), pairs their bytes (PRMT) and converts; two halves of the
+    // eight 64-row tiles, the next half converted while the previous one's wgmmas run.
+    const uint8_t* vcol = blk + 16 * (8 * wq + g) + c * kRawRingStride;
+    uint4 raw[4];
+#pragma unroll
+    for (int h = 0; h < 8; ++h) {
+      const int kk = h >> 1, half = h & 1;
+      if (half == 0) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          raw[r] = *reinterpret_cast<const uint4*>(vcol + (16 * kk + 4 * r) * kRawRingStride);
+      }
+      if (h >= 2) {
+        wgmma_wait<1>();
+        reg_fence(a[h & 1]);
+      }
+#pragma unroll
+      for (int wd = 0; wd < 2; ++wd) {  // words 2 half + wd: tiles mt = 4 half + 2 wd, + 1
+        const int word = 2 * half + wd;
+        const uint32_t x0 = (&raw[0].x)[word], x1 = (&raw[1].x)[word], x2 = (&raw[2].x)[word], x3 = (&raw[3].x)[word];
+        const uint32_t lo01 = __byte_perm(x0, x1, 0x5140), hi01 = __byte_perm(x0, x1, 0x7362);
+        const uint32_t lo23 = __byte_perm(x2, x3, 0x5140), hi23 = __byte_perm(x2, x3, 0x7362);
+        // tile 2 wd (of this half): bytes 0/1 of the word; tile 2 wd + 1: bytes 2/3
+        a[h & 1][2 * wd][0] = e4m3x2_to_f16x2(lo01);
+        a[h & 1][2 * wd][1] = e4m3x2_to_f16x2(lo01 >> 16);
+        a[h & 1][2 * wd][2] = e4m3x2_to_f16x2(lo23);
+        a[h & 1][2 * wd][3] = e4m3x2_to_f16x2(lo23 >> 16);
+        a[h & 1][2 * wd + 1][0] = e4m3x2_to_f16x2(hi01);
+        a[h & 1][2 * wd + 1][1] = e4m3x2_to_f16x2(hi01 >> 16);
+        a[h & 1][2 * wd + 1][2] = e4m3x2_to_f16x2(hi23);
+        a[h & 1][2 * wd + 1][3] = e4m3x2_to_f16x2(hi23 >> 16);
+      }
+      wgmma_fence();
+#pragma unroll
+      for (int m4 = 0; m4 < 4; ++m4) wgmma_m64nNk16_rs_f16<N>(o[4 * half + m4], a[h & 1][m4], desc_add(dp, kk * 16), 1);
+      wgmma_commit();
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int mi = 0; mi < kMT; ++mi) reg_fence(o[mi]);
+    reg_fence(a[0]);
+    reg_fence(a[1]);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty + slot);
+  }
+
+  // ---- row sums over the lanes and warps; m is the same in every thread holding a head
+  named_bar_sync(kBarMerge, kThreads);  // every warp is past its last P^T
+  float* s_l = reinterpret_cast<float*>(s_p);  // [4 warps][32 heads]
+#pragma unroll
+  for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float v = l_run[j][e];
+      v += __shfl_xor_sync(0xffffffffu, v, 4);
+      v += __shfl_xor_sync(0xffffffffu, v, 8);
+      v += __shfl_xor_sync(0xffffffffu, v, 16);
+      if (g == 0) s_l[wq * 32 + head_of(j, e)] = v;
+    }
+  named_bar_sync(kBarMerge, kThreads);
+  // O^T scaled by each head's factor into [head][512 (+ 4 pad)] floats over the ring (every
+  // copy has landed and been read), then written as rows. Tile mi's rows g and g + 8 of warp wq
+  // are value columns 16 (8 wq + g) + 2 mi and + 1.
+  constexpr int kStride = kDv + 4;
+  float* obuf = reinterpret_cast<float*>(smem + S::ring);
+  const int col0 = 16 * (8 * wq + g);
+#pragma unroll
+  for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int h = head_of(j, e);
+      const float l = s_l[h] + s_l[32 + h] + s_l[64 + h] + s_l[96 + h];
+      const bool real = h < w.heads;
+      const RowResult res = finish_row(p, w, w.head0 + h, m_run[j][e], l, real);
+      if (real && wq == 0 && g == 0) store_lse(p, w, w.head0 + h, res.lse);
+#pragma unroll
+      for (int mi = 0; mi < kMT; ++mi) {
+        obuf[h * kStride + col0 + 2 * mi] = o[mi][j][e] * res.factor;
+        obuf[h * kStride + col0 + 2 * mi + 1] = o[mi][j][2 + e] * res.factor;
+      }
+    }
+  named_bar_sync(kBarMerge, kThreads);
+  for (int idx = threadIdx.x; idx < w.heads * (kDv / 4); idx += kThreads) {
+    const int h = idx / (kDv / 4), col = 4 * (idx % (kDv / 4));
+    const float4 v = *reinterpret_cast<const float4*>(obuf + h * kStride + col);
+    store_o4(p, w, w.head0 + h, col, v);
+  }
+}
+
+}  // namespace smla::cuda::sparse_decode_family

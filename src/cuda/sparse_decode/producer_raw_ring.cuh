@@ -1,0 +1,54 @@
+// The producer of kRawConsumer tiles (config.h): rows copied by the TMA unit into a ring of
+// kRawRing raw blocks, nothing converted or stored here. Lanes 0..7 of each of the eight producer
+// warps own one row of every block (a warp issues cp.async.bulk one lane at a time, so the copies
+// are spread over the warps). A row's copy arms its slot's "full" barrier for its bytes; a
+// skipped key (past the length, causal, a missing page) is not copied: its slot row is zeroed
+// (stale or uninitialized bytes could be e4m3 NaN, and P V reads every row) and marked in `ok`.
+// The slot of block i is reissued for block i + kRawRing once the consumer warps released it.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/barriers.cuh"
+#include "cuda/common/gather.cuh"
+#include "cuda/common/wgmma.cuh"
+#include "cuda/sparse_decode/config.h"
+#include "cuda/sparse_decode/producer.cuh"
+#include "cuda/sparse_decode/work.cuh"
+
+namespace smla::cuda::sparse_decode_family {
+
+template <int kRows, int kFmt>
+__device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* smem) {
+  using S = RingSmem<kRows>;
+  using R = RawRow<kFmt>;
+  static_assert(R::kDense && R::kBytes == 576, "the ring holds fp8_e4m3 rows");
+  const int pt = static_cast<int>(threadIdx.x) - consumer_threads(kRows);
+  if ((pt & 31) >= 8) return;
+  const int row = (pt >> 5) * 8 + (pt & 7);
+  const int blocks = w.kb_end - w.kb_begin;
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::bars);
+  uint64_t* empty = full + kRawRing;
+  uint8_t* ok_bytes = smem + S::ok;
+  uint8_t* ring = smem + S::ring;
+  int32_t idx = blocks > 0 ? load_key_index<true>(p, w, w.kb_begin * kKeys + row) : -1;
+  for (int i = 0; i < blocks; ++i) {
+    const int slot = i % kRawRing;
+    const int v = (w.kb_begin + i) * kKeys + row;
+    const KeyAddr a = key_addr(p, w, v, idx);
+    if (i + 1 < blocks) idx = load_key_index<true>(p, w, v + kKeys);
+    if (i >= kRawRing) mbar_wait(empty + slot, ((i / kRawRing) - 1) & 1);
+    const bool ok = a.page != nullptr;
+    uint8_t* dst = ring + slot * S::kSlotBytes + row * kRawRingStride;
+    ok_bytes[slot * kKeys + row] = ok;
+    if (!ok) {
+#pragma unroll
+      for (int c = 0; c < R::kBytes / 16; ++c) reinterpret_cast<uint4*>(dst)[c] = make_uint4(0, 0, 0, 0);
+      fence_proxy_async();  // a later bulk copy into this row is ordered after these stores
+    }
+    mbar_arrive_expect_tx(full + slot, ok ? R::kBytes : 0);
+    if (ok) bulk_copy_g2s(smem_addr(dst), R::row(a), R::kBytes, smem_addr(full + slot));
+  }
+}
+
+}  // namespace smla::cuda::sparse_decode_family
