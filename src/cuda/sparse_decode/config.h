@@ -343,4 +343,11 @@ struct Smem {
   static_assert(bytes <= 232448, "shared-memory plan exceeds the 227 KB opt-in limit");
 };
 
+// Dynamic shared memory of the kernel for these rows, d_qk and format.
+template <int kRows, int kD, int kFmt>
+constexpr size_t smem_bytes() {
+  if constexpr (kRawConsumer<kRows, kFmt>) return RingSmem<kRows>::bytes;
+  else return Smem<kRows, kD, raw_slots<kRows, kFmt>(), kRawRowBytes<kFmt>>::bytes;
+}
+
 }  // namespace smla::cuda::sparse_decode_family

@@ -20,8 +20,7 @@ namespace smla::cuda::sparse_decode_family {
 // attributes, other kernels attrs[1] alone.
 template <auto kKernel, int kRows, int kD, int kFmt, bool kPair>
 cudaLaunchConfig_t launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttribute (&attrs)[2]) {
-  constexpr size_t kSmem = kRawConsumer<kRows, kFmt> ? RingSmem<kRows>::bytes
-                                                   : Smem<kRows, kD, raw_slots<kRows, kFmt>(), kRawRowBytes<kFmt>>::bytes;
+  constexpr size_t kSmem = smem_bytes<kRows, kD, kFmt>();
   static const bool configured = [] {
     SMLA_CUDA_CHECK(
         cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
