@@ -208,6 +208,13 @@ inline constexpr int kRawRing = SMLA_SD_RAW_RING;
 // Rows of a ring slot lie 608 bytes apart (576 + 32: 96 mod 128), so the lanes of a quarter warp
 // that read four consecutive rows, or two rows two apart, hit distinct banks.
 inline constexpr int kRawRingStride = 608;
+// Measurement switch SMLA_SD_RAW_CVT (kRawConsumer): bit 0 converts S^T's keys, bit 1 P V's
+// values on the integer pipes (fp8.cuh e4m3x2_to_f16x2_div256, the 2^-8 folded into the logits'
+// scale and O's factor) instead of the cvt instruction.
+#ifndef SMLA_SD_RAW_CVT
+#define SMLA_SD_RAW_CVT 0
+#endif
+inline constexpr bool kRawCvtAluK = (SMLA_SD_RAW_CVT & 1) != 0, kRawCvtAluV = (SMLA_SD_RAW_CVT & 2) != 0;
 // Registers of kRawConsumer tiles: the copy-only producers need few, the consumer holds O^T,
 // S^T, a block's raw pieces and two sets of converted fragments. The 32-row kernel spills 20
 // bytes (five values stored and reloaded once per block); more for the consumer spilled more.
