@@ -24,16 +24,6 @@ __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t pair) {
   return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
 }
 
-// Two e4m3 bytes -> f16x2 of their values times 2^-8 on the integer pipes: `sel` (prmt with
-// sign replication) places byte a in bits 0-7 of the low half with its sign in bits 8-15, byte b
-// likewise in the high half; each half's bits (s s eeee mmm) << 7 masked to s 0 eeee mmm 0000000
-// are the f16 of value / 256 (e4m3 subnormals included). NaN bytes (0x7f, 0xff) give +-480/256.
-__device__ __forceinline__ uint32_t e4m3x2_to_f16x2_div256(uint32_t x, uint32_t y, uint32_t sel) {
-  uint32_t z;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(z) : "r"(x), "r"(y), "r"(sel));
-  return (z << 7) & 0xbf80bf80u;
-}
-
 // 16 e4m3 values (one 16-byte load) times one scale -> 16 bf16 values (two 16-byte stores).
 __device__ __forceinline__ void e4m3x16_to_bf16(const uint4& in, float scale, uint4& lo, uint4& hi) {
   lo.x = e4m3x2_to_bf16x2(in.x, scale);

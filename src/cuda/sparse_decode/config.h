@@ -190,13 +190,19 @@ constexpr int raw_slots() {
   if constexpr (kFmt == static_cast<int>(CacheFormat::fp8_e4m3)) return SMLA_SD_E4M3_RAW_SLOTS;
   return kRows == 16 ? SMLA_SD_DS_RAW_SLOTS : kRawSlots;
 }
-// Measurement build SMLA_SD_RAW_CONSUMER=1: 16/32-row tiles of an fp8_e4m3 cache (dense decode)
-// keep no bf16 K tile. The producers only copy rows (cp.async.bulk) into a ring of kRawRing raw
-// blocks; the consumer warpgroup converts each e4m3 row from the ring straight into wgmma A
-// fragments (e4m3 -> f16 exact, one cvt per two values) for S^T = K Q^T and O^T = V^T P^T, with
-// Q and P^T in f16 (consumer_narrow_raw.cuh). A block's slot is free once its P V completed.
+// 16/32-row tiles of an fp8_e4m3 cache (dense decode) keep no bf16 K tile: the producers only
+// copy rows (cp.async.bulk) into a ring of kRawRing raw blocks, and the consumer warpgroup
+// converts each e4m3 row from the ring straight into wgmma A fragments (e4m3 -> f16 exact, one
+// cvt per two values) for S^T = K Q^T and O^T = V^T P^T, with Q and P^T in f16
+// (consumer_narrow_raw.cuh); a block's slot is refilled once its P V completed. Against the
+// bulk producer's one K tile (same-seed A/B, 2026-12-01): b128 h16 L8k 325.7 -> 268.9 µs, h32
+// 396.9 -> 340.9, s_q2 h16 619.9 -> 490.1, h8 L32k 1219 -> 941; b1 h16 51.9 -> 55.4.
+// SMLA_SD_RAW_CONSUMER=0 (a measurement build): the narrow bulk producer and its K tile.
+// (The conversion on the integer pipes instead of cvt, prmt with sign replication + shift +
+// mask with 2^-8 folded into the scales, measured within 2% either way and turns NaN bytes into
+// finite values: removed.)
 #ifndef SMLA_SD_RAW_CONSUMER
-#define SMLA_SD_RAW_CONSUMER 0
+#define SMLA_SD_RAW_CONSUMER 1
 #endif
 template <int kRows, int kFmt>
 inline constexpr bool kRawConsumer =
@@ -208,13 +214,6 @@ inline constexpr int kRawRing = SMLA_SD_RAW_RING;
 // Rows of a ring slot lie 608 bytes apart (576 + 32: 96 mod 128), so the lanes of a quarter warp
 // that read four consecutive rows, or two rows two apart, hit distinct banks.
 inline constexpr int kRawRingStride = 608;
-// Measurement switch SMLA_SD_RAW_CVT (kRawConsumer): bit 0 converts S^T's keys, bit 1 P V's
-// values on the integer pipes (fp8.cuh e4m3x2_to_f16x2_div256, the 2^-8 folded into the logits'
-// scale and O's factor) instead of the cvt instruction.
-#ifndef SMLA_SD_RAW_CVT
-#define SMLA_SD_RAW_CVT 0
-#endif
-inline constexpr bool kRawCvtAluK = (SMLA_SD_RAW_CVT & 1) != 0, kRawCvtAluV = (SMLA_SD_RAW_CVT & 2) != 0;
 // Registers of kRawConsumer tiles: the copy-only producers need few, the consumer holds O^T,
 // S^T, a block's raw pieces and two sets of converted fragments. The 32-row kernel spills 20
 // bytes (five values stored and reloaded once per block); more for the consumer spilled more.

@@ -115,7 +115,7 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
 #pragma unroll
   for (int j = 0; j < kNJ; ++j)
 #pragma unroll
-    for (int e = 0; e < 2; ++e) qs[j][e] = p.scale_log2 * qinv[head_of(j, e)] * (kRawCvtAluK ? 256.f : 1.f);
+    for (int e = 0; e < 2; ++e) qs[j][e] = p.scale_log2 * qinv[head_of(j, e)];
 
   float o[kMT][kNJ][4];
 #pragma unroll
@@ -148,17 +148,10 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
       }
 #pragma unroll
       for (int st = 0; st < 4; ++st) {
-        if constexpr (kRawCvtAluK) {
-          a[grp & 1][st][0] = e4m3x2_to_f16x2_div256(wa[st], 0, 0x9180);
-          a[grp & 1][st][1] = e4m3x2_to_f16x2_div256(wb[st], 0, 0x9180);
-          a[grp & 1][st][2] = e4m3x2_to_f16x2_div256(wa[st], 0, 0xb3a2);
-          a[grp & 1][st][3] = e4m3x2_to_f16x2_div256(wb[st], 0, 0xb3a2);
-        } else {
-          a[grp & 1][st][0] = e4m3x2_to_f16x2(wa[st]);
-          a[grp & 1][st][1] = e4m3x2_to_f16x2(wb[st]);
-          a[grp & 1][st][2] = e4m3x2_to_f16x2(wa[st] >> 16);
-          a[grp & 1][st][3] = e4m3x2_to_f16x2(wb[st] >> 16);
-        }
+        a[grp & 1][st][0] = e4m3x2_to_f16x2(wa[st]);
+        a[grp & 1][st][1] = e4m3x2_to_f16x2(wb[st]);
+        a[grp & 1][st][2] = e4m3x2_to_f16x2(wa[st] >> 16);
+        a[grp & 1][st][3] = e4m3x2_to_f16x2(wb[st] >> 16);
       }
       wgmma_fence();
 #pragma unroll
@@ -254,17 +247,6 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
       for (int wd = 0; wd < 2; ++wd) {  // words 2 half + wd: tiles mt = 4 half + 2 wd, + 1
         const int word = 2 * half + wd;
         const uint32_t x0 = (&raw[0].x)[word], x1 = (&raw[1].x)[word], x2 = (&raw[2].x)[word], x3 = (&raw[3].x)[word];
-        if constexpr (kRawCvtAluV) {  // byte j of both keys of a pair: selectors j, 8|j, 4+j, 12+j
-          a[h & 1][2 * wd][0] = e4m3x2_to_f16x2_div256(x0, x1, 0xc480);
-          a[h & 1][2 * wd][1] = e4m3x2_to_f16x2_div256(x0, x1, 0xd591);
-          a[h & 1][2 * wd][2] = e4m3x2_to_f16x2_div256(x2, x3, 0xc480);
-          a[h & 1][2 * wd][3] = e4m3x2_to_f16x2_div256(x2, x3, 0xd591);
-          a[h & 1][2 * wd + 1][0] = e4m3x2_to_f16x2_div256(x0, x1, 0xe6a2);
-          a[h & 1][2 * wd + 1][1] = e4m3x2_to_f16x2_div256(x0, x1, 0xf7b3);
-          a[h & 1][2 * wd + 1][2] = e4m3x2_to_f16x2_div256(x2, x3, 0xe6a2);
-          a[h & 1][2 * wd + 1][3] = e4m3x2_to_f16x2_div256(x2, x3, 0xf7b3);
-          continue;
-        }
         const uint32_t lo01 = __byte_perm(x0, x1, 0x5140), hi01 = __byte_perm(x0, x1, 0x7362);
         const uint32_t lo23 = __byte_perm(x2, x3, 0x5140), hi23 = __byte_perm(x2, x3, 0x7362);
         // tile 2 wd (of this half): bytes 0/1 of the word; tile 2 wd + 1: bytes 2/3
@@ -320,11 +302,10 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
       const bool real = h < w.heads;
       const RowResult res = finish_row(p, w, w.head0 + h, m_run[j][e], l, real);
       if (real && wq == 0 && g == 0) store_lse(p, w, w.head0 + h, res.lse);
-      const float f = res.factor * (kRawCvtAluV ? 256.f : 1.f);
 #pragma unroll
       for (int mi = 0; mi < kMT; ++mi) {
-        obuf[h * kStride + col0 + 2 * mi] = o[mi][j][e] * f;
-        obuf[h * kStride + col0 + 2 * mi + 1] = o[mi][j][2 + e] * f;
+        obuf[h * kStride + col0 + 2 * mi] = o[mi][j][e] * res.factor;
+        obuf[h * kStride + col0 + 2 * mi + 1] = o[mi][j][2 + e] * res.factor;
       }
     }
   named_bar_sync(kBarMerge, kThreads);
