@@ -46,10 +46,15 @@ size_t sparse_decode_workspace_size(const SparseDecodeArgs& args);
 void sparse_decode(const SparseDecodeArgs& args, const Exec& exec = {});
 
 // --------------------------------------------------------------- sparse_prefill (§4.2)
+// Keys either from `kv` (bf16 rows, indices are row numbers) or, with `cache` set instead of kv,
+// straight from a paged cache (fp8_ds_mla, fp8_model1 or bf16; indices are slots, as in
+// sparse_decode): the results are those over the dequantized rows, and no bf16 copy of them is
+// made in memory.
 struct SparsePrefillArgs {
   TensorView q;            // [s_q, h_q, d_qk] bf16
-  TensorView kv;           // [s_kv, d_qk] or [s_kv, 1, d_qk] bf16
-  TensorView indices;      // [s_q, topk] or [s_q, 1, topk] int32 rows of kv
+  TensorView kv;           // [s_kv, d_qk] or [s_kv, 1, d_qk] bf16; absent when `cache` is set
+  PagedCache cache;        // optional paged cache in place of kv (cache.data absent = none), h_kv = 1
+  TensorView indices;      // [s_q, topk] or [s_q, 1, topk] int32 rows of kv (slots of cache)
   TensorView topk_length;  // optional [s_q] int32
   TensorView attn_sink;    // optional [h_q] float32
   std::optional<float> softmax_scale;

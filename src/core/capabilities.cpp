@@ -57,8 +57,12 @@ const std::vector<FormatRule> kSparseDecodeFormats{
     {CacheFormat::fp8_model1, {512}, {DType::bf16}},
     {CacheFormat::bf16, {576, 512}, {DType::bf16}},
 };
+// bf16 kv rows, or a paged cache in their place (any of the sparse-decode formats, any page
+// size: the table's page_size stays unchecked for prefill).
 const std::vector<FormatRule> kSparsePrefillFormats{
     {CacheFormat::bf16, {576, 512}, {DType::bf16}},
+    {CacheFormat::fp8_ds_mla, {576}, {DType::bf16}},
+    {CacheFormat::fp8_model1, {512}, {DType::bf16}},
 };
 const std::vector<FormatRule> kDenseDecodeFormats{
     {CacheFormat::bf16, {576, 512}, {DType::bf16}},

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "reference/attend_row.h"
+#include "reference/kv_row.h"
 #include "reference/parallel.h"
 #include "reference/reference.h"
 #include "smla/numeric.h"
@@ -15,10 +16,12 @@ namespace smla::ref {
 void sparse_prefill(const SparsePrefillArgs& a) {
   const int64_t s_q = a.q.shape[0], h_q = a.q.shape[1];
   const int d_qk = static_cast<int>(a.q.shape[2]);
-  const int64_t s_kv = a.kv.shape[0], kv_row_stride = a.kv.stride[0];
+  // Keys from bf16 kv rows, or dequantized from the slots of a paged cache.
+  const bool paged = a.cache.data.present();
+  const int64_t s_kv = paged ? a.cache.num_slots() : a.kv.shape[0], kv_row_stride = paged ? 0 : a.kv.stride[0];
   const int64_t topk = a.indices.size(-1), idx_row_stride = a.indices.stride[0];
   const double scale = a.softmax_scale ? static_cast<double>(*a.softmax_scale) : 1.0 / std::sqrt(double(d_qk));
-  const uint16_t* kv = a.kv.ptr<const uint16_t>();
+  const uint16_t* kv = paged ? nullptr : a.kv.ptr<const uint16_t>();
 
   // One token's keys are gathered once and shared by its heads. With fewer tokens than
   // cores, the heads of each token are spread over the cores instead.
@@ -32,9 +35,13 @@ void sparse_prefill(const SparsePrefillArgs& a) {
     for (int64_t j = 0; j < n_listed; ++j) {
       const int64_t r = idx[j];
       if (r < 0 || r >= s_kv) continue;
-      const uint16_t* src = kv + r * kv_row_stride;
+      const uint16_t* src = paged ? nullptr : kv + r * kv_row_stride;
       const size_t at = K.size();
       K.resize(at + d_qk);
+      if (paged) {
+        dequant_key_row(a.cache, r, 0, K.data() + at);
+        continue;
+      }
       for (int k = 0; k < d_qk; ++k) K[at + k] = bf16_bits_to_float(src[k]);
     }
     const int64_t n = static_cast<int64_t>(K.size()) / d_qk;

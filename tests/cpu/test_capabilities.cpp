@@ -60,7 +60,12 @@ TEST(CapabilitiesWhyNot, SupportedConfigurations) {
     for (int d : {576, 512}) {
       KernelConfig c = cfg(Op::sparse_prefill, be, CacheFormat::bf16, d);
       c.s_q = 4096;
-      c.page_size = 0;  // no paged cache: ignored
+      c.page_size = 0;  // ignored: bf16 kv rows, or a paged cache of any page size
+      expect_supported(c);
+      // From a paged cache in a packed format.
+      c = cfg(Op::sparse_prefill, be, d == 576 ? CacheFormat::fp8_ds_mla : CacheFormat::fp8_model1, d);
+      c.s_q = 4096;
+      c.h_q = 128;
       expect_supported(c);
       for (auto [f, q] : std::vector<std::pair<CacheFormat, DType>>{{CacheFormat::bf16, DType::bf16},
                                                                      {CacheFormat::fp16, DType::f16},
@@ -110,8 +115,10 @@ TEST(CapabilitiesWhyNot, FormatWidthAndQueryDtype) {
              "d_qk must be 576 or 512 for cpu sparse_decode with format bf16, got 448");
   expect_why(cfg(Op::sparse_decode, Backend::cpu, CacheFormat::bf16, 576, DType::f16),
              "q_dtype must be bfloat16 for cpu sparse_decode with format bf16, got float16");
-  expect_why(cfg(Op::sparse_prefill, Backend::cpu, CacheFormat::fp8_ds_mla, 576),
-             "format must be bf16 for cpu sparse_prefill, got fp8_ds_mla");
+  expect_why(cfg(Op::sparse_prefill, Backend::cpu, CacheFormat::fp8_e4m3, 576),
+             "format must be bf16, fp8_ds_mla or fp8_model1 for cpu sparse_prefill, got fp8_e4m3");
+  expect_why(cfg(Op::sparse_prefill, Backend::cpu, CacheFormat::fp8_ds_mla, 512),
+             "d_qk must be 576 for cpu sparse_prefill with format fp8_ds_mla, got 512");
   expect_why(cfg(Op::sparse_prefill, Backend::cpu, CacheFormat::bf16, 128),
              "d_qk must be 576 or 512 for cpu sparse_prefill with format bf16, got 128");
   expect_why(cfg(Op::sparse_prefill, Backend::cuda_sm90, CacheFormat::bf16, 576, DType::fp8_e4m3),

@@ -363,6 +363,133 @@ size_t count_empty_rows(const Outcome& r) {
   return std::count(r.ref_lse.begin(), r.ref_lse.end(), -kInf);
 }
 
+// ------------------------------------------------------------------ sparse_prefill from a paged cache
+// SPEC §4.2 "from the paged cache": the decode problem's b requests are the s_q query tokens of
+// one prefill call (its own s_q must be 1), read from this file's byte-written caches.
+
+// The view without its dimension 1 (of size 1): [b, 1, ...] -> [b, ...].
+TensorView drop_dim1(TensorView v) {
+  for (int d = 1; d + 1 < v.ndim; ++d) {
+    v.shape[d] = v.shape[d + 1];
+    v.stride[d] = v.stride[d + 1];
+  }
+  --v.ndim;
+  return v;
+}
+
+struct PrefillOutcome {
+  Outcome o;
+  std::vector<float> max_logits;
+  std::vector<double> ref_max_logits;
+};
+
+PrefillOutcome run_prefill(const Problem& p) {
+  EXPECT_EQ(p.s_q, 1);
+  EXPECT_EQ(p.extra.cache, nullptr);
+  const int d_qk = p.main.cache->d_qk;
+  auto q = make_q(p.b, 1, p.h_q, d_qk, p.strided);
+  auto idx = index_buffer(p.main, p.b, 1, p.strided);
+  auto out = make_out(p.b, 1, p.h_q, p.strided);
+  auto lse = make_lse(p.b, 1, p.h_q, p.strided);
+  auto max_logits = make_lse(p.b, 1, p.h_q, p.strided);
+  Buffer<int32_t> len;
+  Buffer<float> sink;
+
+  SparsePrefillArgs a;
+  a.q = drop_dim1(q.view());
+  a.cache = p.main.cache->view();
+  a.indices = idx.view();  // [s_q, 1, topk], as engines hand over one KV head
+  if (!p.main.len.empty()) {
+    len = length_buffer(p.main.len, p.strided);
+    a.topk_length = len.view();
+  }
+  if (!p.sink.empty()) {
+    sink = make_buffer<float>(DType::f32, {p.h_q}, {}, 0.0f);
+    sink.data = p.sink;
+    a.attn_sink = sink.view();
+  }
+  a.softmax_scale = p.scale;
+  a.out = drop_dim1(out.view());
+  a.lse = drop_dim1(lse.view());
+  a.max_logits = drop_dim1(max_logits.view());
+  EXPECT_EQ(sparse_prefill_workspace_size(a), 0u);
+  sparse_prefill(a);
+
+  PrefillOutcome r;
+  const std::vector<float> qv = bf16_values(q);
+  r.o = reference(p, qv);
+  r.o.out = bf16_values(out);
+  r.o.lse = lse.values();
+  r.max_logits = max_logits.values();
+  // Each (token, head)'s largest scaled logit over its valid keys (-inf: none).
+  const double scale = p.scale ? double(*p.scale) : 1.0 / std::sqrt(double(d_qk));
+  for (int64_t i = 0; i < p.b; ++i) {
+    std::vector<const float*> keys;
+    add_valid_keys(p.main, 1, i, 0, keys);
+    for (int64_t h = 0; h < p.h_q; ++h) {
+      double m = -kInf;
+      const float* qr = qv.data() + (i * p.h_q + h) * d_qk;
+      for (const float* k : keys) {
+        double dot = 0;
+        for (int c = 0; c < d_qk; ++c) dot += double(qr[c]) * k[c];
+        m = std::max(m, scale * dot);
+      }
+      r.ref_max_logits.push_back(m);
+    }
+  }
+  expect_outside_untouched(out, kBf16Poison, "out");
+  return r;
+}
+
+// Every packed format and a bf16 cache, hostile and duplicate slots, lengths, sink, strided
+// views, page sizes that are not the decode kernels' 64.
+TEST(SparsePrefillPaged, MatchesReferenceInEveryFormat) {
+  struct Case {
+    CacheFormat format;
+    int d_qk, page_size, blocks, h_q;
+  };
+  for (const Case& c : {Case{CacheFormat::fp8_ds_mla, 576, 64, 3, 16}, Case{CacheFormat::fp8_ds_mla, 576, 16, 9, 128},
+                        Case{CacheFormat::fp8_model1, 512, 64, 3, 20}, Case{CacheFormat::fp8_model1, 512, 48, 4, 64},
+                        Case{CacheFormat::bf16, 576, 1, 150, 8}, Case{CacheFormat::bf16, 512, 16, 8, 32}}) {
+    for (bool strided : {false, true}) {
+      SCOPED_TRACE(std::string(format_name(c.format)) + " page " + std::to_string(c.page_size) + " h_q " +
+                   std::to_string(c.h_q) + (strided ? " strided" : ""));
+      const TestCache cache = make_cache(c.format, c.d_qk, c.page_size, c.blocks);
+      Problem p;
+      p.b = 5;
+      p.h_q = c.h_q;
+      p.main.cache = &cache;
+      p.main.topk = 40;
+      p.main.idx = make_indices(int64_t{p.b} * p.main.topk, p.main.topk, cache.num_slots());
+      p.main.len = make_lengths(p.b, p.main.topk);
+      p.sink = make_sink(p.h_q);
+      p.strided = strided;
+      if (strided) p.scale = 0.07f;
+      const PrefillOutcome r = run_prefill(p);
+      check(r.o, "paged prefill");
+      tu::expect_lse_close(r.max_logits, r.ref_max_logits, "paged prefill max_logits");
+    }
+  }
+}
+
+// A token with no valid slot: zeros, lse -inf, max_logits -inf.
+TEST(SparsePrefillPaged, TokensWithoutKeys) {
+  const TestCache cache = make_cache(CacheFormat::fp8_ds_mla, 576, 64, 2);
+  Problem p;
+  p.b = 3;
+  p.main.cache = &cache;
+  p.main.topk = 8;
+  p.main.idx.assign(int64_t{p.b} * p.main.topk, -1);
+  p.main.idx[2 * p.main.topk] = 5;  // token 2: one key, token 1: only past its length
+  p.main.idx[1 * p.main.topk + 3] = 7;
+  p.main.len = {8, 2, 8};
+  const PrefillOutcome r = run_prefill(p);
+  check(r.o, "paged prefill, empty tokens");
+  EXPECT_EQ(count_empty_rows(r.o), 2u * p.h_q);
+  for (int64_t k = 0; k < 2 * p.h_q; ++k) EXPECT_EQ(r.max_logits[k], -std::numeric_limits<float>::infinity());
+  tu::expect_lse_close(r.max_logits, r.ref_max_logits, "max_logits");
+}
+
 // ------------------------------------------------------------------ tests
 
 TEST(SparseDecode, V32Fp8DsMlaHeads16) {

@@ -409,6 +409,48 @@ TEST_F(SparsePrefillValidation, Kv) {
   expect_rejected(a, {"kv must be on cpu like q, got on cuda:0"});
 }
 
+// Keys from a paged cache in place of kv (SPEC §4.2): exactly one of the two, a sparse format,
+// one KV head, and q's d_qk equal to the cache's.
+TEST_F(SparsePrefillValidation, PagedCache) {
+  std::vector<uint8_t> ds(2 * 64 * 656, 0), m1(2 * 64 * 584, 0), e4(2 * 64 * 576, 0);
+  PagedCache ds_cache, m1_cache, e4_cache;
+  ds_cache.format = CacheFormat::fp8_ds_mla;
+  ds_cache.data = make_view(ds.data(), DType::u8, {2, 64, 656});
+  m1_cache.format = CacheFormat::fp8_model1;
+  m1_cache.data = make_strided_view(m1.data(), DType::u8, {2, 64, 584}, {64 * 584, 584, 1});
+  e4_cache.format = CacheFormat::fp8_e4m3;
+  e4_cache.data = make_view(e4.data(), DType::fp8_e4m3, {2, 64, 576});
+
+  auto a = valid();
+  a.kv = {};
+  a.cache = ds_cache;
+  EXPECT_EQ(sparse_prefill_workspace_size(a), 0u);
+  sparse_prefill(a);
+  for (float v : lse) EXPECT_FALSE(std::isnan(v));
+  for (float v : max_logits) EXPECT_FALSE(std::isnan(v));
+
+  std::fill(lse.begin(), lse.end(), NAN);
+  std::fill(max_logits.begin(), max_logits.end(), NAN);
+  std::fill(out.begin(), out.end(), kBf16Poison);
+  a = valid();
+  a.cache = ds_cache;
+  expect_rejected(a, {"kv must be nothing when cache is given", "got bfloat16 (10, 576)"});
+  a = valid();
+  a.kv = {};
+  a.cache = e4_cache;
+  expect_rejected(a, {"cache.format must be fp8_ds_mla, fp8_model1 or bf16, got fp8_e4m3"});
+  a = valid();
+  a.kv = {};
+  a.cache = m1_cache;
+  expect_rejected(a, {"q must be bfloat16 of shape (*, *, 512), the d_qk of the fp8_model1 cache",
+                      "got bfloat16 (3, 16, 576)"});
+  a = valid();
+  a.kv = {};
+  a.cache = ds_cache;
+  a.cache.data.device = cuda_device(0);
+  expect_rejected(a, {"cache must be on cpu like q, got on cuda:0"});
+}
+
 TEST_F(SparsePrefillValidation, IndicesAndLengths) {
   auto a = valid();
   a.indices.dtype = DType::i64;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "gpu/gpu_util.h"
 
@@ -277,10 +278,21 @@ TEST(GpuSparseDecode, TooSmallWorkspaceIsRejected) {
 }
 
 // ---------------------------------------------------------------- sparse_prefill
-void run_sparse_prefill(int s_q, int h_q, int d_qk, int topk, int s_kv, int check_tokens) {
-  SCOPED_TRACE("prefill s_q=" + std::to_string(s_q) + " h_q=" + std::to_string(h_q) + " topk=" + std::to_string(topk));
+// Keys from bf16 kv rows, or (paged) from the slots of a paged cache in `format` with pages of
+// `page` tokens (s_kv rounded up to whole pages).
+void run_sparse_prefill(int s_q, int h_q, int d_qk, int topk, int s_kv, int check_tokens,
+                        std::optional<CacheFormat> paged = std::nullopt, int page = 64) {
+  SCOPED_TRACE("prefill s_q=" + std::to_string(s_q) + " h_q=" + std::to_string(h_q) + " topk=" + std::to_string(topk) +
+               (paged ? std::string(" from ") + format_name(*paged) + " page " + std::to_string(page) : ""));
   const int64_t kv_stride = d_qk + 32;  // padded rows
-  auto kv = random_bf16(static_cast<size_t>(s_kv) * kv_stride);
+  TestCache cache;
+  std::vector<uint16_t> kv;
+  if (paged) {
+    cache = make_cache(*paged, (s_kv + page - 1) / page, page, d_qk);
+    s_kv = static_cast<int>(cache.host.num_slots());
+  } else {
+    kv = random_bf16(static_cast<size_t>(s_kv) * kv_stride);
+  }
   auto q = random_bf16(static_cast<size_t>(s_q) * h_q * d_qk);
   auto idx = hostile_indices(static_cast<size_t>(s_q) * topk, s_kv);
   std::vector<int32_t> tl(s_q);
@@ -289,7 +301,8 @@ void run_sparse_prefill(int s_q, int h_q, int d_qk, int topk, int s_kv, int chec
   for (auto& x : sink) x = uniform(-1.f, 1.f);
   SparsePrefillArgs a;
   a.q = make_view(q.data(), DType::bf16, {s_q, h_q, d_qk});
-  a.kv = make_strided_view(kv.data(), DType::bf16, {s_kv, d_qk}, {kv_stride, 1});
+  if (paged) a.cache = cache.host;
+  else a.kv = make_strided_view(kv.data(), DType::bf16, {s_kv, d_qk}, {kv_stride, 1});
   a.indices = make_view(idx.data(), DType::i32, {s_q, topk});
   a.topk_length = make_view(tl.data(), DType::i32, {s_q});
   a.attn_sink = make_view(sink.data(), DType::f32, {h_q});
@@ -299,7 +312,8 @@ void run_sparse_prefill(int s_q, int h_q, int d_qk, int topk, int s_kv, int chec
   DeviceBuffer dlse = upload(std::vector<float>(n_l, NAN)), dmax = upload(std::vector<float>(n_l, NAN));
   SparsePrefillArgs g = a;
   g.q = on_device(a.q, dq);
-  g.kv = on_device(a.kv, dkv);
+  if (paged) g.cache = cache.dev;
+  else g.kv = on_device(a.kv, dkv);
   g.indices = on_device(a.indices, didx);
   g.topk_length = on_device(a.topk_length, dtl);
   g.attn_sink = on_device(a.attn_sink, dsink);
@@ -336,6 +350,21 @@ TEST(GpuSparsePrefill, Shapes) {
   // Every head tile of the sparse-decode family (16, 32, 64 rows; 96 = 2 x 48), d_qk 512 and 576.
   for (int h : {20, 32, 64, 96})
     for (int d : {576, 512}) run_sparse_prefill(6, h, d, 256 + h, 3000, 6);
+}
+
+// From a paged cache (SPEC §4.2): the packed formats' kernels that also keep max_logits, every
+// head tile, pairs and persistent pairs (300 tokens of 128 heads exceed one wave), page sizes
+// other than 64, and a bf16 cache.
+TEST(GpuSparsePrefill, FromPagedCache) {
+  for (int h : {16, 32, 64, 128}) {
+    run_sparse_prefill(6, h, 576, 300, 2000, 6, CacheFormat::fp8_ds_mla);
+    run_sparse_prefill(6, h, 512, 200 + h, 2000, 6, CacheFormat::fp8_model1, 48);
+  }
+  run_sparse_prefill(5, 20, 576, 128, 700, 5, CacheFormat::fp8_ds_mla, 16);
+  run_sparse_prefill(300, 128, 576, 256, 4096, 4, CacheFormat::fp8_ds_mla);
+  run_sparse_prefill(300, 64, 512, 256, 4096, 4, CacheFormat::fp8_model1, 256);
+  run_sparse_prefill(6, 128, 576, 256, 2000, 6, CacheFormat::bf16, 16);
+  run_sparse_prefill(6, 24, 512, 256, 2000, 6, CacheFormat::bf16);
 }
 
 TEST(GpuSparsePrefill, RealShapeSampled) {

@@ -112,12 +112,16 @@ AttnParams sparse_prefill_params(const SparsePrefillArgs& a) {
   p.h_q = static_cast<int>(a.q.shape[1]);
   p.d_qk = static_cast<int>(a.q.shape[2]);
   p.scale_log2 = scale_log2(a.softmax_scale, p.d_qk);
-  p.main.base = static_cast<const uint8_t*>(a.kv.data);
-  p.main.page_stride = a.kv.stride[0] * 2;
-  p.main.num_blocks = a.kv.shape[0];
-  p.main.page_size = 1;
-  p.main.format = static_cast<int>(CacheFormat::bf16);
-  p.main.row_elems = p.d_qk;
+  if (a.cache.data.present()) {  // slots of a paged cache
+    p.main = key_set(a.cache);
+  } else {
+    p.main.base = static_cast<const uint8_t*>(a.kv.data);
+    p.main.page_stride = a.kv.stride[0] * 2;
+    p.main.num_blocks = a.kv.shape[0];
+    p.main.page_size = 1;
+    p.main.format = static_cast<int>(CacheFormat::bf16);
+    p.main.row_elems = p.d_qk;
+  }
   p.main.indices = a.indices.ptr<const int32_t>();
   p.main.idx_sb = a.indices.stride[0];
   p.main.topk = static_cast<int>(a.indices.shape[a.indices.ndim - 1]);
@@ -205,18 +209,22 @@ size_t sparse_prefill_workspace_size(const SparsePrefillArgs&) { return 0; }
 void sparse_prefill(const SparsePrefillArgs& a, const Exec& exec) {
   const int d_qk = static_cast<int>(a.q.shape[2]);
   const AttnParams p = sparse_prefill_params(a);
+  const bool paged = a.cache.data.present();
+  const int fmt = p.main.format;
   if (!sparse_decode_family::prefill_disabled_by_env() &&
-      sparse_decode_family::takes_prefill(p.main.base, p.main.page_stride, d_qk)) {
+      (paged ? sparse_decode_family::takes(fmt, fmt, false, d_qk)
+             : sparse_decode_family::takes_prefill(p.main.base, p.main.page_stride, d_qk))) {
     // A decode batch of s_q one-token requests on the sparse-decode family, each CTA over its
     // token's whole list: no split, so no workspace (sparse_prefill_workspace_size is 0).
-    AttentionPlan plan = plan_sparse_decode(static_cast<int>(a.q.shape[0]), 1, static_cast<int>(a.q.shape[1]),
-                                            static_cast<int>(CacheFormat::bf16));
+    // From a paged cache the same, with the packed formats' kernels that also keep max_logits.
+    AttentionPlan plan = plan_sparse_decode(static_cast<int>(a.q.shape[0]), 1, static_cast<int>(a.q.shape[1]), fmt);
     plan.split = false;
     launch_attention(p, plan, exec.workspace, as_stream(exec.stream));
     return;
   }
   const AttentionPlan plan = plan_attention(static_cast<int>(a.q.shape[0]), 1, static_cast<int>(a.q.shape[1]), 1, d_qk,
-                                            false, false, false, 2 * d_qk, -1);
+                                            false, false, false, paged ? staged_row_bytes(p.main) : 2 * d_qk,
+                                            paged ? fmt : -1);
   launch_attention(p, plan, exec.workspace, as_stream(exec.stream));
 }
 

@@ -45,9 +45,9 @@ cudaLaunchConfig_t launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttri
 
 // One kernel launch; kPair: as clusters of two CTAs along grid.y (config.h, kPairCtas);
 // kPersist: the persistent kernel on `resident` CTAs (pairs: clusters) walking `grid` as units.
-template <int kRows, int kD, int kFmt, bool kPair, bool kPersist>
+template <int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kLogits>
 void launch_kernel(const AttnParams& p, dim3 grid, int64_t resident, cudaStream_t stream) {
-  constexpr auto kernel = sparse_decode_kernel<kRows, kD, kFmt, kPair, kPersist>;
+  constexpr auto kernel = sparse_decode_kernel<kRows, kD, kFmt, kPair, kPersist, kLogits>;
   cudaLaunchAttribute attrs[2];
   cudaLaunchConfig_t cfg = launch_config<kernel, kRows, kD, kFmt, kPair>(grid, stream, attrs);
   AttnParams args = p;
@@ -61,11 +61,11 @@ void launch_kernel(const AttnParams& p, dim3 grid, int64_t resident, cudaStream_
 }
 
 // CTAs (pairs: two-CTA clusters) of the persistent kernel resident at once: one per SM.
-template <int kRows, int kD, int kFmt, bool kPair>
+template <int kRows, int kD, int kFmt, bool kPair, bool kLogits>
 int64_t persistent_slots() {
   static const int64_t slots = [] {
     if constexpr (!kPair) return static_cast<int64_t>(current_device_info().sm_count);
-    constexpr auto kernel = sparse_decode_kernel<kRows, kD, kFmt, kPair, true>;
+    constexpr auto kernel = sparse_decode_kernel<kRows, kD, kFmt, kPair, true, kLogits>;
     cudaLaunchAttribute attrs[2];
     cudaLaunchConfig_t one = launch_config<kernel, kRows, kD, kFmt, kPair>(dim3(1, kPairCtas, 1), nullptr, attrs);
     one.numAttrs = 1;  // the cluster shape alone
@@ -78,37 +78,44 @@ int64_t persistent_slots() {
 
 // 64-row packed tiles: the persistent kernel when the units exceed one wave (config.h,
 // has_persistent), unless SMLA_SPARSE_DECODE_KERNEL names one (launch.h).
-template <int kRows, int kD, int kFmt, bool kPair>
+template <int kRows, int kD, int kFmt, bool kPair, bool kLogits>
 void launch_tiles(const AttnParams& p, dim3 grid, cudaStream_t stream) {
   if constexpr (has_persistent(kRows, kFmt)) {
     const int64_t units = static_cast<int64_t>(grid.x) * (grid.y / (kPair ? kPairCtas : 1)) * grid.z;
-    const int64_t slots = persistent_slots<kRows, kD, kFmt, kPair>();
+    const int64_t slots = persistent_slots<kRows, kD, kFmt, kPair, kLogits>();
     const PersistentChoice choice = persistent_by_env();
     if (choice == PersistentChoice::always || (choice == PersistentChoice::beyond_one_wave && units > slots))
-      return launch_kernel<kRows, kD, kFmt, kPair, true>(p, grid, std::min(units, slots), stream);
+      return launch_kernel<kRows, kD, kFmt, kPair, true, kLogits>(p, grid, std::min(units, slots), stream);
   }
-  launch_kernel<kRows, kD, kFmt, kPair, false>(p, grid, 0, stream);
+  launch_kernel<kRows, kD, kFmt, kPair, false, kLogits>(p, grid, 0, stream);
 }
 
 // pair: clusters of two CTAs along grid.y (two head tiles of one token) that share each block's
 // gathers; only 64-row tiles of packed formats (and of bf16 with kBf16Pairs) have a pair kernel
 // (launch.cu decides).
-template <int kRows, int kD, int kFmt>
+// kLogits: the kernels that also keep max_logits (kernel.cuh), for sparse prefill from a packed cache.
+template <int kRows, int kD, int kFmt, bool kLogits>
 void launch_instance(const AttnParams& p, dim3 grid, bool pair, cudaStream_t stream) {
   if constexpr (kRows == 64 && (!bf16_rows(kFmt) || (kBf16Pairs && kFmt == static_cast<int>(CacheFormat::bf16)))) {
-    if (pair) return launch_tiles<kRows, kD, kFmt, true>(p, grid, stream);
+    if (pair) return launch_tiles<kRows, kD, kFmt, true, kLogits>(p, grid, stream);
   }
-  launch_tiles<kRows, kD, kFmt, false>(p, grid, stream);
+  launch_tiles<kRows, kD, kFmt, false, kLogits>(p, grid, stream);
 }
 
 #define SMLA_INSTANTIATE_SPARSE_DECODE(D, FMT)                                                      \
-  template void launch_instance<16, D, FMT>(const AttnParams&, dim3, bool, cudaStream_t);                \
-  template void launch_instance<32, D, FMT>(const AttnParams&, dim3, bool, cudaStream_t);                \
-  template void launch_instance<64, D, FMT>(const AttnParams&, dim3, bool, cudaStream_t);
+  template void launch_instance<16, D, FMT, false>(const AttnParams&, dim3, bool, cudaStream_t);         \
+  template void launch_instance<32, D, FMT, false>(const AttnParams&, dim3, bool, cudaStream_t);         \
+  template void launch_instance<64, D, FMT, false>(const AttnParams&, dim3, bool, cudaStream_t);
+
+// The packed formats' kernels that also keep max_logits (sparse prefill from the paged cache).
+#define SMLA_INSTANTIATE_SPARSE_DECODE_LOGITS(D, FMT)                                               \
+  template void launch_instance<16, D, FMT, true>(const AttnParams&, dim3, bool, cudaStream_t);          \
+  template void launch_instance<32, D, FMT, true>(const AttnParams&, dim3, bool, cudaStream_t);          \
+  template void launch_instance<64, D, FMT, true>(const AttnParams&, dim3, bool, cudaStream_t);
 
 // Formats with 16/32-row tiles only (fp8_e4m3 dense decode: h_q <= 32).
 #define SMLA_INSTANTIATE_SPARSE_DECODE_NARROW(D, FMT)                                               \
-  template void launch_instance<16, D, FMT>(const AttnParams&, dim3, bool, cudaStream_t);                \
-  template void launch_instance<32, D, FMT>(const AttnParams&, dim3, bool, cudaStream_t);
+  template void launch_instance<16, D, FMT, false>(const AttnParams&, dim3, bool, cudaStream_t);         \
+  template void launch_instance<32, D, FMT, false>(const AttnParams&, dim3, bool, cudaStream_t);
 
 }  // namespace smla::cuda::sparse_decode_family

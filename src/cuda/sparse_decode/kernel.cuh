@@ -98,7 +98,7 @@ __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
 // the K blocks of earlier units, so the K tiles' stages and phases continue across units.
 // Between units the consumer warpgroups reload Q: WG1 only after WG0's final factors (WG0 has
 // finished its QK^T then), and both meet at the Q barrier before the next QK^T.
-template <int kRows, int kD, int kFmt, bool kPair>
+template <int kRows, int kD, int kFmt, bool kPair, bool kMaxLogits>
 __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
   init_stage_barriers<kRows, kD>(smem, kPair);
   __syncthreads();
@@ -129,7 +129,7 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
     setmaxnreg_to<kRegsWg0, kEntry>();
     each_unit([&](const Work& w, int n0) {
       load_q<kRows, kD>(p, w, smem);
-      consume_wg0<kD, kPair, kSwizzled<kFmt>, kFmt == static_cast<int>(CacheFormat::bf16)>(p, w, smem, n0);
+      consume_wg0<kD, kPair, kSwizzled<kFmt>, kMaxLogits>(p, w, smem, n0);
     });
   } else if (wg == 1) {
     setmaxnreg_to<kRegsWg1, kEntry>();
@@ -149,21 +149,23 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
 
 // kPair: launched as two-CTA clusters along grid.y (config.h, kPairCtas). A separate
 // instantiation, so that kernels which never pair carry none of its code. kPersist: the CTA
-// walks the unit grid p.unit_g{x,y,z} (persistent_units).
-template <int kRows, int kD, int kFmt, bool kPair, bool kPersist>
+// walks the unit grid p.unit_g{x,y,z} (persistent_units). kLogits: the consumers also keep each
+// head's exact largest logit for p.max_logits (sparse prefill from a packed cache; the bf16
+// kernels, which sparse prefill also runs, always do).
+template <int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kLogits = false>
 __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(const __grid_constant__ AttnParams p) {
   extern __shared__ __align__(1024) uint8_t smem[];  // 128-byte-swizzled tiles (kSw) need 1024
   constexpr bool kBf16 = bf16_rows(kFmt);
   constexpr bool kSw = kSwizzled<kFmt>;
   constexpr bool kTma = kFmt == kDenseTma;  // the TMA producer and its barriers
-  constexpr bool kMaxLogits = kFmt == static_cast<int>(CacheFormat::bf16);  // sparse prefill runs here
+  constexpr bool kMaxLogits = kLogits || kFmt == static_cast<int>(CacheFormat::bf16);  // sparse prefill runs here
   if (kTimeline && threadIdx.x == 0) timeline_mark(0);
   pdl_wait();                // the split schedule, and q / the cache / indices of earlier work
   if (kTimeline && threadIdx.x == 0) timeline_mark(1);
   pdl_launch_dependents();   // the combine may launch once every CTA of this grid has started
   if constexpr (kPersist) {
     static_assert(has_persistent(kRows, kFmt), "no persistent kernel for this tile");
-    persistent_units<kRows, kD, kFmt, kPair>(p, smem);
+    persistent_units<kRows, kD, kFmt, kPair, kMaxLogits>(p, smem);
     return;
   }
   Work w = make_work<serves_dense(kFmt)>(p);

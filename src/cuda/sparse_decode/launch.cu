@@ -11,7 +11,7 @@
 
 namespace smla::cuda::sparse_decode_family {
 
-template <int kRows, int kD, int kFmt>
+template <int kRows, int kD, int kFmt, bool kLogits>
 void launch_instance(const AttnParams& p, dim3 grid, bool pair, cudaStream_t stream);
 
 namespace {
@@ -31,17 +31,18 @@ constexpr int kM1 = static_cast<int>(CacheFormat::fp8_model1);
 constexpr int kBf = static_cast<int>(CacheFormat::bf16);
 constexpr int kE4 = static_cast<int>(CacheFormat::fp8_e4m3);
 
-template <int kD, int kFmt>
+// kLogits: the kernels that also keep max_logits (sparse prefill from a packed cache).
+template <int kD, int kFmt, bool kLogits = false>
 void by_rows(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream) {
   switch (rows) {
-    case 16: launch_instance<16, kD, kFmt>(p, grid, false, stream); break;
-    case 32: launch_instance<32, kD, kFmt>(p, grid, false, stream); break;
+    case 16: launch_instance<16, kD, kFmt, kLogits>(p, grid, false, stream); break;
+    case 32: launch_instance<32, kD, kFmt, kLogits>(p, grid, false, stream); break;
     default: {
       // Head tiles in pairs share the gathers of their token's keys: packed formats (bf16 rows
       // only in the measurement build kBf16Pairs), one KV head, an even tile count.
       const bool pairs_kernel = !bf16_rows(kFmt) || (kBf16Pairs && kFmt == kBf);
       const bool pair = pairs_kernel && p.h_kv == 1 && grid.y % kPairCtas == 0 && !unpaired_by_env();
-      launch_instance<64, kD, kFmt>(p, grid, pair, stream);
+      launch_instance<64, kD, kFmt, kLogits>(p, grid, pair, stream);
     }
   }
 }
@@ -105,8 +106,8 @@ void launch(const AttnParams& p_in, int rows, dim3 grid, cudaStream_t stream) {
   p.dense_cta_order =
       p.dense && static_cast<int64_t>(grid.x) * grid.y * grid.z >= 2 * static_cast<int64_t>(current_device_info().sm_count);
   if (fmt == kE4) {  // dense decode, 16/32-row tiles only (takes_dense)
-    if (rows == 16) launch_instance<16, 576, kE4>(p, grid, false, stream);
-    else launch_instance<32, 576, kE4>(p, grid, false, stream);
+    if (rows == 16) launch_instance<16, 576, kE4, false>(p, grid, false, stream);
+    else launch_instance<32, 576, kE4, false>(p, grid, false, stream);
     return;
   }
   if (dense_tma_map(p)) {
@@ -114,8 +115,11 @@ void launch(const AttnParams& p_in, int rows, dim3 grid, cudaStream_t stream) {
     else by_rows<512, kDenseTma>(p, rows, grid, stream);
     return;
   }
-  if (fmt == kDs) by_rows<576, kDs>(p, rows, grid, stream);
-  else if (fmt == kM1) by_rows<512, kM1>(p, rows, grid, stream);
+  // Sparse prefill from a packed cache also writes max_logits (its own kernels, so that the
+  // decode kernels carry none of it).
+  const bool logits = p.max_logits != nullptr;
+  if (fmt == kDs) logits ? by_rows<576, kDs, true>(p, rows, grid, stream) : by_rows<576, kDs>(p, rows, grid, stream);
+  else if (fmt == kM1) logits ? by_rows<512, kM1, true>(p, rows, grid, stream) : by_rows<512, kM1>(p, rows, grid, stream);
   else if (p.d_qk == 576) by_rows<576, kBf>(p, rows, grid, stream);
   else by_rows<512, kBf>(p, rows, grid, stream);
 }
