@@ -44,6 +44,11 @@ CONFIGS = [
      "--op sparse_prefill --d_qk 512 --s_q 4096 --h_q 128 --topk 1024 --s_kv 32768 --sink", 1829.0),
     ("sp_d512_h64_k512_s32k_sink", "sparse prefill d512 s_q4096 h64 topk512 s_kv32768, sink",
      "--op sparse_prefill --d_qk 512 --s_q 4096 --h_q 64 --topk 512 --s_kv 32768 --sink", 546.3),
+    # FlashMLA's prefill reads bf16 kv rows only: its figure is sp_d576_h128_k2048_s32k's, without
+    # the gather of the cache into bf16 rows that it would need first.
+    ("spf_ds_mla_d576_h128_k2048", "sparse prefill from the fp8_ds_mla paged cache d576 s_q4096 h128 topk2048 "
+     "s_kv32768, no workspace (FlashMLA: bf16 kv, its gather not counted)",
+     "--op sparse_prefill --format fp8_ds_mla --s_q 4096 --h_q 128 --topk 2048 --s_kv 32768", 3610.9),
     ("dd_bf16_b128_sq1_h16_L8k", "dense bf16 b128 s_q1 h16 L8192", "--op dense_decode --format bf16 --b 128 --s_q 1 "
      "--h_q 16 --seqlen 8192 --page 64", 321.2),
     ("dd_bf16_b128_sq1_h128_L8k", "dense bf16 b128 s_q1 h128 L8192", "--op dense_decode --format bf16 --b 128 --s_q 1 "
@@ -62,7 +67,7 @@ CONFIGS = [
 
 # --generic: the environment variable that sends a key's operation to the generic kernel.
 GENERIC_SWITCH = [("sd_", "SMLA_SPARSE_DECODE_KERNEL"), ("dd_", "SMLA_DENSE_DECODE_KERNEL"),
-                  ("sp_", "SMLA_SPARSE_PREFILL_KERNEL")]
+                  ("sp_", "SMLA_SPARSE_PREFILL_KERNEL"), ("spf_", "SMLA_SPARSE_PREFILL_KERNEL")]
 
 
 def run_one(smla, flags, env=None):

@@ -48,12 +48,21 @@ std::unique_ptr<Workload> build_sparse_prefill(const Args& a, bool cuda, uint64_
   s.topk = positive(a, "topk", 2048);
   s.s_kv = positive(a, "s_kv", 8192);
   s.sink = a.flag("sink");
-  if (a.has("format")) {
-    const std::string f = a.str("format", "");
-    if (parse_cache_format("format", f) != CacheFormat::bf16)
-      throw UsageError("--format must be bf16 for --op sparse_prefill (it reads a bf16 kv), got '" + f + "'");
+  // bf16 alone reads the unpaged kv; a packed format, or --page, reads a paged cache instead.
+  const std::string f = a.str("format", "bf16");
+  s.format = parse_cache_format("format", f);
+  if (!is_packed_format(s.format) && s.format != CacheFormat::bf16)
+    throw UsageError("--format must be fp8_ds_mla, fp8_model1 or bf16 for --op sparse_prefill, got '" + f + "'");
+  if (!is_packed_format(s.format) && !a.has("page")) return make_sparse_prefill(s, seed);
+  if (is_packed_format(s.format)) {
+    const int own = s.format == CacheFormat::fp8_ds_mla ? DsMlaLayout::d_qk : Model1Layout::d_qk;
+    if (a.has("d_qk") && s.d_qk != own)
+      throw UsageError("--d_qk " + std::to_string(s.d_qk) + " does not match --format " + f + " (d_qk " +
+                       std::to_string(own) + ")");
+    s.d_qk = own;
   }
-  return make_sparse_prefill(s, seed);
+  s.page = positive(a, "page", 64);
+  return make_sparse_prefill_paged(s, seed);
 }
 
 std::unique_ptr<Workload> build_dense_decode(const Args& a, bool cuda, uint64_t seed) {
@@ -94,7 +103,7 @@ const std::vector<BenchOp>& bench_table() {
        {"b", "s_q", "h_q", "topk", "format", "d_qk", "page", "seqlen", "window", "extra_topk", "extra_page",
         "extra_seqlen", "sink"},
        build_sparse_decode},
-      {Op::sparse_prefill, {"s_q", "h_q", "d_qk", "topk", "s_kv", "sink", "format"}, build_sparse_prefill},
+      {Op::sparse_prefill, {"s_q", "h_q", "d_qk", "topk", "s_kv", "sink", "format", "page"}, build_sparse_prefill},
       {Op::dense_decode, {"b", "s_q", "h_q", "d_qk", "format", "page", "seqlen", "sink", "non_causal", "q_fp8"},
        build_dense_decode},
       {Op::merge_states, {"b", "s_q", "h_q", "parts", "sink"}, build_merge_states},
@@ -120,12 +129,12 @@ const std::vector<FlagSpec>& flags() {
       {"s_q", "N", "query tokens per request (default 1); sparse_prefill: query tokens (default 4096 / 8 on CPU)"},
       {"h_q", "N", "query heads (default 128)"},
       {"topk", "N", "keys per query (default 2048; with --window the window length)"},
-      {"format", "NAME", "cache format (sparse_decode: fp8_ds_mla, dense_decode: bf16 by default)"},
+      {"format", "NAME", "cache format (default fp8_ds_mla for sparse_decode, else bf16); sparse_prefill's fp8: paged"},
       {"d_qk", "N", "576 or 512 for bf16/fp16/fp8_e4m3 data (packed formats imply theirs; default 576)"},
-      {"page", "N", "page size in tokens (default 64)"},
+      {"page", "N", "page size in tokens (default 64); sparse_prefill: a paged cache, bf16 too"},
       {"seqlen", "N",
        "tokens per request: sparse_decode's cache region (default 32768), dense_decode's context (4096)"},
-      {"s_kv", "N", "sparse_prefill: rows of kv (default 8192)"},
+      {"s_kv", "N", "sparse_prefill: rows of kv, or the prompt's positions in a paged cache (default 8192)"},
       {"window", "", "sparse_decode: main keys are the last topk positions (V4's sliding window)"},
       {"extra_topk", "N", "sparse_decode: keys from a second cache of the same format (default 0: none)"},
       {"extra_page", "N", "sparse_decode: page size of the second cache (default 64)"},

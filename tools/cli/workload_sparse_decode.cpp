@@ -2,28 +2,11 @@
 #include <string>
 
 #include "cli/args.h"
+#include "cli/paged_key_set.h"
 #include "cli/workloads.h"
 
 namespace smla::cli {
 namespace {
-
-// Padding that makes q and the index lists non-contiguous views, as an engine's are (q is a
-// slice of a larger projection, index rows come from a wider top-k buffer).
-constexpr int64_t kQHeadPad = 64;   // elements after each q head row
-constexpr int64_t kIndexPad = 16;   // entries after each index list
-
-// One key set: a paged cache and its [b, s_q, topk] index lists (rows `stride` apart).
-struct KeySetData {
-  CacheFormat format = CacheFormat::fp8_ds_mla;
-  int page = 64;
-  int64_t region = 0;  // positions per request
-  int topk = 0;
-  int64_t stride = 0;  // entries between consecutive index lists
-  Array cache, indices;
-
-  int64_t num_slots() const { return cache.shape[0] * page; }
-  const int32_t* list(int64_t l) const { return indices.h<int32_t>() + l * stride; }
-};
 
 class SparseDecode final : public Workload {
  public:
@@ -40,8 +23,10 @@ class SparseDecode final : public Workload {
     rows_per_unit_ = int64_t(s.s_q) * s.h_q;
     Rng rng(seed);
 
-    build_set(main_, s.page, s.region, s.topk, s.window, rng, stream_seed(seed, 1));
-    if (s.extra_topk > 0) build_set(extra_, s.extra_page, s.extra_region, s.extra_topk, false, rng, stream_seed(seed, 2));
+    main_ = make_paged_key_set(key_spec(s.page, s.region, s.topk, s.window, "seqlen"), rng, stream_seed(seed, 1));
+    if (s.extra_topk > 0)
+      extra_ = make_paged_key_set(key_spec(s.extra_page, s.extra_region, s.extra_topk, false, "extra_seqlen"), rng,
+                                  stream_seed(seed, 2));
 
     const int64_t qs = d_qk_ + kQHeadPad;
     q_ = Array::make_strided(DType::bf16, {s.b, s.s_q, s.h_q, d_qk_}, {s.s_q * s.h_q * qs, s.h_q * qs, qs, 1},
@@ -85,8 +70,8 @@ class SparseDecode final : public Workload {
   void launch(Backend b, int64_t units, const Exec& exec) const override { sparse_decode(args(b, units), exec); }
 
   PerfCount count(int64_t units) const override {
-    std::vector<KeySet> sets{key_set(main_, units)};
-    if (s_.extra_topk > 0) sets.push_back(key_set(extra_, units));
+    std::vector<KeySet> sets{main_.key_set(units * s_.s_q)};
+    if (s_.extra_topk > 0) sets.push_back(extra_.key_set(units * s_.s_q));
     PerfCount c = count_sparse_keys(sets, s_.h_q, d_qk_);
     c.bytes += attention_io_bytes(units * rows_per_unit_, d_qk_, 2, 2, 1, s_.sink ? s_.h_q : 0);
     return c;
@@ -95,83 +80,28 @@ class SparseDecode final : public Workload {
   RowData reference_row(int64_t row) const override {
     const int64_t list = row / s_.h_q, h = row % s_.h_q;
     std::vector<double> keys;
-    gather(main_, list, keys);
-    if (s_.extra_topk > 0) gather(extra_, list, keys);
+    main_.gather(list, keys);
+    if (s_.extra_topk > 0) extra_.gather(list, keys);
     const double sink = s_.sink ? sink_.h<float>()[h] : 0.0;
     return attend_f64(bf16_row(q_, row, d_qk_), keys, d_qk_, 1.0 / std::sqrt(static_cast<double>(d_qk_)),
                       s_.sink ? &sink : nullptr);
   }
 
  private:
-  // Like a serving cache after hours of traffic: request i's positions map to slots through a
-  // block table that is a random permutation of the whole cache, and every slot no list names
-  // holds NaN bytes (a kernel that reads one shows it).
-  void build_set(KeySetData& k, int page, int64_t region, int topk, bool window, Rng& rng, uint64_t seed) {
+  // A key set of this batch: b requests of `region` positions, s_q lists each.
+  PagedKeySetSpec key_spec(int page, int64_t region, int topk, bool window, const char* region_flag) const {
+    PagedKeySetSpec k;
     k.format = s_.format;
+    k.d_qk = d_qk_;
     k.page = page;
-    k.region = (region + page - 1) / page * page;
+    k.requests = s_.b;
+    k.region = region;
+    k.lists = {s_.b, s_.s_q};
+    k.lists_per_request = s_.s_q;
     k.topk = topk;
-    k.stride = topk + kIndexPad;
-    if (window && s_.s_q > k.region)
-      throw UsageError("the sliding window needs s_q <= seqlen (tokens per request)");
-    if (!window && topk > k.region)
-      throw UsageError("topk " + std::to_string(topk) + " needs at least that many tokens per request, got " +
-                       std::to_string(k.region) + " (raise --seqlen)");
-    const int64_t b = s_.b, s_q = s_.s_q, pages_per_req = k.region / page;
-    k.cache = make_cache_array(k.format, d_qk_, b * pages_per_req, page, false);
-    k.cache.host.fill(0xff);
-    std::vector<int32_t> all(static_cast<size_t>(b * pages_per_req)), table(all.size());
-    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
-    sample_distinct(rng, all, static_cast<int64_t>(all.size()), table.data());
-    auto slot = [&](int64_t req, int64_t pos) -> int32_t {
-      return static_cast<int32_t>(table[static_cast<size_t>(req * pages_per_req + pos / page)] * int64_t(page) + pos % page);
-    };
-    k.indices = Array::make_strided(DType::i32, {b, s_q, topk}, {s_q * k.stride, k.stride, 1},
-                                    static_cast<size_t>(b * s_q * k.stride) * 4);
-    int32_t* idx = k.indices.h<int32_t>();
-    std::fill(idx, idx + b * s_q * k.stride, -1);
-    std::vector<int32_t> perm(static_cast<size_t>(k.region)), pos(static_cast<size_t>(topk));
-    for (int64_t p = 0; p < k.region; ++p) perm[static_cast<size_t>(p)] = static_cast<int32_t>(p);
-    for (int64_t i = 0; i < b; ++i) {
-      for (int64_t t = 0; t < s_q; ++t) {
-        int32_t* list = idx + (i * s_q + t) * k.stride;
-        if (window) {
-          const int64_t at = k.region - s_q + t;
-          for (int j = 0; j < topk; ++j) {
-            const int64_t p = at - topk + 1 + j;
-            list[j] = p >= 0 ? slot(i, p) : -1;
-          }
-        } else {
-          sample_distinct(rng, perm, topk, pos.data());
-          for (int j = 0; j < topk; ++j) list[j] = slot(i, pos[static_cast<size_t>(j)]);
-        }
-        mix_invalid(list, 1, topk, invalid_per_list(topk), rng);
-      }
-    }
-    write_random_rows(paged_cache(k.cache, k.format, kCPU), touched_slots(idx, b * s_q * k.stride, k.num_slots()),
-                      seed);
-  }
-
-  KeySet key_set(const KeySetData& k, int64_t units) const {
-    KeySet ks;
-    ks.indices = k.indices.h<int32_t>();
-    ks.lists = units * s_.s_q;
-    ks.topk = k.topk;
-    ks.stride = k.stride;
-    ks.num_slots = k.num_slots();
-    ks.bytes_per_token = bytes_per_token(k.format, d_qk_);
-    return ks;
-  }
-
-  void gather(const KeySetData& k, int64_t list, std::vector<double>& keys) const {
-    const PagedCache c = paged_cache(k.cache, k.format, kCPU);
-    const int32_t* idx = k.list(list);
-    for (int j = 0; j < k.topk; ++j) {
-      if (idx[j] < 0 || idx[j] >= k.num_slots()) continue;
-      const size_t at = keys.size();
-      keys.resize(at + static_cast<size_t>(d_qk_));
-      decode_key_row(c, idx[j], 0, keys.data() + at);
-    }
+    k.window = window;
+    k.region_flag = region_flag;
+    return k;
   }
 
   SparseDecodeArgs args(Backend b, int64_t units) const {
@@ -192,7 +122,7 @@ class SparseDecode final : public Workload {
 
   SparseDecodeSpec s_;
   int d_qk_ = 576;
-  KeySetData main_, extra_;
+  PagedKeySet main_, extra_;
   Array q_, sink_;
 };
 

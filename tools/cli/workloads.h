@@ -91,13 +91,19 @@ struct SparseDecodeSpec {
 };
 
 // Sparse prefill on a bf16 kv [s_kv, d_qk]: each query token's `topk` distinct rows, a few -1.
+// With page > 0 (make_sparse_prefill_paged) the keys come from a paged cache of `format` instead:
+// one prompt of s_kv positions whose pages are a random permutation of the cache, each token's
+// topk distinct positions mapped to slots, q and the index lists non-contiguous views, unnamed
+// slots NaN bytes, as for sparse decode.
 struct SparsePrefillSpec {
   int64_t s_q = 8;
   int h_q = 128;
-  int d_qk = 576;
+  int d_qk = 576;  // the format's own for packed formats
   int topk = 2048;
   int64_t s_kv = 8192;
   bool sink = false;
+  CacheFormat format = CacheFormat::bf16;
+  int page = 0;  // 0: the unpaged bf16 kv
 };
 
 // Dense decode: every request `seqlen` tokens, its pages a random permutation of the cache.
@@ -126,6 +132,7 @@ struct MergeStatesSpec {
 // Each throws UsageError for a spec that cannot be built (e.g. topk above the region).
 std::unique_ptr<Workload> make_sparse_decode(const SparseDecodeSpec& s, uint64_t seed);
 std::unique_ptr<Workload> make_sparse_prefill(const SparsePrefillSpec& s, uint64_t seed);
+std::unique_ptr<Workload> make_sparse_prefill_paged(const SparsePrefillSpec& s, uint64_t seed);
 std::unique_ptr<Workload> make_dense_decode(const DenseDecodeSpec& s, uint64_t seed);
 std::unique_ptr<Workload> make_merge_states(const MergeStatesSpec& s, uint64_t seed);
 
