@@ -236,6 +236,12 @@ def flash_mla_sparse_fwd(
     bfloat16, indices [s_q, h_kv = 1, topk] int32 (invalid: any value outside [0, s_kv)),
     optional attn_sink [h_q] float32 and topk_length [s_q] int32; d_v must be 512.
 
+    kv may also be a paged cache shaped as ``flash_mla_with_kvcache`` takes k_cache,
+    [num_blocks, page_block_size, 1, row]: ``fp8_ds_mla`` (656-byte rows) or ``fp8_model1``
+    (584) as uint8 or float8_e4m3fn, or bfloat16 rows of d_qk, the format inferred from dtype
+    and row width. indices are then cache slots (``block * page_block_size + offset``), read
+    and dequantized in place.
+
     Returns ``(out [s_q, h_q, 512] bfloat16, max_logits [s_q, h_q] float32, lse [s_q, h_q]
     float32)``, lse +inf and max_logits -inf for rows with no valid key. With
     ``indexer_topk > 0`` a fourth tensor, ``lse_indexer`` [s_q, h_q]: the lse over the first
@@ -243,13 +249,17 @@ def flash_mla_sparse_fwd(
     check_devices(("q", q), ("kv", kv), ("indices", indices), ("attn_sink", attn_sink), ("topk_length", topk_length))
     if d_v != ops.D_V:
         raise error("d_v", str(ops.D_V), str(d_v))
-    out, lse, max_logits = ops.sparse_prefill(q, kv, indices, topk_length=topk_length, attn_sink=attn_sink,
-                                              softmax_scale=sm_scale)
+    # FlashMLA's kv is 3-D: a 4-D one can only be a paged cache, as the decode entry gets it.
+    keys = dict(kv=kv)
+    if isinstance(kv, Tensor) and kv.dim() == 4:
+        keys = dict(cache=kv, cache_format=_cache_format(kv, "kv", ops.SPARSE_FORMATS, "sparse"))
+    out, lse, max_logits = ops.sparse_prefill(q, indices=indices, topk_length=topk_length, attn_sink=attn_sink,
+                                              softmax_scale=sm_scale, **keys)
     lse = _inf_for_empty_rows(lse)
     if not indexer_topk:
         return out, max_logits, lse
     if indexer_topk < 0 or indexer_topk > indices.shape[-1]:
         raise error("indexer_topk", f"between 0 and topk ({indices.shape[-1]})", str(indexer_topk))
-    _, lse_indexer, _ = ops.sparse_prefill(q, kv, indices[..., :indexer_topk], topk_length=topk_length,
-                                           softmax_scale=sm_scale)
+    _, lse_indexer, _ = ops.sparse_prefill(q, indices=indices[..., :indexer_topk], topk_length=topk_length,
+                                           softmax_scale=sm_scale, **keys)
     return out, max_logits, lse, _inf_for_empty_rows(lse_indexer)

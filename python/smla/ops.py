@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from . import _smla
-from ._convert import cache_arg, check_devices, device_of, dl, stream_of
+from ._convert import cache_arg, check_devices, device_of, dl, error, stream_of
 
 D_V = _smla.D_V
 
@@ -122,7 +122,7 @@ def sparse_decode(
 @torch.library.custom_op(f"{_LIB}::sparse_prefill", mutates_args=("out", "lse", "max_logits"))
 def _sparse_prefill_op(
     q: Tensor,
-    kv: Tensor,
+    kv: Optional[Tensor],
     indices: Tensor,
     topk_length: Optional[Tensor],
     attn_sink: Optional[Tensor],
@@ -130,10 +130,13 @@ def _sparse_prefill_op(
     lse: Tensor,
     max_logits: Tensor,
     softmax_scale: Optional[float],
+    cache: Optional[Tensor] = None,
+    cache_format: str = "",
 ) -> None:
     def args():
         return dict(q=dl(q), kv=dl(kv), indices=dl(indices), topk_length=dl(topk_length), attn_sink=dl(attn_sink),
-                    softmax_scale=softmax_scale, out=dl(out), lse=dl(lse), max_logits=dl(max_logits))
+                    softmax_scale=softmax_scale, out=dl(out), lse=dl(lse), max_logits=dl(max_logits),
+                    cache=dl(cache), cache_format=cache_format)
 
     with device_of(q):
         ws = _workspace(_smla.sparse_prefill_workspace_size(**args()), q.device)
@@ -141,15 +144,18 @@ def _sparse_prefill_op(
 
 
 @_sparse_prefill_op.register_fake
-def _(q, kv, indices, topk_length, attn_sink, out, lse, max_logits, softmax_scale) -> None:
+def _(q, kv, indices, topk_length, attn_sink, out, lse, max_logits, softmax_scale, cache=None,
+      cache_format="") -> None:
     return None
 
 
 def sparse_prefill(
     q: Tensor,
-    kv: Tensor,
-    indices: Tensor,
+    kv: Optional[Tensor] = None,
+    indices: Optional[Tensor] = None,
     *,
+    cache: Optional[Tensor] = None,
+    cache_format: Optional[str] = None,
     topk_length: Optional[Tensor] = None,
     attn_sink: Optional[Tensor] = None,
     softmax_scale: Optional[float] = None,
@@ -157,13 +163,32 @@ def sparse_prefill(
     lse: Optional[Tensor] = None,
     max_logits: Optional[Tensor] = None,
 ) -> Tuple[Tensor, Tensor, Tensor]:
-    """Sparse MLA prefill (SPEC §4.2): q [s_q, h_q, d_qk] bfloat16 attends to the rows of
-    kv [s_kv, (1,) d_qk] bfloat16 that indices [s_q, (1,) topk] int32 names (valid iff in
-    [0, s_kv) and inside topk_length [s_q]). Returns ``(out [s_q, h_q, 512] bfloat16,
-    lse [s_q, h_q] float32, max_logits [s_q, h_q] float32)``; -inf lse and max_logits for rows
-    with no valid key."""
-    check_devices(("q", q), ("kv", kv), ("indices", indices), ("topk_length", topk_length), ("attn_sink", attn_sink),
-                  ("out", out), ("lse", lse), ("max_logits", max_logits))
+    """Sparse MLA prefill (SPEC §4.2): q [s_q, h_q, d_qk] bfloat16 attends to the keys that
+    indices [s_q, (1,) topk] int32 names (valid iff in range and inside topk_length [s_q]).
+    The keys come from exactly one of:
+
+    - ``kv`` [s_kv, (1,) d_qk] bfloat16: indices are row numbers, valid in [0, s_kv);
+    - ``cache`` [num_blocks, page_size, (1,) row], a paged cache as ``sparse_decode`` reads it,
+      in ``cache_format`` (``fp8_ds_mla``, ``fp8_model1`` or ``bf16``; inferred from dtype and
+      row width when None): indices are slots ``block * page_size + offset``, valid in
+      [0, num_blocks * page_size). The result is that over the dequantized rows; no bfloat16
+      copy of them is made. Pass ``kv=None`` (or indices by keyword).
+
+    attn_sink [h_q] float32. Returns ``(out [s_q, h_q, 512] bfloat16, lse [s_q, h_q] float32,
+    max_logits [s_q, h_q] float32)``; -inf lse and max_logits for rows with no valid key."""
+    check_devices(("q", q), ("kv", kv), ("cache", cache), ("indices", indices), ("topk_length", topk_length),
+                  ("attn_sink", attn_sink), ("out", out), ("lse", lse), ("max_logits", max_logits))
+    if kv is not None and cache is not None:
+        raise error("kv", "None when cache is given (the keys come from the cache)", "a tensor")
+    if kv is None and cache is None:
+        raise error("kv", "a [s_kv, (1,) d_qk] bfloat16 tensor when cache is not given", "None")
+    if indices is None:
+        raise error("indices", "a [s_q, (1,) topk] int32 tensor", "None")
+    fmt = ""
+    if cache is not None:
+        cache, fmt = cache_arg(cache, cache_format, "cache", SPARSE_FORMATS)
+    elif cache_format is not None:
+        raise error("cache_format", "None when cache is not given", repr(cache_format))
     rows = q.shape[:-1]
     if out is None:
         out = q.new_empty((*rows, D_V), dtype=torch.bfloat16)
@@ -172,7 +197,7 @@ def sparse_prefill(
     if max_logits is None:
         max_logits = q.new_empty(rows, dtype=torch.float32)
     torch.ops.smla.sparse_prefill(q, kv, indices, topk_length, attn_sink, out, lse, max_logits,
-                                  _opt_float(softmax_scale))
+                                  _opt_float(softmax_scale), cache, fmt)
     return out, lse, max_logits
 
 
@@ -371,7 +396,7 @@ def empty_cache(
         return pages[:, : page_size * 584].view(num_blocks, page_size, 1, 584)
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8_e4m3": torch.float8_e4m3fn}
     if cache_format not in dtypes:
-        from ._convert import CACHE_FORMATS, error
+        from ._convert import CACHE_FORMATS
 
         raise error("cache_format", "one of " + ", ".join(CACHE_FORMATS), repr(cache_format))
     return torch.empty((num_blocks, page_size, h_kv, d_qk), dtype=dtypes[cache_format], device=device)

@@ -43,10 +43,13 @@ SparseDecodeArgs sparse_decode_args(Arrays& a, nb::handle q, nb::handle cache, c
 
 SparsePrefillArgs sparse_prefill_args(Arrays& a, nb::handle q, nb::handle kv, nb::handle indices,
                                       nb::handle topk_length, nb::handle attn_sink, OptFloat softmax_scale,
-                                      nb::handle out, nb::handle lse, nb::handle max_logits) {
+                                      nb::handle out, nb::handle lse, nb::handle max_logits, nb::handle cache,
+                                      const std::string& cache_format) {
   SparsePrefillArgs s;
   s.q = a.view(q, "q");
   s.kv = a.view(kv, "kv");
+  // The packed and bf16 caches prefill takes have no k_scale (it is fp8_e4m3's alone).
+  if (!cache.is_none()) s.cache = make_cache(a, cache, cache_format, 1.0f, "cache");
   s.indices = a.view(indices, "indices");
   s.topk_length = a.view(topk_length, "topk_length");
   s.attn_sink = a.view(attn_sink, "attn_sink");
@@ -116,27 +119,30 @@ void bind_ops(nb::module_& m) {
   m.def(
       "sparse_prefill_workspace_size",
       [](nb::handle q, nb::handle kv, nb::handle indices, nb::handle topk_length, nb::handle attn_sink,
-         OptFloat softmax_scale, nb::handle out, nb::handle lse, nb::handle max_logits) {
+         OptFloat softmax_scale, nb::handle out, nb::handle lse, nb::handle max_logits, nb::handle cache,
+         const std::string& cache_format) {
         Arrays a;
-        return sparse_prefill_workspace_size(
-            sparse_prefill_args(a, q, kv, indices, topk_length, attn_sink, softmax_scale, out, lse, max_logits));
+        return sparse_prefill_workspace_size(sparse_prefill_args(a, q, kv, indices, topk_length, attn_sink,
+                                                                 softmax_scale, out, lse, max_logits, cache,
+                                                                 cache_format));
       },
-      arg("q"), arg("kv"), arg("indices"), arg("topk_length").none(), arg("attn_sink").none(),
-      arg("softmax_scale").none(), arg("out"), arg("lse"), arg("max_logits"));
+      arg("q"), arg("kv").none(), arg("indices"), arg("topk_length").none(), arg("attn_sink").none(),
+      arg("softmax_scale").none(), arg("out"), arg("lse"), arg("max_logits"), arg("cache").none() = nb::none(),
+      arg("cache_format") = "");
   m.def(
       "sparse_prefill",
       [](nb::handle q, nb::handle kv, nb::handle indices, nb::handle topk_length, nb::handle attn_sink,
          OptFloat softmax_scale, nb::handle out, nb::handle lse, nb::handle max_logits, nb::handle workspace,
-         uintptr_t stream) {
+         uintptr_t stream, nb::handle cache, const std::string& cache_format) {
         Arrays a;
-        SparsePrefillArgs s =
-            sparse_prefill_args(a, q, kv, indices, topk_length, attn_sink, softmax_scale, out, lse, max_logits);
+        SparsePrefillArgs s = sparse_prefill_args(a, q, kv, indices, topk_length, attn_sink, softmax_scale, out, lse,
+                                                  max_logits, cache, cache_format);
         Exec e = make_exec(a, stream, workspace);
         run_released([](const SparsePrefillArgs& x, const Exec& y) { sparse_prefill(x, y); }, s, e);
       },
-      arg("q"), arg("kv"), arg("indices"), arg("topk_length").none(), arg("attn_sink").none(),
+      arg("q"), arg("kv").none(), arg("indices"), arg("topk_length").none(), arg("attn_sink").none(),
       arg("softmax_scale").none(), arg("out"), arg("lse"), arg("max_logits"), arg("workspace").none(),
-      arg("stream"));
+      arg("stream"), arg("cache").none() = nb::none(), arg("cache_format") = "");
 
   // ------------------------------------------------------------------- dense_decode
   m.def(

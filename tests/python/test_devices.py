@@ -50,6 +50,14 @@ def cases():
                 topk_length=torch.ones(3, dtype=I32), attn_sink=sink.clone(), out=sentinel((3, 16, 512), BF16),
                 lse=sentinel((3, 16), F32), max_logits=sentinel((3, 16), F32)))
 
+    yield ("sparse_prefill (cache)",
+           lambda q, cache, indices, topk_length, attn_sink, out, lse, max_logits:
+           smla.sparse_prefill(q, indices=indices, cache=cache, topk_length=topk_length, attn_sink=attn_sink, out=out,
+                               lse=lse, max_logits=max_logits),
+           dict(q=q3.clone(), cache=make_cache("fp8_ds_mla", 2, 8), indices=torch.zeros(3, 4, dtype=I32),
+                topk_length=torch.ones(3, dtype=I32), attn_sink=sink.clone(), out=sentinel((3, 16, 512), BF16),
+                lse=sentinel((3, 16), F32), max_logits=sentinel((3, 16), F32)))
+
     yield ("dense_decode",
            lambda q, cache, block_table, seqlens, attn_sink, out, lse:
            smla.dense_decode(q, cache, block_table, seqlens, attn_sink=attn_sink, out=out, lse=lse),
@@ -147,6 +155,12 @@ def cases():
            lambda q, kv, indices, attn_sink, topk_length: flash_mla.flash_mla_sparse_fwd(
                q, kv, indices, 0.1, attn_sink=attn_sink, topk_length=topk_length),
            dict(q=q3.clone(), kv=torch.randn(10, 1, 576, dtype=BF16), indices=torch.zeros(3, 1, 4, dtype=I32),
+                attn_sink=sink.clone(), topk_length=torch.ones(3, dtype=I32)))
+
+    yield ("flash_mla_sparse_fwd (paged)",
+           lambda q, kv, indices, attn_sink, topk_length: flash_mla.flash_mla_sparse_fwd(
+               q, kv, indices, 0.1, attn_sink=attn_sink, topk_length=topk_length),
+           dict(q=q3.clone(), kv=make_cache("fp8_ds_mla", 2, 8).unsqueeze(2), indices=torch.zeros(3, 1, 4, dtype=I32),
                 attn_sink=sink.clone(), topk_length=torch.ones(3, dtype=I32)))
 
 

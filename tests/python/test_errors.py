@@ -84,6 +84,42 @@ def test_sparse_prefill_errors(device):
                  outputs=(out, lse))
 
 
+def test_sparse_prefill_paged_errors(device):
+    q = torch.randn(3, 8, 576, dtype=BF16, device=device)
+    kv = torch.randn(10, 576, dtype=BF16, device=device)
+    cache = make_cache("fp8_ds_mla", 2, 16, device=device)
+    idx = torch.zeros(3, 4, dtype=I32, device=device)
+    out, lse, ml = sentinel((3, 8, 512), BF16, device), sentinel((3, 8), F32, device), sentinel((3, 8), F32, device)
+    outs = (out, lse, ml)
+
+    def call(q=q, kv=None, **kw):
+        return lambda: smla.sparse_prefill(q, kv, **{"indices": idx, "out": out, "lse": lse, "max_logits": ml, **kw})
+
+    e = expect_error(call(kv=kv, cache=cache), "kv must be None when cache is given", outputs=outs)
+    assert e.argument == "kv"
+    e = expect_error(call(), "kv must be", "when cache is not given", "got None", outputs=outs)
+    assert e.argument == "kv"
+    expect_error(call(kv=kv, cache_format="bf16"), "cache_format must be None when cache is not given", outputs=outs)
+    expect_error(call(cache=cache, indices=None), "indices must be", "got None", outputs=outs)
+    # d_qk of the cache against q's: the core names q and the cache's format
+    expect_error(call(q=q[..., :512], cache=cache), "q must be bfloat16 of shape (*, *, 576)", "fp8_ds_mla cache",
+                 "got bfloat16 (3, 8, 512)", outputs=outs)
+    expect_error(call(cache=make_cache("bf16", 2, 16, 512, device=device)), "q must be", "512", "bf16 cache",
+                 outputs=outs)
+    expect_error(call(q=q[..., :512], cache=make_cache("fp8_model1", 2, 16, device=device), cache_format="fp8_ds_mla"),
+                 "cache must be", "656 bytes for format fp8_ds_mla", "584 bytes", outputs=outs)
+    expect_error(call(cache=make_cache("bf16", 2, 16, 576, h_kv=2, device=device)), "cache must be", "h_kv = 1",
+                 outputs=outs)
+    # formats sparse prefill does not take: inferred (named as cache) or named (cache.format)
+    e4m3 = make_cache("fp8_e4m3", 2, 16, 576, device=device)
+    expect_error(call(cache=e4m3), "cache must be a cache of format fp8_ds_mla", "format fp8_e4m3, inferred",
+                 outputs=outs)
+    expect_error(call(cache=e4m3, cache_format="fp8_e4m3"), "cache.format must be", outputs=outs)
+    expect_error(call(cache=cache, cache_format="fp4"), "cache_format must be one of", "got 'fp4'", outputs=outs)
+    expect_error(call(cache=cache[..., :600]), "cache must be", "600 bytes", outputs=outs)
+    expect_error(call(cache=cache, indices=idx.long()), "indices must be int32", outputs=outs)
+
+
 def test_dense_decode_errors(device):
     q = torch.randn(1, 1, 6, 576, dtype=BF16, device=device)
     cache = torch.randn(4, 64, 4, 576, dtype=BF16, device=device)
@@ -152,6 +188,12 @@ def test_flash_mla_errors(device, decode_case):
     kv = torch.randn(8, 1, 576, dtype=BF16, device=device)
     expect_error(lambda: flash_mla_sparse_fwd(q, kv, torch.zeros(2, 1, 4, dtype=I32, device=device), 0.1, d_v=576),
                  "d_v must be 512")
+    # a 4-D kv is a paged cache, its format inferred as the decode entry infers k_cache's
+    expect_error(lambda: flash_mla_sparse_fwd(q, torch.randn(4, 16, 1, 576, device=device),
+                                              torch.zeros(2, 1, 4, dtype=I32, device=device), 0.1),
+                 "kv must be a cache of format", "for sparse attention", "float32 (4, 16, 1, 576)")
+    expect_error(lambda: flash_mla_sparse_fwd(q[..., :512], k_cache, torch.zeros(2, 1, 4, dtype=I32, device=device),
+                                              0.1), "q must be bfloat16 of shape (*, *, 576)")
 
 
 def test_cuda_tensors_need_a_cuda_build():

@@ -5,6 +5,7 @@ output) for rows with no valid key, (out, max_logits, lse) order for sparse pref
 import pytest
 import torch
 
+import smla
 from smla.flash_mla import FlashMLASchedMeta, flash_mla_sparse_fwd, flash_mla_with_kvcache, get_mla_metadata
 from reference import (
     assert_lse_close,
@@ -149,3 +150,32 @@ def test_sparse_prefill_fwd(device, indexer_topk):
         _, ref_lse_idx, _ = sparse_prefill_ref(q, kv, indices[..., :indexer_topk], tl, None, 0.05)
         ref_lse_idx[torch.isneginf(ref_lse_idx)] = float("inf")
         assert_lse_close(res[3], ref_lse_idx, "lse_indexer")
+
+
+@pytest.mark.parametrize("fmt,d_qk", [("fp8_ds_mla", 576), ("fp8_model1", 512), ("bf16", 512)])
+@pytest.mark.parametrize("indexer_topk", [0, 8])
+def test_sparse_prefill_fwd_paged_cache(device, fmt, d_qk, indexer_topk):
+    """A 4-D kv is a paged cache as flash_mla_with_kvcache takes k_cache: indices are slots,
+    and the result is that over the rows gathered from it."""
+    s_q, h_q, nb, page, topk = 5, 16, 3, 16, 24
+    cache = make_cache(fmt, nb, page, d_qk, device=device)
+    cache = cache if cache.dim() == 4 else cache.unsqueeze(2)  # [nb, page, 1, row]
+    if fmt != "bf16":
+        cache = cache.view(torch.float8_e4m3fn)  # as FlashMLA's tests store it
+    q = torch.randn(s_q, h_q, d_qk, dtype=BF16, device=device)
+    indices = torch.randint(-3, nb * page + 5, (s_q, 1, topk), dtype=I32, device=device)
+    indices[3] = -1  # a token with no valid key
+    sink = torch.randn(h_q, device=device)
+    tl = torch.tensor([24, 24, 2, 24, 10], dtype=I32, device=device)
+    res = flash_mla_sparse_fwd(q, cache, indices, 0.05, 512, sink, tl, indexer_topk)
+    assert len(res) == (4 if indexer_topk else 3)
+    slots = torch.arange(nb * page, dtype=I32, device=device)
+    kv = smla.gather_cache(cache, slots, cache_format=fmt).unsqueeze(1)
+    want = flash_mla_sparse_fwd(q, kv, indices, 0.05, 512, sink, tl, indexer_topk)
+    out, max_logits, lse = res[:3]
+    assert_out_close(out, want[0].cpu().double())
+    assert_lse_close(max_logits, want[1].cpu().double(), "max_logits")
+    assert_lse_close(lse, want[2].cpu().double())
+    assert torch.isposinf(lse[3]).all() and torch.isneginf(max_logits[3]).all() and (out[3] == 0).all()
+    if indexer_topk:
+        assert_lse_close(res[3], want[3].cpu().double(), "lse_indexer")

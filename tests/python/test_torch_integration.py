@@ -32,6 +32,10 @@ def test_opcheck_attention_ops():
     torch.library.opcheck(torch.ops.smla.sparse_decode.default,
                           (q, cache, idx, None, None, None, None, torch.randn(8), out, lse, "fp8_ds_mla", 1.0,
                            "fp8_ds_mla", 1.0, None))
+    pq, pidx = torch.randn(3, 8, 576, dtype=BF16), torch.randint(-1, 50, (3, 16), dtype=I32)
+    pout, plse, pml = torch.empty(3, 8, 512, dtype=BF16), torch.empty(3, 8), torch.empty(3, 8)
+    torch.library.opcheck(torch.ops.smla.sparse_prefill.default,
+                          (pq, None, pidx, None, torch.randn(8), pout, plse, pml, None, cache, "fp8_ds_mla"))
     parts, lses = torch.randn(2, 3, 4, 64), torch.randn(2, 3, 4)
     torch.library.opcheck(torch.ops.smla.merge_states.default,
                           (parts, lses, None, torch.empty(3, 4, 64), torch.empty(3, 4)))
@@ -44,13 +48,15 @@ def _layer(q, cache, idx, topk_length, kv, prefill_idx, block_table, seqlens, de
     mo, ml = smla.merge_states(torch.stack([o, do]).flatten(1, 2), torch.stack([l, dl_]).flatten(1, 2),
                                out_dtype=BF16)
     po, pl, pm = smla.sparse_prefill(q[0], kv, prefill_idx)
+    co, cl, _ = smla.sparse_prefill(q[0], indices=idx[0], cache=cache)
     g = smla.gather_cache(cache, idx.reshape(-1))
     sw = smla.sliding_window_indices(seqlens, 4)
     pos = smla.positions_to_slots(block_table, 16, torch.arange(q.shape[0], dtype=I32, device=q.device), sw)
     local = smla.dcp_local_topk(idx, block_table, 16, world=2, rank=1, interleave=4)
     fo, fl = smla.flash_mla.flash_mla_with_kvcache(q, cache, None, None, 512, None, is_fp8_kvcache=True,
                                                    indices=idx, topk_length=topk_length)
-    return (mo.float() * 2, ml, po, pl.nan_to_num(neginf=0.0), g, pos, *local, fo, fl.nan_to_num(posinf=0.0))
+    return (mo.float() * 2, ml, po, pl.nan_to_num(neginf=0.0), co, cl.nan_to_num(neginf=0.0), g, pos, *local, fo,
+            fl.nan_to_num(posinf=0.0))
 
 
 def _layer_inputs(device):
