@@ -26,6 +26,7 @@
 #include "cuda/common/fp8.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "cuda/sparse_decode/epilogue.cuh"
+#include "cuda/sparse_decode/narrow_softmax.cuh"
 #include "cuda/sparse_decode/producer.cuh"
 
 namespace smla::cuda::sparse_decode_family {
@@ -166,52 +167,8 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
 
     // ---- mask, scale; each head's maximum over this thread's keys, the 8 lanes g, the 4 warps
     const bool ok0 = ok_bytes[slot * kKeys + ka] != 0, ok1 = ok_bytes[slot * kKeys + kb_] != 0;
-    float mx[kNJ][2];
-#pragma unroll
-    for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        s[j][e] = ok0 ? s[j][e] * qs[j][e] : -INFINITY;
-        s[j][2 + e] = ok1 ? s[j][2 + e] * qs[j][e] : -INFINITY;
-        float v = fmaxf(s[j][e], s[j][2 + e]);
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 4));
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 8));
-        mx[j][e] = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 16));
-      }
-    float* buf = s_max + (i & 1) * 128;  // two buffers by block parity (consumer_narrow_wgmma.cuh)
-    if (g == 0) {
-#pragma unroll
-      for (int j = 0; j < kNJ; ++j) buf[wq * 32 + head_of(j, 0)] = mx[j][0], buf[wq * 32 + head_of(j, 1)] = mx[j][1];
-    }
-    named_bar_sync(kBarMerge, kThreads);
-    float alpha[kNJ][2];
-    bool moved = false;
-#pragma unroll
-    for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int h = head_of(j, e);
-        const float bm = fmaxf(fmaxf(buf[h], buf[32 + h]), fmaxf(buf[64 + h], buf[96 + h]));
-        const float m_new = fmaxf(m_run[j][e], bm);
-        const float m_use = m_new == -INFINITY ? 0.f : m_new;
-        alpha[j][e] = exp2f(m_run[j][e] - m_use);
-        moved |= alpha[j][e] != 1.f;
-        m_run[j][e] = m_new;
-        s[j][e] = exp2f(s[j][e] - m_use);
-        s[j][2 + e] = exp2f(s[j][2 + e] - m_use);
-        l_run[j][e] = l_run[j][e] * alpha[j][e] + s[j][e] + s[j][2 + e];
-      }
-    if (__any_sync(0xffffffffu, moved)) {
-#pragma unroll
-      for (int mi = 0; mi < kMT; ++mi)
-#pragma unroll
-        for (int j = 0; j < kNJ; ++j) {
-          o[mi][j][0] *= alpha[j][0];
-          o[mi][j][1] *= alpha[j][1];
-          o[mi][j][2] *= alpha[j][0];
-          o[mi][j][3] *= alpha[j][1];
-        }
-    }
+    narrow_block_softmax<kNJ, kMT, kThreads>(s, ok0, ok1, [&](int j, int e) { return qs[j][e]; },
+                                             s_max + (i & 1) * 128, wq, g, c, m_run, l_run, o);
 
     // ---- P^T (f16) into shared memory at the keys' logical positions (the previous block's
     // P V completed in every warp before that warp reached this block's barrier above)
@@ -273,47 +230,13 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
     if (lane == 0) mbar_arrive(empty + slot);
   }
 
-  // ---- row sums over the lanes and warps; m is the same in every thread holding a head
-  named_bar_sync(kBarMerge, kThreads);  // every warp is past its last P^T
-  float* s_l = reinterpret_cast<float*>(s_p);  // [4 warps][32 heads]
-#pragma unroll
-  for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      float v = l_run[j][e];
-      v += __shfl_xor_sync(0xffffffffu, v, 4);
-      v += __shfl_xor_sync(0xffffffffu, v, 8);
-      v += __shfl_xor_sync(0xffffffffu, v, 16);
-      if (g == 0) s_l[wq * 32 + head_of(j, e)] = v;
-    }
-  named_bar_sync(kBarMerge, kThreads);
-  // O^T scaled by each head's factor into [head][512 (+ 4 pad)] floats over the ring (every
-  // copy has landed and been read), then written as rows. Tile mi's rows g and g + 8 of warp wq
-  // are value columns 16 (8 wq + g) + 2 mi and + 1.
-  constexpr int kStride = kDv + 4;
-  float* obuf = reinterpret_cast<float*>(smem + S::ring);
+  // ---- row sums, lse, O^T out through shared memory (s_l over P^T, O^T over the ring: every
+  // copy has landed and been read). Tile mi's rows g and g + 8 of warp wq are value columns
+  // 16 (8 wq + g) + 2 mi and + 1.
   const int col0 = 16 * (8 * wq + g);
-#pragma unroll
-  for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int h = head_of(j, e);
-      const float l = s_l[h] + s_l[32 + h] + s_l[64 + h] + s_l[96 + h];
-      const bool real = h < w.heads;
-      const RowResult res = finish_row(p, w, w.head0 + h, m_run[j][e], l, real);
-      if (real && wq == 0 && g == 0) store_lse(p, w, w.head0 + h, res.lse);
-#pragma unroll
-      for (int mi = 0; mi < kMT; ++mi) {
-        obuf[h * kStride + col0 + 2 * mi] = o[mi][j][e] * res.factor;
-        obuf[h * kStride + col0 + 2 * mi + 1] = o[mi][j][2 + e] * res.factor;
-      }
-    }
-  named_bar_sync(kBarMerge, kThreads);
-  for (int idx = threadIdx.x; idx < w.heads * (kDv / 4); idx += kThreads) {
-    const int h = idx / (kDv / 4), col = 4 * (idx % (kDv / 4));
-    const float4 v = *reinterpret_cast<const float4*>(obuf + h * kStride + col);
-    store_o4(p, w, w.head0 + h, col, v);
-  }
+  narrow_epilogue<kNJ, kMT, kThreads, false>(p, w, reinterpret_cast<float*>(s_p), reinterpret_cast<float*>(smem + S::ring),
+                                             o, m_run, l_run, wq, g, c,
+                                             [&](int mi, int half) { return col0 + 2 * mi + half; });
 }
 
 }  // namespace smla::cuda::sparse_decode_family

@@ -17,6 +17,7 @@
 #include "cuda/common/wgmma.cuh"
 #include "cuda/sparse_decode/epilogue.cuh"
 #include "cuda/sparse_decode/k_tile.cuh"
+#include "cuda/sparse_decode/narrow_softmax.cuh"
 #include "cuda/sparse_decode/producer.cuh"
 #include "cuda/sparse_decode/timeline.cuh"
 
@@ -83,55 +84,9 @@ __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t
     // ---- mask, scale; each head's maximum over this thread's keys, the 8 lanes g, the 4 warps
     const uint64_t valid = stage.valid_mask();
     const bool ok0 = (valid >> key0) & 1u, ok1 = (valid >> (key0 + 8)) & 1u;
-    float mx[kNJ][2];
-#pragma unroll
-    for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        s[j][e] = ok0 ? s[j][e] * p.scale_log2 : -INFINITY;
-        s[j][2 + e] = ok1 ? s[j][2 + e] * p.scale_log2 : -INFINITY;
-        float v = fmaxf(s[j][e], s[j][2 + e]);
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 4));
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 8));
-        mx[j][e] = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 16));
-      }
-    // Two buffers by block parity: a thread that writes block i + 2's maxima has passed block
-    // i + 1's barrier, which every thread reaches only after reading block i's.
-    float* buf = s_max + (i & 1) * 128;
-    if (g == 0) {
-#pragma unroll
-      for (int j = 0; j < kNJ; ++j) buf[wq * 32 + head_of(j, 0)] = mx[j][0], buf[wq * 32 + head_of(j, 1)] = mx[j][1];
-    }
-    named_bar_sync(kBarMerge, kThreads);
-    float alpha[kNJ][2];
-    bool moved = false;
-#pragma unroll
-    for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int h = head_of(j, e);
-        const float bm = fmaxf(fmaxf(buf[h], buf[32 + h]), fmaxf(buf[64 + h], buf[96 + h]));
-        const float m_new = fmaxf(m_run[j][e], bm);
-        const float m_use = m_new == -INFINITY ? 0.f : m_new;
-        alpha[j][e] = exp2f(m_run[j][e] - m_use);
-        moved |= alpha[j][e] != 1.f;
-        m_run[j][e] = m_new;
-        s[j][e] = exp2f(s[j][e] - m_use);
-        s[j][2 + e] = exp2f(s[j][2 + e] - m_use);
-        l_run[j][e] = l_run[j][e] * alpha[j][e] + s[j][e] + s[j][2 + e];
-      }
-    // O^T columns are heads: rescale only when some head of the warp moved its maximum.
-    if (__any_sync(0xffffffffu, moved)) {
-#pragma unroll
-      for (int mi = 0; mi < kMT; ++mi)
-#pragma unroll
-        for (int j = 0; j < kNJ; ++j) {
-          o[mi][j][0] *= alpha[j][0];
-          o[mi][j][1] *= alpha[j][1];
-          o[mi][j][2] *= alpha[j][0];
-          o[mi][j][3] *= alpha[j][1];
-        }
-    }
+    // Two buffers by block parity (narrow_softmax.cuh).
+    narrow_block_softmax<kNJ, kMT, kThreads>(s, ok0, ok1, [&](int, int) { return p.scale_log2; },
+                                             s_max + (i & 1) * 128, wq, g, c, m_run, l_run, o);
 
     // ---- P^T into shared memory (the previous block's P V completed in every warp before
     // that warp reached this block's barrier above)
@@ -164,46 +119,11 @@ __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t
   }
 
   if (kTimeline && threadIdx.x == 0) timeline_mark(5);
-  // ---- row sums over the lanes and warps; m is the same in every thread holding a head
-  named_bar_sync(kBarMerge, kThreads);  // every warp is past its last P^T and K tile
-  float* s_l = reinterpret_cast<float*>(s_p);  // [4 warps][32 heads]
-#pragma unroll
-  for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      float v = l_run[j][e];
-      v += __shfl_xor_sync(0xffffffffu, v, 4);
-      v += __shfl_xor_sync(0xffffffffu, v, 8);
-      v += __shfl_xor_sync(0xffffffffu, v, 16);
-      if (g == 0) s_l[wq * 32 + head_of(j, e)] = v;
-    }
-  named_bar_sync(kBarMerge, kThreads);
-  // O^T scaled by each head's factor into [head][512 (+ 4 pad)] floats over the K tiles, then
-  // written as rows.
-  constexpr int kStride = kDv + 4;  // the 4 heads of a lane quad land in distinct banks
-  float* obuf = reinterpret_cast<float*>(smem + S::k);
-#pragma unroll
-  for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int h = head_of(j, e);
-      const float l = s_l[h] + s_l[32 + h] + s_l[64 + h] + s_l[96 + h];
-      const bool real = h < w.heads;
-      const RowResult res = finish_row(p, w, w.head0 + h, m_run[j][e], l, real);
-      if (real && wq == 0 && g == 0) store_lse(p, w, w.head0 + h, res.lse);
-      if (kMaxLogits && real && wq == 0 && g == 0) store_max_logit(p, w, w.head0 + h, m_run[j][e]);
-#pragma unroll
-      for (int mi = 0; mi < kMT; ++mi) {
-        obuf[h * kStride + 64 * mi + key0] = o[mi][j][e] * res.factor;
-        obuf[h * kStride + 64 * mi + key0 + 8] = o[mi][j][2 + e] * res.factor;
-      }
-    }
-  named_bar_sync(kBarMerge, kThreads);
-  for (int idx = threadIdx.x; idx < w.heads * (kDv / 4); idx += kThreads) {
-    const int h = idx / (kDv / 4), col = 4 * (idx % (kDv / 4));
-    const float4 v = *reinterpret_cast<const float4*>(obuf + h * kStride + col);
-    store_o4(p, w, w.head0 + h, col, v);
-  }
+  // ---- row sums, lse, O^T out through shared memory: s_l over P^T, O^T over the K tiles (every
+  // warp is past its last P^T and K tile at the epilogue's first barrier)
+  narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits>(
+      p, w, reinterpret_cast<float*>(s_p), reinterpret_cast<float*>(smem + S::k), o, m_run, l_run, wq, g, c,
+      [&](int mi, int half) { return 64 * mi + key0 + 8 * half; });
   if (kTimeline && threadIdx.x == 0) timeline_mark(6);
 }
 

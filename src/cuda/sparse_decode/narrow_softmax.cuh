@@ -1,0 +1,121 @@
+// The per-block online softmax and the epilogue of a narrow tile (16/32 heads, keys in M: S^T
+// and O^T hold heads in columns), shared by the two narrow consumers (consumer_narrow_wgmma.cuh,
+// consumer_narrow_raw.cuh). A thread holds S^T rows r and r + 8 (its two keys) and, per 8-head
+// column tile j, heads 8 j + 2 c + e (c = lane % 4, e = 0, 1).
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/barriers.cuh"
+#include "cuda/sparse_decode/config.h"
+#include "cuda/sparse_decode/epilogue.cuh"
+
+namespace smla::cuda::sparse_decode_family {
+
+// Masks and scales the block's scores (scale(j, e): the logits' factor of the thread's head),
+// takes each head's maximum over this thread's two keys, the 8 lanes g and the 4 warps (through
+// buf[4 warps][32 heads] and one named barrier over kThreads), turns s into exp2(s - m), updates
+// the running maxima and sums, and rescales O^T when some head of the warp moved its maximum.
+// buf alternates by block parity: a thread that writes block i + 2's maxima has passed block
+// i + 1's barrier, which every thread reaches only after reading block i's.
+template <int kNJ, int kMT, int kThreads, class Scale>
+__device__ __forceinline__ void narrow_block_softmax(float (&s)[kNJ][4], bool ok0, bool ok1, Scale scale, float* buf,
+                                                     int wq, int g, int c, float (&m_run)[kNJ][2],
+                                                     float (&l_run)[kNJ][2], float (&o)[kMT][kNJ][4]) {
+  auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
+  float mx[kNJ][2];
+#pragma unroll
+  for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      s[j][e] = ok0 ? s[j][e] * scale(j, e) : -INFINITY;
+      s[j][2 + e] = ok1 ? s[j][2 + e] * scale(j, e) : -INFINITY;
+      float v = fmaxf(s[j][e], s[j][2 + e]);
+      v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 4));
+      v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 8));
+      mx[j][e] = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 16));
+    }
+  if (g == 0) {
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j) buf[wq * 32 + head_of(j, 0)] = mx[j][0], buf[wq * 32 + head_of(j, 1)] = mx[j][1];
+  }
+  named_bar_sync(kBarMerge, kThreads);
+  float alpha[kNJ][2];
+  bool moved = false;
+#pragma unroll
+  for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int h = head_of(j, e);
+      const float bm = fmaxf(fmaxf(buf[h], buf[32 + h]), fmaxf(buf[64 + h], buf[96 + h]));
+      const float m_new = fmaxf(m_run[j][e], bm);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;
+      alpha[j][e] = exp2f(m_run[j][e] - m_use);
+      moved |= alpha[j][e] != 1.f;
+      m_run[j][e] = m_new;
+      s[j][e] = exp2f(s[j][e] - m_use);
+      s[j][2 + e] = exp2f(s[j][2 + e] - m_use);
+      l_run[j][e] = l_run[j][e] * alpha[j][e] + s[j][e] + s[j][2 + e];
+    }
+  // O^T columns are heads: rescale only when some head of the warp moved its maximum.
+  if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+    for (int mi = 0; mi < kMT; ++mi)
+#pragma unroll
+      for (int j = 0; j < kNJ; ++j) {
+        o[mi][j][0] *= alpha[j][0];
+        o[mi][j][1] *= alpha[j][1];
+        o[mi][j][2] *= alpha[j][0];
+        o[mi][j][3] *= alpha[j][1];
+      }
+  }
+}
+
+// The end of a narrow tile: each head's row sum over the lanes and warps (through s_l[4][32]),
+// lse (and with kMaxLogits max_logits: m_run is exact here), then O^T scaled by each head's final
+// factor into obuf ([head][512 + 4] floats; col(mi, half): the value column of tile mi's
+// fragment row g + 8 half) and written out as rows. The caller's warps are past their last
+// reads of the shared memory that s_l and obuf reuse.
+template <int kNJ, int kMT, int kThreads, bool kMaxLogits, class Col>
+__device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work& w, float* s_l, float* obuf,
+                                                const float (&o)[kMT][kNJ][4], const float (&m_run)[kNJ][2],
+                                                const float (&l_run)[kNJ][2], int wq, int g, int c, Col col) {
+  auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
+  named_bar_sync(kBarMerge, kThreads);
+#pragma unroll
+  for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float v = l_run[j][e];
+      v += __shfl_xor_sync(0xffffffffu, v, 4);
+      v += __shfl_xor_sync(0xffffffffu, v, 8);
+      v += __shfl_xor_sync(0xffffffffu, v, 16);
+      if (g == 0) s_l[wq * 32 + head_of(j, e)] = v;
+    }
+  named_bar_sync(kBarMerge, kThreads);
+  constexpr int kStride = kDv + 4;  // the 4 heads of a lane quad land in distinct banks
+#pragma unroll
+  for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int h = head_of(j, e);
+      const float l = s_l[h] + s_l[32 + h] + s_l[64 + h] + s_l[96 + h];
+      const bool real = h < w.heads;
+      const RowResult res = finish_row(p, w, w.head0 + h, m_run[j][e], l, real);
+      if (real && wq == 0 && g == 0) store_lse(p, w, w.head0 + h, res.lse);
+      if (kMaxLogits && real && wq == 0 && g == 0) store_max_logit(p, w, w.head0 + h, m_run[j][e]);
+#pragma unroll
+      for (int mi = 0; mi < kMT; ++mi) {
+        obuf[h * kStride + col(mi, 0)] = o[mi][j][e] * res.factor;
+        obuf[h * kStride + col(mi, 1)] = o[mi][j][2 + e] * res.factor;
+      }
+    }
+  named_bar_sync(kBarMerge, kThreads);
+  for (int idx = threadIdx.x; idx < w.heads * (kDv / 4); idx += kThreads) {
+    const int h = idx / (kDv / 4), cl = 4 * (idx % (kDv / 4));
+    const float4 v = *reinterpret_cast<const float4*>(obuf + h * kStride + cl);
+    store_o4(p, w, w.head0 + h, cl, v);
+  }
+}
+
+}  // namespace smla::cuda::sparse_decode_family
