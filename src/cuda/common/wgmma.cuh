@@ -232,29 +232,36 @@ __device__ __forceinline__ void wgmma_m64nNk16_ss(float (&d)[N / 8][4], uint64_t
   }
 }
 
-// d[N / 8][4] (+)= A (64 x 16 f16 from registers: this warp's 16 rows in the mma.sync A fragment
-// layout) * B (16 x N f16, K-major, shared), N = 16 or 32.
-template <int N>
-__device__ __forceinline__ void wgmma_m64nNk16_rs_f16(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
+// d[N / 8][4] (+)= A (64 x 16 from registers: this warp's 16 rows in the mma.sync A fragment
+// layout) * B (16 x N, K-major, shared), N = 16 or 32, both f16 (kBf16: bf16).
+template <int N, bool kBf16>
+__device__ __forceinline__ void wgmma_m64nNk16_rs(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
   static_assert(N == 16 || N == 32, "N is 16 or 32");
+#define SMLA_WGMMA_RS_N16(T)                                                                                      \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"                                                       \
+               "wgmma.mma_async.sync.aligned.m64n16k16.f32." T "." T " "                                          \
+               "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"                     \
+               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),         \
+                 "+f"(d[1][2]), "+f"(d[1][3])                                                                      \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+#define SMLA_WGMMA_RS_N32(T)                                                                                      \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"                                                       \
+               "wgmma.mma_async.sync.aligned.m64n32k16.f32." T "." T " "                                          \
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, " \
+               "p, 1, 1, 0;\n}\n"                                                                                 \
+               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),         \
+                 "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),         \
+                 "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])                                        \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
   if constexpr (N == 16) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
-          "+f"(d[1][3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+    if constexpr (kBf16) SMLA_WGMMA_RS_N16("bf16");
+    else SMLA_WGMMA_RS_N16("f16");
   } else {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
-          "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
-          "+f"(d[3][2]), "+f"(d[3][3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+    if constexpr (kBf16) SMLA_WGMMA_RS_N32("bf16");
+    else SMLA_WGMMA_RS_N32("f16");
   }
+#undef SMLA_WGMMA_RS_N16
+#undef SMLA_WGMMA_RS_N32
 }
 
 template <int kPending>

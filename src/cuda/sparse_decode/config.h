@@ -204,30 +204,49 @@ constexpr int raw_slots() {
 #ifndef SMLA_SD_RAW_CONSUMER
 #define SMLA_SD_RAW_CONSUMER 1
 #endif
+// Measurement build SMLA_SD_DS_RAW_CONSUMER=1 (compiled, not yet run on a device): 16-row tiles
+// of sparse fp8_ds_mla decode on the same ring (consumer_narrow_raw_ds.cuh). S^T in four
+// partial sums, one per 128-column scale tile, and the bf16 RoPE part through its own bf16
+// wgmma, folded with each key's scales; P V through four P^T tiles (P x scale, bf16) against
+// bf16 values, each 64-row tile of O^T inside one scale tile. (32-row tiles: the four partial
+// sums beside O^T exceed the consumer's registers.)
+#ifndef SMLA_SD_DS_RAW_CONSUMER
+#define SMLA_SD_DS_RAW_CONSUMER 0
+#endif
 template <int kRows, int kFmt>
 inline constexpr bool kRawConsumer =
-    SMLA_SD_RAW_CONSUMER != 0 && kRows < 64 && kFmt == static_cast<int>(CacheFormat::fp8_e4m3);
+    (SMLA_SD_RAW_CONSUMER != 0 && kRows < 64 && kFmt == static_cast<int>(CacheFormat::fp8_e4m3)) ||
+    (SMLA_SD_DS_RAW_CONSUMER != 0 && kRows == 16 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla));
 #ifndef SMLA_SD_RAW_RING
 #define SMLA_SD_RAW_RING 4
 #endif
 inline constexpr int kRawRing = SMLA_SD_RAW_RING;
-// Rows of a ring slot lie 608 bytes apart (576 + 32: 96 mod 128), so the lanes of a quarter warp
-// that read four consecutive rows, or two rows two apart, hit distinct banks.
-inline constexpr int kRawRingStride = 608;
+// Rows of a ring slot lie 608 bytes apart for fp8_e4m3 (576 + 32: 96 mod 128) and 672 for
+// fp8_ds_mla (656 + 16: 32 mod 128), so the lanes of a quarter warp that read four consecutive
+// rows, or two rows two apart, hit distinct banks.
+template <int kFmt>
+inline constexpr int kRawRingStride = kFmt == static_cast<int>(CacheFormat::fp8_ds_mla) ? 672 : 608;
 // Registers of kRawConsumer tiles: the copy-only producers need few, the consumer holds O^T,
 // S^T, a block's raw pieces and two sets of converted fragments. The 32-row kernel spills 20
 // bytes (five values stored and reloaded once per block); more for the consumer spilled more.
 inline constexpr int kRegsConsumerRaw = 216, kRegsProducerRaw = 144;
 static_assert(kRegsConsumerRaw + 2 * kRegsProducerRaw <= 3 * launch_regs(cta_threads(16)), "ring register budget");
 
-// The shared-memory plan of kRawConsumer tiles.
-template <int kRows>
+// The shared-memory plan of kRawConsumer tiles. fp8_e4m3: Q as 576 f16 columns, one P^T.
+// fp8_ds_mla: Q's 512 latent columns in f16 and its 64 RoPE columns in bf16, one P^T (bf16) per
+// 128-column scale tile.
+template <int kRows, int kFmt>
 struct RingSmem {
+  static constexpr bool kDs = kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
   static constexpr int kD = 576;
-  static constexpr size_t kSlotBytes = static_cast<size_t>(kKeys) * kRawRingStride;
-  static constexpr size_t q = 0;                                   // kRows x 576 f16, core matrices, permuted d
-  static constexpr size_t p = q + static_cast<size_t>(kRows) * kD * 2;  // P^T: kRows x 64 f16
-  static constexpr size_t merge = p + static_cast<size_t>(kRows) * kKeys * 2;  // float[2][4][32] head maxima
+  static constexpr int kQCols = kDs ? 512 : 576;  // Q's f16 columns
+  static constexpr int kPTiles = kDs ? 4 : 1;
+  static constexpr size_t kSlotBytes = static_cast<size_t>(kKeys) * kRawRingStride<kFmt>;
+  static constexpr size_t q = 0;                                              // kRows x kQCols f16, core matrices, permuted
+  static constexpr size_t q_rope = q + static_cast<size_t>(kRows) * kQCols * 2;  // kDs: kRows x 64 bf16, permuted
+  static constexpr size_t p = q_rope + (kDs ? static_cast<size_t>(kRows) * 64 * 2 : 0);  // kPTiles x P^T (kRows x 64)
+  static constexpr size_t kPBytes = static_cast<size_t>(kRows) * kKeys * 2;
+  static constexpr size_t merge = p + kPTiles * kPBytes;            // float[2][4][32] head maxima
   static constexpr size_t qinv = merge + 2 * 4 * 32 * 4;           // float[32]: 2^(e - 15), Q's per-head factor undone
   static constexpr size_t bars = qinv + 32 * 4;                    // uint64 full[kRawRing], empty[kRawRing]
   static constexpr size_t ok = bars + 2 * kRawRing * 8;            // uint8[kRawRing][64]: the row is real
@@ -236,7 +255,6 @@ struct RingSmem {
   static_assert(bytes <= 232448, "ring plan exceeds the 227 KB opt-in limit");
   static_assert(kRawRing * kSlotBytes >= static_cast<size_t>(kRows) * (512 + 4) * 4, "the epilogue's O^T buffer");
 };
-
 // Bytes of a raw row of the narrow bulk producer's formats.
 template <int kFmt>
 inline constexpr int kRawRowBytes = kFmt == static_cast<int>(CacheFormat::fp8_e4m3) ? 576 : DsMlaLayout::bytes_per_token;
@@ -352,7 +370,7 @@ struct Smem {
 // Dynamic shared memory of the kernel for these rows, d_qk and format.
 template <int kRows, int kD, int kFmt>
 constexpr size_t smem_bytes() {
-  if constexpr (kRawConsumer<kRows, kFmt>) return RingSmem<kRows>::bytes;
+  if constexpr (kRawConsumer<kRows, kFmt>) return RingSmem<kRows, kFmt>::bytes;
   else return Smem<kRows, kD, raw_slots<kRows, kFmt>(), kRawRowBytes<kFmt>>::bytes;
 }
 

@@ -38,18 +38,20 @@ __device__ __forceinline__ int raw_key_logical(int k) {
 
 // Q rows r < heads of this tile's token, as f16 scaled by 2^(15 - e_r) (e_r: the exponent
 // bound of the row's largest magnitude), in S^T's logical column order; padded rows are zeros.
-// qinv[r] = 2^(e_r - 15) undoes the scale on the logits.
-template <int kRows>
+// qinv[r] = 2^(e_r - 15) undoes the scale on the logits. fp8_ds_mla: the 512 latent columns so,
+// the 64 RoPE columns as bf16 unscaled into their own tile (same column order within each
+// 64-column group).
+template <int kRows, int kFmt>
 __device__ __forceinline__ void load_q_f16(const AttnParams& p, const Work& w, uint8_t* smem) {
-  using S = RingSmem<kRows>;
-  constexpr int kD = S::kD, kChunks = kD / 8, kThreads = consumer_threads(kRows);
+  using S = RingSmem<kRows, kFmt>;
+  constexpr int kD = S::kD, kChunks = kD / 8, kQChunks = S::kQCols / 8, kThreads = consumer_threads(kRows);
   const uint16_t* q = static_cast<const uint16_t*>(p.q) + w.req * p.q_sb + w.t * p.q_st + w.head0 * p.q_sh;
   float* qinv = reinterpret_cast<float*>(smem + S::qinv);
   const int lane = threadIdx.x & 31, wq = threadIdx.x >> 5;
   for (int r = wq; r < kRows; r += kThreads / 32) {
     float mx = 0.f;
     if (r < w.heads)
-      for (int ch = lane; ch < kChunks; ch += 32) {
+      for (int ch = lane; ch < kQChunks; ch += 32) {
         const uint4 v = __ldg(reinterpret_cast<const uint4*>(q + r * p.q_sh) + ch);
         const uint32_t wds[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
@@ -73,11 +75,17 @@ __device__ __forceinline__ void load_q_f16(const AttnParams& p, const Work& w, u
     // s0 = 2 (ch % 2) and s0 + 1; value pairs (0,1), (2,3) of a k-step go to logical columns
     // 2t, 2t+1 and 2t+8, 2t+9.
     const int grp = ch >> 3, t = (ch & 7) >> 1, s0 = 2 * (ch & 1);
+    const bool rope = S::kDs && ch >= kQChunks;  // fp8_ds_mla's RoPE columns: bf16 as they are
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      const __half2 h = __floats2half2_rn(__uint_as_float(wds[k] << 16) * f, __uint_as_float(wds[k] & 0xffff0000u) * f);
       const int col = 64 * grp + 16 * (s0 + (k >> 1)) + 2 * t + 8 * (k & 1);
-      *reinterpret_cast<__half2*>(smem + S::q + tile_offset<kD>(r, col >> 3) + (col & 7) * 2) = h;
+      if (rope) {
+        const int rc = col - S::kQCols;
+        *reinterpret_cast<uint32_t*>(smem + S::q_rope + tile_offset<64>(r, rc >> 3) + (rc & 7) * 2) = wds[k];
+        continue;
+      }
+      const __half2 h = __floats2half2_rn(__uint_as_float(wds[k] << 16) * f, __uint_as_float(wds[k] & 0xffff0000u) * f);
+      *reinterpret_cast<__half2*>(smem + S::q + tile_offset<S::kQCols>(r, col >> 3) + (col & 7) * 2) = h;
     }
   }
   fence_proxy_async();  // Q is read by wgmma
@@ -86,7 +94,9 @@ __device__ __forceinline__ void load_q_f16(const AttnParams& p, const Work& w, u
 
 template <int kRows>
 __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* smem) {
-  using S = RingSmem<kRows>;
+  constexpr int kFmt = static_cast<int>(CacheFormat::fp8_e4m3);
+  constexpr int kRawRingStride = sparse_decode_family::kRawRingStride<kFmt>;
+  using S = RingSmem<kRows, kFmt>;
   constexpr int kD = S::kD;
   constexpr int N = kRows;        // heads: the wgmma N dimension
   constexpr int kNJ = N / 8;      // 8-head column tiles of S^T and O^T
@@ -157,7 +167,7 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
       wgmma_fence();
 #pragma unroll
       for (int st = 0; st < 4; ++st)
-        wgmma_m64nNk16_rs_f16<N>(s, a[grp & 1][st], desc_add(dq, (4 * grp + st) * 16), grp > 0 || st > 0);
+        wgmma_m64nNk16_rs<N, false>(s, a[grp & 1][st], desc_add(dq, (4 * grp + st) * 16), grp > 0 || st > 0);
       wgmma_commit();
     }
     wgmma_wait<0>();
@@ -218,7 +228,7 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
       }
       wgmma_fence();
 #pragma unroll
-      for (int m4 = 0; m4 < 4; ++m4) wgmma_m64nNk16_rs_f16<N>(o[4 * half + m4], a[h & 1][m4], desc_add(dp, kk * 16), 1);
+      for (int m4 = 0; m4 < 4; ++m4) wgmma_m64nNk16_rs<N, false>(o[4 * half + m4], a[h & 1][m4], desc_add(dp, kk * 16), 1);
       wgmma_commit();
     }
     wgmma_wait<0>();

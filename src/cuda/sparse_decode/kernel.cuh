@@ -19,6 +19,7 @@
 #include "cuda/sparse_decode/config.h"
 #include "cuda/sparse_decode/consumer_alt.cuh"
 #include "cuda/sparse_decode/consumer_narrow_raw.cuh"
+#include "cuda/sparse_decode/consumer_narrow_raw_ds.cuh"
 #include "cuda/sparse_decode/consumer_narrow_wgmma.cuh"
 #include "cuda/sparse_decode/consumer_wide.cuh"
 #include "cuda/sparse_decode/producer.cuh"
@@ -178,7 +179,7 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
   constexpr int kRaw = raw_slots<kRows, kFmt>();
   if constexpr (kRawConsumer<kRows, kFmt>) {
     if (threadIdx.x == 0) {
-      uint64_t* bars = reinterpret_cast<uint64_t*>(smem + RingSmem<kRows>::bars);
+      uint64_t* bars = reinterpret_cast<uint64_t*>(smem + RingSmem<kRows, kFmt>::bars);
       for (int s = 0; s < kRawRing; ++s) {
         mbar_init(bars + s, kKeys);                                    // full: one arrive per copying lane
         mbar_init(bars + kRawRing + s, consumer_threads(kRows) / 32);  // empty: one per consumer warp
@@ -226,8 +227,9 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
   } else if constexpr (kRawConsumer<kRows, kFmt>) {
     if (wg < consumer_threads(kRows) / 128) {
       setmaxnreg_to<kRegsConsumerRaw, kEntry>();
-      load_q_f16<kRows>(p, w, smem);
-      consume_narrow_raw<kRows>(p, w, smem);
+      load_q_f16<kRows, kFmt>(p, w, smem);
+      if constexpr (kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)) consume_narrow_raw_ds<kRows, kMaxLogits>(p, w, smem);
+      else consume_narrow_raw<kRows>(p, w, smem);
     } else {
       setmaxnreg_to<kRegsProducerRaw, kEntry>();
       produce_raw_ring<kRows, kFmt>(p, w, smem);

@@ -20,9 +20,10 @@ namespace smla::cuda::sparse_decode_family {
 
 template <int kRows, int kFmt>
 __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* smem) {
-  using S = RingSmem<kRows>;
+  using S = RingSmem<kRows, kFmt>;
   using R = RawRow<kFmt>;
-  static_assert(R::kDense && R::kBytes == 576, "the ring holds fp8_e4m3 rows");
+  constexpr int kStride = kRawRingStride<kFmt>;
+  static_assert(R::kBytes <= kStride && R::kBytes % 16 == 0, "a ring row holds one cache row");
   const int pt = static_cast<int>(threadIdx.x) - consumer_threads(kRows);
   if ((pt & 31) >= 8) return;
   const int row = (pt >> 5) * 8 + (pt & 7);
@@ -31,15 +32,15 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
   uint64_t* empty = full + kRawRing;
   uint8_t* ok_bytes = smem + S::ok;
   uint8_t* ring = smem + S::ring;
-  int32_t idx = blocks > 0 ? load_key_index<true>(p, w, w.kb_begin * kKeys + row) : -1;
+  int32_t idx = blocks > 0 ? load_key_index<R::kDense>(p, w, w.kb_begin * kKeys + row) : -1;
   for (int i = 0; i < blocks; ++i) {
     const int slot = i % kRawRing;
     const int v = (w.kb_begin + i) * kKeys + row;
     const KeyAddr a = key_addr(p, w, v, idx);
-    if (i + 1 < blocks) idx = load_key_index<true>(p, w, v + kKeys);
+    if (i + 1 < blocks) idx = load_key_index<R::kDense>(p, w, v + kKeys);
     if (i >= kRawRing) mbar_wait(empty + slot, ((i / kRawRing) - 1) & 1);
     const bool ok = a.page != nullptr;
-    uint8_t* dst = ring + slot * S::kSlotBytes + row * kRawRingStride;
+    uint8_t* dst = ring + slot * S::kSlotBytes + row * kStride;
     ok_bytes[slot * kKeys + row] = ok;
     if (!ok) {
 #pragma unroll

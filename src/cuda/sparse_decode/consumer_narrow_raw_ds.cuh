@@ -1,0 +1,221 @@
+// The consumer warpgroup of a 16-row kRawConsumer tile of fp8_ds_mla (config.h,
+// SMLA_SD_DS_RAW_CONSUMER; compiled, not yet run on a device): consumer_narrow_raw.cuh's
+// products from the raw ring, with the format's 128-column float32 scales kept out of the
+// tensor cores' operands:
+//   S^T = sum_t scale_t . (K_t Q_t^T) + K_rope Q_rope^T: four partial sums over the latent
+//     columns of scale tile t (e4m3 -> f16 exact, Q's latent part in f16 scaled per head) and
+//     one over the 64 RoPE columns (bf16 as stored, against Q's RoPE part in bf16), folded per
+//     key with its scales and per head with Q's factor;
+//   O^T = V^T P^T per scale tile: P^T_t = P . scale_t (bf16, one tile each), V in bf16
+//     (e4m3 -> f16 -> bf16 exact); each 64-row tile of O^T lies inside one scale tile: lane
+//     (w, g) owns value columns 128 t + 4 (8 w + g) .. + 3 of tile t, read as one 4-byte word
+//     per key (ring rows 672 bytes apart: four consecutive rows on distinct banks).
+// K-side reads, key permutation and P^T order are those of consumer_narrow_raw.cuh.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/barriers.cuh"
+#include "cuda/common/fp8.cuh"
+#include "cuda/common/wgmma.cuh"
+#include "cuda/sparse_decode/consumer_narrow_raw.cuh"
+#include "cuda/sparse_decode/narrow_softmax.cuh"
+
+namespace smla::cuda::sparse_decode_family {
+
+template <int kRows, bool kMaxLogits>
+__device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_t* smem) {
+  constexpr int kFmt = static_cast<int>(CacheFormat::fp8_ds_mla);
+  using S = RingSmem<kRows, kFmt>;
+  using L = DsMlaLayout;
+  constexpr int kStride = kRawRingStride<kFmt>;
+  constexpr int N = kRows, kNJ = N / 8, kMT = kDv / 64, kTiles = L::num_scales;
+  constexpr int kThreads = consumer_threads(kRows);
+  const int lane = threadIdx.x & 31, wq = threadIdx.x >> 5;
+  const int g = lane >> 2, c = lane & 3;
+  auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
+  const int ka = 16 * wq + ((g & 4) | ((g & 1) << 1) | ((g >> 1) & 1));
+  const int kb_ = ka + 8;
+  float* s_max = reinterpret_cast<float*>(smem + S::merge);
+  const float* qinv = reinterpret_cast<const float*>(smem + S::qinv);
+  uint8_t* s_p = smem + S::p;
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::bars);
+  uint64_t* empty = full + kRawRing;
+  const uint8_t* ok_bytes = smem + S::ok;
+  const uint8_t* ring = smem + S::ring;
+  const int la = raw_key_logical(ka), lb = raw_key_logical(kb_);
+  uint16_t* p_a = reinterpret_cast<uint16_t*>(s_p + (la >> 3) * 128) + (la & 7);
+  uint16_t* p_b = reinterpret_cast<uint16_t*>(s_p + (lb >> 3) * 128) + (lb & 7);
+  constexpr int kPTile16 = static_cast<int>(S::kPBytes / 16);  // descriptor units between P^T tiles
+  const uint64_t dq = gmma_desc(smem_addr(smem + S::q), 128, 16 * S::kQCols);
+  const uint64_t dqr = gmma_desc(smem_addr(smem + S::q_rope), 128, 16 * 64);
+  const uint64_t dp = gmma_desc(smem_addr(s_p), 128, 8 * 128);
+  float qv[kNJ][2];  // Q's latent factor undone, per head
+#pragma unroll
+  for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) qv[j][e] = qinv[head_of(j, e)];
+
+  float o[kMT][kNJ][4];
+#pragma unroll
+  for (int mi = 0; mi < kMT; ++mi)
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j) o[mi][j][0] = o[mi][j][1] = o[mi][j][2] = o[mi][j][3] = 0.f;
+  float m_run[kNJ][2], l_run[kNJ][2];
+#pragma unroll
+  for (int j = 0; j < kNJ; ++j) m_run[j][0] = m_run[j][1] = -INFINITY, l_run[j][0] = l_run[j][1] = 0.f;
+
+  for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
+    const int i = kb - w.kb_begin, slot = i % kRawRing;
+    mbar_wait(full + slot, (i / kRawRing) & 1);
+    const uint8_t* blk = ring + slot * S::kSlotBytes;
+    const uint8_t* row_a = blk + ka * kStride;
+    const uint8_t* row_b = blk + kb_ * kStride;
+
+    // ---- partial S^T per scale tile (groups 0..7, two per tile) and the RoPE part (group 8);
+    // the next group's fragments are converted while the previous group's wgmmas run.
+    float st[kTiles][kNJ][4], sr[kNJ][4];
+    uint32_t a[2][4][4];
+#pragma unroll
+    for (int grp = 0; grp <= L::d_latent / 64; ++grp) {
+      const bool rope = grp == L::d_latent / 64;
+      uint32_t wa[8], wb[8];
+      if (!rope) {
+        const uint4 va = *reinterpret_cast<const uint4*>(row_a + 64 * grp + 16 * c);
+        const uint4 vb = *reinterpret_cast<const uint4*>(row_b + 64 * grp + 16 * c);
+        wa[0] = va.x, wa[1] = va.y, wa[2] = va.z, wa[3] = va.w;
+        wb[0] = vb.x, wb[1] = vb.y, wb[2] = vb.z, wb[3] = vb.w;
+      } else {  // this lane's 32 bytes of each key's RoPE part: bf16 pairs, no conversion
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint4 va = *reinterpret_cast<const uint4*>(row_a + L::rope_offset + 32 * c + 16 * h);
+          const uint4 vb = *reinterpret_cast<const uint4*>(row_b + L::rope_offset + 32 * c + 16 * h);
+          wa[4 * h] = va.x, wa[4 * h + 1] = va.y, wa[4 * h + 2] = va.z, wa[4 * h + 3] = va.w;
+          wb[4 * h] = vb.x, wb[4 * h + 1] = vb.y, wb[4 * h + 2] = vb.z, wb[4 * h + 3] = vb.w;
+        }
+      }
+      if (grp >= 2) {
+        wgmma_wait<1>();  // group grp - 2 has read a[grp % 2]
+        reg_fence(a[grp & 1]);
+      }
+#pragma unroll
+      for (int s4 = 0; s4 < 4; ++s4) {
+        if (!rope) {
+          a[grp & 1][s4][0] = e4m3x2_to_f16x2(wa[s4]);
+          a[grp & 1][s4][1] = e4m3x2_to_f16x2(wb[s4]);
+          a[grp & 1][s4][2] = e4m3x2_to_f16x2(wa[s4] >> 16);
+          a[grp & 1][s4][3] = e4m3x2_to_f16x2(wb[s4] >> 16);
+        } else {
+          a[grp & 1][s4][0] = wa[2 * s4];
+          a[grp & 1][s4][1] = wb[2 * s4];
+          a[grp & 1][s4][2] = wa[2 * s4 + 1];
+          a[grp & 1][s4][3] = wb[2 * s4 + 1];
+        }
+      }
+      wgmma_fence();
+#pragma unroll
+      for (int s4 = 0; s4 < 4; ++s4) {
+        if (!rope)
+          wgmma_m64nNk16_rs<N, false>(st[grp >> 1], a[grp & 1][s4], desc_add(dq, (4 * grp + s4) * 16), (grp & 1) || s4 > 0);
+        else
+          wgmma_m64nNk16_rs<N, true>(sr, a[grp & 1][s4], desc_add(dqr, s4 * 16), s4 > 0);
+      }
+      wgmma_commit();
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t) reg_fence(st[t]);
+    reg_fence(sr);
+    reg_fence(a[0]);
+    reg_fence(a[1]);
+
+    // ---- fold: S = qinv_h . sum_t scale_t S_t + S_rope (a skipped row was zeroed: its scales are 0)
+    const float4 sca = *reinterpret_cast<const float4*>(row_a + L::scale_offset);
+    const float4 scb = *reinterpret_cast<const float4*>(row_b + L::scale_offset);
+    const float sa[kTiles] = {sca.x, sca.y, sca.z, sca.w}, sb[kTiles] = {scb.x, scb.y, scb.z, scb.w};
+    float s[kNJ][4];
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float xa = 0.f, xb = 0.f;
+#pragma unroll
+        for (int t = 0; t < kTiles; ++t) xa += sa[t] * st[t][j][e], xb += sb[t] * st[t][j][2 + e];
+        s[j][e] = qv[j][e] * xa + sr[j][e];
+        s[j][2 + e] = qv[j][e] * xb + sr[j][2 + e];
+      }
+    const bool ok0 = ok_bytes[slot * kKeys + ka] != 0, ok1 = ok_bytes[slot * kKeys + kb_] != 0;
+    narrow_block_softmax<kNJ, kMT, kThreads>(s, ok0, ok1, [&](int, int) { return p.scale_log2; },
+                                             s_max + (i & 1) * 128, wq, g, c, m_run, l_run, o);
+
+    // ---- P^T_t = P . scale_t (bf16) at the keys' logical positions (the previous block's P V
+    // completed in every warp before that warp reached this block's barrier above)
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+      for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int off = t * static_cast<int>(S::kPBytes / 2) + j * 512 + (2 * c + e) * 8;
+          p_a[off] = __bfloat16_as_ushort(__float2bfloat16_rn(s[j][e] * sa[t]));
+          p_b[off] = __bfloat16_as_ushort(__float2bfloat16_rn(s[j][2 + e] * sb[t]));
+        }
+    fence_proxy_async();  // read next by wgmma
+    named_bar_sync(kBarPReady, kThreads);
+
+    // ---- O^T += V^T P^T_t: per k-step kk (16 keys) and half (scale tiles 2 half, 2 half + 1:
+    // O^T tiles 4 half .. 4 half + 3), one 4-byte word of four rows (keys 16 kk + 4 r + c) per
+    // scale tile, bytes paired (prmt) and converted to bf16.
+    const uint8_t* vcol = blk + 4 * (8 * wq + g) + c * kStride;
+#pragma unroll
+    for (int h = 0; h < 8; ++h) {
+      const int kk = h >> 1, half = h & 1;
+      uint32_t x[2][4];
+#pragma unroll
+      for (int tt = 0; tt < 2; ++tt)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          x[tt][r] = *reinterpret_cast<const uint32_t*>(vcol + (16 * kk + 4 * r) * kStride + 128 * (2 * half + tt));
+      if (h >= 2) {
+        wgmma_wait<1>();
+        reg_fence(a[h & 1]);
+      }
+#pragma unroll
+      for (int tt = 0; tt < 2; ++tt) {  // O^T tiles 4 half + 2 tt (bytes 0/1 of a word), + 1 (bytes 2/3)
+        const uint32_t lo01 = __byte_perm(x[tt][0], x[tt][1], 0x5140), hi01 = __byte_perm(x[tt][0], x[tt][1], 0x7362);
+        const uint32_t lo23 = __byte_perm(x[tt][2], x[tt][3], 0x5140), hi23 = __byte_perm(x[tt][2], x[tt][3], 0x7362);
+        a[h & 1][2 * tt][0] = e4m3x2_to_bf16x2(lo01, 1.f);
+        a[h & 1][2 * tt][1] = e4m3x2_to_bf16x2(lo01 >> 16, 1.f);
+        a[h & 1][2 * tt][2] = e4m3x2_to_bf16x2(lo23, 1.f);
+        a[h & 1][2 * tt][3] = e4m3x2_to_bf16x2(lo23 >> 16, 1.f);
+        a[h & 1][2 * tt + 1][0] = e4m3x2_to_bf16x2(hi01, 1.f);
+        a[h & 1][2 * tt + 1][1] = e4m3x2_to_bf16x2(hi01 >> 16, 1.f);
+        a[h & 1][2 * tt + 1][2] = e4m3x2_to_bf16x2(hi23, 1.f);
+        a[h & 1][2 * tt + 1][3] = e4m3x2_to_bf16x2(hi23 >> 16, 1.f);
+      }
+      wgmma_fence();
+#pragma unroll
+      for (int m4 = 0; m4 < 4; ++m4) {
+        const int mt = 4 * half + m4;
+        wgmma_m64nNk16_rs<N, true>(o[mt], a[h & 1][m4], desc_add(dp, (mt >> 1) * kPTile16 + kk * 16), 1);
+      }
+      wgmma_commit();
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int mi = 0; mi < kMT; ++mi) reg_fence(o[mi]);
+    reg_fence(a[0]);
+    reg_fence(a[1]);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty + slot);
+  }
+
+  // ---- row sums, lse (and max_logits), O^T out (s_l over P^T, O^T over the ring). Tile mi's
+  // rows g and g + 8 of warp wq are value columns 128 (mi / 2) + 4 (8 wq + g) + 2 (mi % 2) and + 1.
+  const int col0 = 4 * (8 * wq + g);
+  narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits>(
+      p, w, reinterpret_cast<float*>(s_p), reinterpret_cast<float*>(smem + S::ring), o, m_run, l_run, wq, g, c,
+      [&](int mi, int hf) { return 128 * (mi >> 1) + col0 + 2 * (mi & 1) + hf; });
+}
+
+}  // namespace smla::cuda::sparse_decode_family
