@@ -204,23 +204,49 @@ constexpr int raw_slots() {
 #ifndef SMLA_SD_RAW_CONSUMER
 #define SMLA_SD_RAW_CONSUMER 1
 #endif
-// Measurement build SMLA_SD_DS_RAW_CONSUMER=1 (compiled, not yet run on a device): 16-row tiles
-// of sparse fp8_ds_mla decode on the same ring (consumer_narrow_raw_ds.cuh). S^T in four
-// partial sums, one per 128-column scale tile, and the bf16 RoPE part through its own bf16
-// wgmma, folded with each key's scales; P V through four P^T tiles (P x scale, bf16) against
-// bf16 values, each 64-row tile of O^T inside one scale tile. (32-row tiles: the four partial
-// sums beside O^T exceed the consumer's registers.)
+// 16-row tiles of sparse fp8_ds_mla decode run on the same ring (consumer_narrow_raw_ds.cuh),
+// with two consumer warpgroups (below): S^T in four partial sums, one per 128-column scale tile,
+// and the bf16 RoPE part through its own bf16 wgmma, folded with each key's scales; P V through
+// four P^T tiles (P x scale, bf16) against bf16 values, each 64-row tile of O^T inside one scale
+// tile. Against the narrow bulk producer's one K tile (same-seed A/B, 2026-12-01): b128 h16
+// 79.4 -> 75.0 µs, s_q2 h16 152.1 -> 137.9, b32 h16 33.0 -> 36.4; with one consumer warpgroup
+// it was slower (h16 90.6, s_q2 h16 172.5). (32-row tiles: the four partial sums beside O^T
+// exceed the consumer's registers.) SMLA_SD_DS_RAW_CONSUMER=0 (a measurement build): the bulk
+// producer's K tile.
 #ifndef SMLA_SD_DS_RAW_CONSUMER
-#define SMLA_SD_DS_RAW_CONSUMER 0
+#define SMLA_SD_DS_RAW_CONSUMER 1
 #endif
 template <int kRows, int kFmt>
 inline constexpr bool kRawConsumer =
     (SMLA_SD_RAW_CONSUMER != 0 && kRows < 64 && kFmt == static_cast<int>(CacheFormat::fp8_e4m3)) ||
     (SMLA_SD_DS_RAW_CONSUMER != 0 && kRows == 16 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla));
+// kRawConsumer tiles have two consumer warpgroups that take alternate blocks (warpgroup cw:
+// blocks cw, cw + 2, ...; each with its own softmax state, P^T tiles, maxima buffer and named
+// barriers; the two states merge in the epilogue) and one copy-only producer warpgroup (lanes
+// 0..15 of its four warps own a row each). One warpgroup ran a block's conversions and small
+// wgmmas one after another (~2.1 µs per 64-key block of the fp8_e4m3 cache); two overlap them.
+// Against one consumer warpgroup (same-seed A/B, 2026-12-01): dense fp8 b128 h16 L8k 267.4 ->
+// 209.1 µs, h32 338.3 -> 274.7, s_q2 h16 487.2 -> 365.2, b1 h16 55.3 -> 53.5.
+// SMLA_SD_RAW_DUAL=0 (a measurement build): one consumer warpgroup, two producer warpgroups.
+#ifndef SMLA_SD_RAW_DUAL
+#define SMLA_SD_RAW_DUAL 1
+#endif
+template <int kRows, int kFmt>
+inline constexpr int kRawWgs = SMLA_SD_RAW_DUAL != 0 && kRawConsumer<kRows, kFmt> ? 2 : 1;
+template <int kRows, int kFmt>
+constexpr int raw_consumer_threads() { return 128 * kRawWgs<kRows, kFmt>; }
+// Named barriers of the second consumer warpgroup (the first uses kBarMerge and kBarPReady);
+// kBarFinal joins both at the epilogue.
+inline constexpr int kBarMerge2 = 12, kBarPReady2 = 13;
 #ifndef SMLA_SD_RAW_RING
 #define SMLA_SD_RAW_RING 4
 #endif
 inline constexpr int kRawRing = SMLA_SD_RAW_RING;
+// Measurement build SMLA_SD_RAW_RING16=n: a ring of n slots in 16-row fp8_e4m3 tiles (five fit
+// there; 32-row tiles and fp8_ds_mla's longer rows keep kRawRing).
+#ifndef SMLA_SD_RAW_RING16
+#define SMLA_SD_RAW_RING16 SMLA_SD_RAW_RING
+#endif
 // Rows of a ring slot lie 608 bytes apart for fp8_e4m3 (576 + 32: 96 mod 128) and 672 for
 // fp8_ds_mla (656 + 16: 32 mod 128), so the lanes of a quarter warp that read four consecutive
 // rows, or two rows two apart, hit distinct banks.
@@ -231,6 +257,11 @@ inline constexpr int kRawRingStride = kFmt == static_cast<int>(CacheFormat::fp8_
 // bytes (five values stored and reloaded once per block); more for the consumer spilled more.
 inline constexpr int kRegsConsumerRaw = 216, kRegsProducerRaw = 144;
 static_assert(kRegsConsumerRaw + 2 * kRegsProducerRaw <= 3 * launch_regs(cta_threads(16)), "ring register budget");
+// kRawWgs 2: two consumer warpgroups at kRegsConsumerRawDual, the one producer warpgroup with the
+// rest (72). The 32-row fp8_e4m3 kernel spills 84 bytes at 216 and 128 at 224 (ptxas).
+inline constexpr int kRegsConsumerRawDual = kRegsConsumerRaw;
+inline constexpr int kRegsProducerRawDual = 3 * launch_regs(cta_threads(16)) - 2 * kRegsConsumerRawDual;
+static_assert(kRegsProducerRawDual >= 56, "dual ring register budget");
 
 // The shared-memory plan of kRawConsumer tiles. fp8_e4m3: Q as 576 f16 columns, one P^T.
 // fp8_ds_mla: Q's 512 latent columns in f16 and its 64 RoPE columns in bf16, one P^T (bf16) per
@@ -241,19 +272,22 @@ struct RingSmem {
   static constexpr int kD = 576;
   static constexpr int kQCols = kDs ? 512 : 576;  // Q's f16 columns
   static constexpr int kPTiles = kDs ? 4 : 1;
+  static constexpr int kWgs = kRawWgs<kRows, kFmt>;
+  static constexpr int kRing = kRows == 16 && !kDs ? SMLA_SD_RAW_RING16 : kRawRing;  // slots
   static constexpr size_t kSlotBytes = static_cast<size_t>(kKeys) * kRawRingStride<kFmt>;
   static constexpr size_t q = 0;                                              // kRows x kQCols f16, core matrices, permuted
   static constexpr size_t q_rope = q + static_cast<size_t>(kRows) * kQCols * 2;  // kDs: kRows x 64 bf16, permuted
-  static constexpr size_t p = q_rope + (kDs ? static_cast<size_t>(kRows) * 64 * 2 : 0);  // kPTiles x P^T (kRows x 64)
+  static constexpr size_t p = q_rope + (kDs ? static_cast<size_t>(kRows) * 64 * 2 : 0);  // [kWgs] kPTiles x P^T (kRows x 64)
   static constexpr size_t kPBytes = static_cast<size_t>(kRows) * kKeys * 2;
-  static constexpr size_t merge = p + kPTiles * kPBytes;            // float[2][4][32] head maxima
-  static constexpr size_t qinv = merge + 2 * 4 * 32 * 4;           // float[32]: 2^(e - 15), Q's per-head factor undone
-  static constexpr size_t bars = qinv + 32 * 4;                    // uint64 full[kRawRing], empty[kRawRing]
-  static constexpr size_t ok = bars + 2 * kRawRing * 8;            // uint8[kRawRing][64]: the row is real
-  static constexpr size_t ring = (ok + kRawRing * kKeys + 127) / 128 * 128;
-  static constexpr size_t bytes = ring + kRawRing * kSlotBytes;
+  static constexpr size_t merge = p + kWgs * kPTiles * kPBytes;     // float[kWgs][2][4][32] head maxima
+  static constexpr size_t heads = merge + kWgs * 2 * 4 * 32 * 4;   // kWgs 2: float[2 (m, l)][2 (wg)][32], each state's heads
+  static constexpr size_t qinv = heads + (kWgs == 2 ? 2 * 2 * 32 * 4 : 0);  // float[32]: 2^(e - 15), Q's per-head factor undone
+  static constexpr size_t bars = qinv + 32 * 4;                    // uint64 full[kRing], empty[kRing]
+  static constexpr size_t ok = bars + 2 * kRing * 8;               // uint8[kRing][64]: the row is real
+  static constexpr size_t ring = (ok + kRing * kKeys + 127) / 128 * 128;
+  static constexpr size_t bytes = ring + kRing * kSlotBytes;
   static_assert(bytes <= 232448, "ring plan exceeds the 227 KB opt-in limit");
-  static_assert(kRawRing * kSlotBytes >= static_cast<size_t>(kRows) * (512 + 4) * 4, "the epilogue's O^T buffer");
+  static_assert(kRing * kSlotBytes >= kWgs * static_cast<size_t>(kRows) * (512 + 4) * 4, "the epilogue's O^T buffers");
 };
 // Bytes of a raw row of the narrow bulk producer's formats.
 template <int kFmt>

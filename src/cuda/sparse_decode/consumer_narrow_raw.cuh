@@ -1,9 +1,10 @@
-// The consumer warpgroup of a kRawConsumer tile (config.h: 16/32 rows, an fp8_e4m3 cache): the
-// products of consumer_narrow_wgmma.cuh with the keys in M, but K and V enter the tensor cores
-// from registers, converted from the raw e4m3 rows of the ring (e4m3 -> f16 is exact: one cvt per
-// two values), so no bf16 K tile is written or read and a block's slot is refilled as soon as its
-// P V completed. Q and P^T are f16: each head's Q is scaled by a power of two that puts its
-// largest value in [2^14, 2^15) (exact; the logits take the inverse), and P <= 1.
+// A consumer warpgroup of a kRawConsumer tile (config.h: 16/32 rows, an fp8_e4m3 cache; two of them
+// take alternate blocks, RawWg): the products of consumer_narrow_wgmma.cuh with the keys in M, but
+// K and V enter the tensor cores from registers, converted from the raw e4m3 rows of the ring (e4m3
+// -> f16 is exact: one cvt per two values), so no bf16 K tile is written or read and a block's slot
+// is refilled as soon as its P V completed. Q and P^T are f16: each head's Q is scaled by a power
+// of two that puts its largest value in [2^14, 2^15) (exact; the logits take the inverse),
+// and P <= 1.
 //
 // Both products reorder their reduction index freely and consistently with the shared operand,
 // so that every lane reads whole 16-byte pieces of a row without bank conflicts (rows 608 bytes
@@ -36,6 +37,22 @@ __device__ __forceinline__ int raw_key_logical(int k) {
   return (k & ~15) + 2 * (k & 3) + ((k >> 2) & 1) + 8 * ((k >> 3) & 1);
 }
 
+// A consumer warpgroup's share of a kRawConsumer tile: with kRawWgs 2, warpgroup cw takes
+// blocks cw, cw + 2, ... with its own P^T tiles, maxima buffer and named barriers (wg_bar_sync).
+template <int kRows, int kFmt>
+struct RawWg {
+  using S = RingSmem<kRows, kFmt>;
+  static constexpr int kWgs = kRawWgs<kRows, kFmt>;
+  int cw, wq;          // the warpgroup, the warp within it
+  uint8_t* p;          // its P^T tiles
+  float* max_buf;      // its float[2][4][32] head maxima
+  __device__ explicit RawWg(uint8_t* smem)
+      : cw(kWgs == 2 ? static_cast<int>(threadIdx.x >> 7) : 0),
+        wq(kWgs == 2 ? static_cast<int>((threadIdx.x >> 5) & 3) : static_cast<int>(threadIdx.x >> 5)),
+        p(smem + S::p + cw * S::kPTiles * S::kPBytes),
+        max_buf(reinterpret_cast<float*>(smem + S::merge) + cw * 256) {}
+};
+
 // Q rows r < heads of this tile's token, as f16 scaled by 2^(15 - e_r) (e_r: the exponent
 // bound of the row's largest magnitude), in S^T's logical column order; padded rows are zeros.
 // qinv[r] = 2^(e_r - 15) undoes the scale on the logits. fp8_ds_mla: the 512 latent columns so,
@@ -44,7 +61,7 @@ __device__ __forceinline__ int raw_key_logical(int k) {
 template <int kRows, int kFmt>
 __device__ __forceinline__ void load_q_f16(const AttnParams& p, const Work& w, uint8_t* smem) {
   using S = RingSmem<kRows, kFmt>;
-  constexpr int kD = S::kD, kChunks = kD / 8, kQChunks = S::kQCols / 8, kThreads = consumer_threads(kRows);
+  constexpr int kD = S::kD, kChunks = kD / 8, kQChunks = S::kQCols / 8, kThreads = raw_consumer_threads<kRows, kFmt>();
   const uint16_t* q = static_cast<const uint16_t*>(p.q) + w.req * p.q_sb + w.t * p.q_st + w.head0 * p.q_sh;
   float* qinv = reinterpret_cast<float*>(smem + S::qinv);
   const int lane = threadIdx.x & 31, wq = threadIdx.x >> 5;
@@ -101,18 +118,19 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
   constexpr int N = kRows;        // heads: the wgmma N dimension
   constexpr int kNJ = N / 8;      // 8-head column tiles of S^T and O^T
   constexpr int kMT = kDv / 64;   // 64-row tiles of O^T
-  constexpr int kThreads = consumer_threads(kRows);
-  const int lane = threadIdx.x & 31, wq = threadIdx.x >> 5;
+  constexpr int kThreads = 128;  // one consumer warpgroup's (kRawWgs 2: two, each over its own blocks)
+  const RawWg<kRows, kFmt> wg(smem);
+  const int lane = threadIdx.x & 31, wq = wg.wq;
   const int g = lane >> 2, c = lane & 3;
   auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
   // S^T rows of this thread: physical keys ka (fragment row g) and ka + 8.
   const int ka = 16 * wq + ((g & 4) | ((g & 1) << 1) | ((g >> 1) & 1));
   const int kb_ = ka + 8;
-  float* s_max = reinterpret_cast<float*>(smem + S::merge);
+  float* s_max = wg.max_buf;
   const float* qinv = reinterpret_cast<const float*>(smem + S::qinv);
-  uint8_t* s_p = smem + S::p;
+  uint8_t* s_p = wg.p;
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::bars);
-  uint64_t* empty = full + kRawRing;
+  uint64_t* empty = full + S::kRing;
   const uint8_t* ok_bytes = smem + S::ok;
   const uint8_t* ring = smem + S::ring;
   // P^T (N x 64 keys, K-major core matrices): (head n, logical key k) at
@@ -137,9 +155,9 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
 #pragma unroll
   for (int j = 0; j < kNJ; ++j) m_run[j][0] = m_run[j][1] = -INFINITY, l_run[j][0] = l_run[j][1] = 0.f;
 
-  for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
-    const int i = kb - w.kb_begin, slot = i % kRawRing;
-    mbar_wait(full + slot, (i / kRawRing) & 1);
+  for (int i = wg.cw; i < w.kb_end - w.kb_begin; i += wg.kWgs) {
+    const int slot = i % S::kRing;
+    mbar_wait(full + slot, (i / S::kRing) & 1);
     const uint8_t* blk = ring + slot * S::kSlotBytes;
 
     // ---- S^T = K Q^T, one 64-column d-group (four k-steps) at a time; the next group's
@@ -178,7 +196,7 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
     // ---- mask, scale; each head's maximum over this thread's keys, the 8 lanes g, the 4 warps
     const bool ok0 = ok_bytes[slot * kKeys + ka] != 0, ok1 = ok_bytes[slot * kKeys + kb_] != 0;
     narrow_block_softmax<kNJ, kMT, kThreads>(s, ok0, ok1, [&](int j, int e) { return qs[j][e]; },
-                                             s_max + (i & 1) * 128, wq, g, c, m_run, l_run, o);
+                                             s_max + ((i / wg.kWgs) & 1) * 128, wq, g, c, m_run, l_run, o, wg.cw);
 
     // ---- P^T (f16) into shared memory at the keys' logical positions (the previous block's
     // P V completed in every warp before that warp reached this block's barrier above)
@@ -191,7 +209,7 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
         p_b[off] = __half_as_ushort(__float2half_rn(s[j][2 + e]));
       }
     fence_proxy_async();  // read next by wgmma
-    named_bar_sync(kBarPReady, kThreads);
+    wg_bar_sync<kBarPReady, kBarPReady2>(wg.cw, kThreads);
 
     // ---- O^T += V^T P^T: per k-step kk (16 keys) this lane reads its 16-byte piece of four
     // rows (keys 16 kk + 4 r + c), pairs their bytes (PRMT) and converts; two halves of the
@@ -244,9 +262,10 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
   // copy has landed and been read). Tile mi's rows g and g + 8 of warp wq are value columns
   // 16 (8 wq + g) + 2 mi and + 1.
   const int col0 = 16 * (8 * wq + g);
-  narrow_epilogue<kNJ, kMT, kThreads, false>(p, w, reinterpret_cast<float*>(s_p), reinterpret_cast<float*>(smem + S::ring),
-                                             o, m_run, l_run, wq, g, c,
-                                             [&](int mi, int half) { return col0 + 2 * mi + half; });
+  auto col = [&](int mi, int half) { return col0 + 2 * mi + half; };
+  narrow_epilogue<kNJ, kMT, kThreads, false, decltype(col), wg.kWgs>(
+      p, w, reinterpret_cast<float*>(s_p), reinterpret_cast<float*>(smem + S::ring), o, m_run, l_run, wq, g, c, col, wg.cw,
+      reinterpret_cast<float*>(smem + S::heads));
 }
 
 }  // namespace smla::cuda::sparse_decode_family

@@ -1,7 +1,6 @@
-// The consumer warpgroup of a 16-row kRawConsumer tile of fp8_ds_mla (config.h,
-// SMLA_SD_DS_RAW_CONSUMER; compiled, not yet run on a device): consumer_narrow_raw.cuh's
-// products from the raw ring, with the format's 128-column float32 scales kept out of the
-// tensor cores' operands:
+// A consumer warpgroup of a 16-row kRawConsumer tile of fp8_ds_mla (config.h; two of them take
+// alternate blocks, RawWg): consumer_narrow_raw.cuh's products from the raw ring, with the format's
+// 128-column float32 scales kept out of the tensor cores' operands:
 //   S^T = sum_t scale_t . (K_t Q_t^T) + K_rope Q_rope^T: four partial sums over the latent
 //     columns of scale tile t (e4m3 -> f16 exact, Q's latent part in f16 scaled per head) and
 //     one over the 64 RoPE columns (bf16 as stored, against Q's RoPE part in bf16), folded per
@@ -30,17 +29,18 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
   using L = DsMlaLayout;
   constexpr int kStride = kRawRingStride<kFmt>;
   constexpr int N = kRows, kNJ = N / 8, kMT = kDv / 64, kTiles = L::num_scales;
-  constexpr int kThreads = consumer_threads(kRows);
-  const int lane = threadIdx.x & 31, wq = threadIdx.x >> 5;
+  constexpr int kThreads = 128;  // one consumer warpgroup's (kRawWgs 2: two, each over its own blocks)
+  const RawWg<kRows, kFmt> wg(smem);
+  const int lane = threadIdx.x & 31, wq = wg.wq;
   const int g = lane >> 2, c = lane & 3;
   auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
   const int ka = 16 * wq + ((g & 4) | ((g & 1) << 1) | ((g >> 1) & 1));
   const int kb_ = ka + 8;
-  float* s_max = reinterpret_cast<float*>(smem + S::merge);
+  float* s_max = wg.max_buf;
   const float* qinv = reinterpret_cast<const float*>(smem + S::qinv);
-  uint8_t* s_p = smem + S::p;
+  uint8_t* s_p = wg.p;
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::bars);
-  uint64_t* empty = full + kRawRing;
+  uint64_t* empty = full + S::kRing;
   const uint8_t* ok_bytes = smem + S::ok;
   const uint8_t* ring = smem + S::ring;
   const int la = raw_key_logical(ka), lb = raw_key_logical(kb_);
@@ -65,9 +65,9 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
 #pragma unroll
   for (int j = 0; j < kNJ; ++j) m_run[j][0] = m_run[j][1] = -INFINITY, l_run[j][0] = l_run[j][1] = 0.f;
 
-  for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
-    const int i = kb - w.kb_begin, slot = i % kRawRing;
-    mbar_wait(full + slot, (i / kRawRing) & 1);
+  for (int i = wg.cw; i < w.kb_end - w.kb_begin; i += wg.kWgs) {
+    const int slot = i % S::kRing;
+    mbar_wait(full + slot, (i / S::kRing) & 1);
     const uint8_t* blk = ring + slot * S::kSlotBytes;
     const uint8_t* row_a = blk + ka * kStride;
     const uint8_t* row_b = blk + kb_ * kStride;
@@ -146,7 +146,7 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
       }
     const bool ok0 = ok_bytes[slot * kKeys + ka] != 0, ok1 = ok_bytes[slot * kKeys + kb_] != 0;
     narrow_block_softmax<kNJ, kMT, kThreads>(s, ok0, ok1, [&](int, int) { return p.scale_log2; },
-                                             s_max + (i & 1) * 128, wq, g, c, m_run, l_run, o);
+                                             s_max + ((i / wg.kWgs) & 1) * 128, wq, g, c, m_run, l_run, o, wg.cw);
 
     // ---- P^T_t = P . scale_t (bf16) at the keys' logical positions (the previous block's P V
     // completed in every warp before that warp reached this block's barrier above)
@@ -161,7 +161,7 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
           p_b[off] = __bfloat16_as_ushort(__float2bfloat16_rn(s[j][2 + e] * sb[t]));
         }
     fence_proxy_async();  // read next by wgmma
-    named_bar_sync(kBarPReady, kThreads);
+    wg_bar_sync<kBarPReady, kBarPReady2>(wg.cw, kThreads);
 
     // ---- O^T += V^T P^T_t: per k-step kk (16 keys) and half (scale tiles 2 half, 2 half + 1:
     // O^T tiles 4 half .. 4 half + 3), one 4-byte word of four rows (keys 16 kk + 4 r + c) per
@@ -213,9 +213,10 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
   // ---- row sums, lse (and max_logits), O^T out (s_l over P^T, O^T over the ring). Tile mi's
   // rows g and g + 8 of warp wq are value columns 128 (mi / 2) + 4 (8 wq + g) + 2 (mi % 2) and + 1.
   const int col0 = 4 * (8 * wq + g);
-  narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits>(
-      p, w, reinterpret_cast<float*>(s_p), reinterpret_cast<float*>(smem + S::ring), o, m_run, l_run, wq, g, c,
-      [&](int mi, int hf) { return 128 * (mi >> 1) + col0 + 2 * (mi & 1) + hf; });
+  auto col = [&](int mi, int hf) { return 128 * (mi >> 1) + col0 + 2 * (mi & 1) + hf; };
+  narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits, decltype(col), wg.kWgs>(
+      p, w, reinterpret_cast<float*>(s_p), reinterpret_cast<float*>(smem + S::ring), o, m_run, l_run, wq, g, c, col, wg.cw,
+      reinterpret_cast<float*>(smem + S::heads));
 }
 
 }  // namespace smla::cuda::sparse_decode_family

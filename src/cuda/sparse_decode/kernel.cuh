@@ -179,10 +179,11 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
   constexpr int kRaw = raw_slots<kRows, kFmt>();
   if constexpr (kRawConsumer<kRows, kFmt>) {
     if (threadIdx.x == 0) {
-      uint64_t* bars = reinterpret_cast<uint64_t*>(smem + RingSmem<kRows, kFmt>::bars);
-      for (int s = 0; s < kRawRing; ++s) {
+      using RS = RingSmem<kRows, kFmt>;
+      uint64_t* bars = reinterpret_cast<uint64_t*>(smem + RS::bars);
+      for (int s = 0; s < RS::kRing; ++s) {
         mbar_init(bars + s, kKeys);                                    // full: one arrive per copying lane
-        mbar_init(bars + kRawRing + s, consumer_threads(kRows) / 32);  // empty: one per consumer warp
+        mbar_init(bars + RS::kRing + s, 4);  // empty: one per warp of the consumer warpgroup that reads the slot
       }
       fence_mbarrier_init();  // the bulk copies complete on "full"
     }
@@ -225,13 +226,13 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
       else produce_packed<kRows, kFmt>(p, w, smem);
     }
   } else if constexpr (kRawConsumer<kRows, kFmt>) {
-    if (wg < consumer_threads(kRows) / 128) {
-      setmaxnreg_to<kRegsConsumerRaw, kEntry>();
+    if (wg < kRawWgs<kRows, kFmt>) {
+      setmaxnreg_to<kRawWgs<kRows, kFmt> == 2 ? kRegsConsumerRawDual : kRegsConsumerRaw, kEntry>();
       load_q_f16<kRows, kFmt>(p, w, smem);
       if constexpr (kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)) consume_narrow_raw_ds<kRows, kMaxLogits>(p, w, smem);
       else consume_narrow_raw<kRows>(p, w, smem);
     } else {
-      setmaxnreg_to<kRegsProducerRaw, kEntry>();
+      setmaxnreg_to<kRawWgs<kRows, kFmt> == 2 ? kRegsProducerRawDual : kRegsProducerRaw, kEntry>();
       produce_raw_ring<kRows, kFmt>(p, w, smem);
     }
   } else {

@@ -12,16 +12,26 @@
 
 namespace smla::cuda::sparse_decode_family {
 
+// The named barrier of consumer warpgroup cw (0: kId0, 1: kId1; two consumer warpgroups of a raw-ring
+// tile have one each), as one bar.sync instruction per id with the id an immediate.
+template <int kId0, int kId1>
+__device__ __forceinline__ void wg_bar_sync(int cw, int threads) {
+  if (cw) asm volatile("bar.sync %0, %1;\n" ::"n"(kId1), "r"(threads) : "memory");
+  else asm volatile("bar.sync %0, %1;\n" ::"n"(kId0), "r"(threads) : "memory");
+}
+
 // Masks and scales the block's scores (scale(j, e): the logits' factor of the thread's head),
 // takes each head's maximum over this thread's two keys, the 8 lanes g and the 4 warps (through
 // buf[4 warps][32 heads] and one named barrier over kThreads), turns s into exp2(s - m), updates
 // the running maxima and sums, and rescales O^T when some head of the warp moved its maximum.
 // buf alternates by block parity: a thread that writes block i + 2's maxima has passed block
-// i + 1's barrier, which every thread reaches only after reading block i's.
+// i + 1's barrier, which every thread reaches only after reading block i's. cw: the consumer
+// warpgroup (two in raw-ring tiles, each with its own barrier).
 template <int kNJ, int kMT, int kThreads, class Scale>
 __device__ __forceinline__ void narrow_block_softmax(float (&s)[kNJ][4], bool ok0, bool ok1, Scale scale, float* buf,
                                                      int wq, int g, int c, float (&m_run)[kNJ][2],
-                                                     float (&l_run)[kNJ][2], float (&o)[kMT][kNJ][4]) {
+                                                     float (&l_run)[kNJ][2], float (&o)[kMT][kNJ][4],
+                                                     int cw = 0) {
   auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
   float mx[kNJ][2];
 #pragma unroll
@@ -39,7 +49,7 @@ __device__ __forceinline__ void narrow_block_softmax(float (&s)[kNJ][4], bool ok
 #pragma unroll
     for (int j = 0; j < kNJ; ++j) buf[wq * 32 + head_of(j, 0)] = mx[j][0], buf[wq * 32 + head_of(j, 1)] = mx[j][1];
   }
-  named_bar_sync(kBarMerge, kThreads);
+  wg_bar_sync<kBarMerge, kBarMerge2>(cw, kThreads);
   float alpha[kNJ][2];
   bool moved = false;
 #pragma unroll
@@ -76,12 +86,18 @@ __device__ __forceinline__ void narrow_block_softmax(float (&s)[kNJ][4], bool ok
 // factor into obuf ([head][512 + 4] floats; col(mi, half): the value column of tile mi's
 // fragment row g + 8 half) and written out as rows. The caller's warps are past their last
 // reads of the shared memory that s_l and obuf reuse.
-template <int kNJ, int kMT, int kThreads, bool kMaxLogits, class Col>
+// kWgs 2 (two consumer warpgroups, each over its own blocks): warpgroup cw (its own barrier and
+// s_l) publishes its heads' maxima and sums in heads[2][2][32]; both take the merged state
+// (m = max of the two, l = the sums rescaled to m), scale their O^T by the final factor times
+// 2^(m_cw - m) into obuf[cw] (obuf + cw * kRows * (512 + 4)), and all 256 threads write the
+// sums of the two buffers.
+template <int kNJ, int kMT, int kThreads, bool kMaxLogits, class Col, int kWgs = 1>
 __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work& w, float* s_l, float* obuf,
                                                 const float (&o)[kMT][kNJ][4], const float (&m_run)[kNJ][2],
-                                                const float (&l_run)[kNJ][2], int wq, int g, int c, Col col) {
+                                                const float (&l_run)[kNJ][2], int wq, int g, int c, Col col,
+                                                int cw = 0, float* heads = nullptr) {
   auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
-  named_bar_sync(kBarMerge, kThreads);
+  wg_bar_sync<kBarMerge, kBarMerge2>(cw, kThreads);
 #pragma unroll
   for (int j = 0; j < kNJ; ++j)
 #pragma unroll
@@ -92,28 +108,57 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
       v += __shfl_xor_sync(0xffffffffu, v, 16);
       if (g == 0) s_l[wq * 32 + head_of(j, e)] = v;
     }
-  named_bar_sync(kBarMerge, kThreads);
+  wg_bar_sync<kBarMerge, kBarMerge2>(cw, kThreads);
   constexpr int kStride = kDv + 4;  // the 4 heads of a lane quad land in distinct banks
+  constexpr int kRows = 8 * kNJ;
+  float l_sum[kNJ][2];
+  if constexpr (kWgs == 2) {
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int h = head_of(j, e);
+        l_sum[j][e] = s_l[h] + s_l[32 + h] + s_l[64 + h] + s_l[96 + h];
+        if (wq == 0 && g == 0) heads[cw * 32 + h] = m_run[j][e], heads[64 + cw * 32 + h] = l_sum[j][e];
+      }
+    named_bar_sync(kBarFinal, kWgs * kThreads);
+  }
+  float* ob = obuf + (kWgs == 2 ? cw * kRows * kStride : 0);
 #pragma unroll
   for (int j = 0; j < kNJ; ++j)
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int h = head_of(j, e);
-      const float l = s_l[h] + s_l[32 + h] + s_l[64 + h] + s_l[96 + h];
+      float m = m_run[j][e], l, mine = 1.f;
+      if constexpr (kWgs == 1) l = s_l[h] + s_l[32 + h] + s_l[64 + h] + s_l[96 + h];
+      else {
+        l = l_sum[j][e];
+        const float m_o = heads[(1 - cw) * 32 + h], l_o = heads[64 + (1 - cw) * 32 + h];
+        m = fmaxf(m_run[j][e], m_o);
+        const float m_use = m == -INFINITY ? 0.f : m;
+        mine = exp2f(m_run[j][e] - m_use);
+        l = l * mine + l_o * exp2f(m_o - m_use);
+      }
       const bool real = h < w.heads;
-      const RowResult res = finish_row(p, w, w.head0 + h, m_run[j][e], l, real);
-      if (real && wq == 0 && g == 0) store_lse(p, w, w.head0 + h, res.lse);
-      if (kMaxLogits && real && wq == 0 && g == 0) store_max_logit(p, w, w.head0 + h, m_run[j][e]);
+      const RowResult res = finish_row(p, w, w.head0 + h, m, l, real);
+      if (real && cw == 0 && wq == 0 && g == 0) store_lse(p, w, w.head0 + h, res.lse);
+      if (kMaxLogits && real && cw == 0 && wq == 0 && g == 0) store_max_logit(p, w, w.head0 + h, m);
+      const float f = res.factor * mine;
 #pragma unroll
       for (int mi = 0; mi < kMT; ++mi) {
-        obuf[h * kStride + col(mi, 0)] = o[mi][j][e] * res.factor;
-        obuf[h * kStride + col(mi, 1)] = o[mi][j][2 + e] * res.factor;
+        ob[h * kStride + col(mi, 0)] = o[mi][j][e] * f;
+        ob[h * kStride + col(mi, 1)] = o[mi][j][2 + e] * f;
       }
     }
-  named_bar_sync(kBarMerge, kThreads);
-  for (int idx = threadIdx.x; idx < w.heads * (kDv / 4); idx += kThreads) {
+  if constexpr (kWgs == 2) named_bar_sync(kBarFinal, kWgs * kThreads);
+  else wg_bar_sync<kBarMerge, kBarMerge2>(cw, kThreads);
+  for (int idx = threadIdx.x; idx < w.heads * (kDv / 4); idx += kWgs * kThreads) {
     const int h = idx / (kDv / 4), cl = 4 * (idx % (kDv / 4));
-    const float4 v = *reinterpret_cast<const float4*>(obuf + h * kStride + cl);
+    float4 v = *reinterpret_cast<const float4*>(obuf + h * kStride + cl);
+    if constexpr (kWgs == 2) {
+      const float4 u = *reinterpret_cast<const float4*>(obuf + kRows * kStride + h * kStride + cl);
+      v.x += u.x, v.y += u.y, v.z += u.z, v.w += u.w;
+    }
     store_o4(p, w, w.head0 + h, cl, v);
   }
 }

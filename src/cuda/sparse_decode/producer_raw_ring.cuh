@@ -1,7 +1,7 @@
 // The producer of kRawConsumer tiles (config.h): rows copied by the TMA unit into a ring of
 // kRawRing raw blocks, nothing converted or stored here. Lanes 0..7 of each of the eight producer
-// warps own one row of every block (a warp issues cp.async.bulk one lane at a time, so the copies
-// are spread over the warps). A row's copy arms its slot's "full" barrier for its bytes; a
+// warps (kRawWgs 2: lanes 0..15 of four) own one row of every block (a warp issues cp.async.bulk
+// one lane at a time, so the copies are spread over the warps). A row's copy arms its slot's "full" barrier for its bytes; a
 // skipped key (past the length, causal, a missing page) is not copied: its slot row is zeroed
 // (stale or uninitialized bytes could be e4m3 NaN, and P V reads every row) and marked in `ok`.
 // The slot of block i is reissued for block i + kRawRing once the consumer warps released it.
@@ -24,21 +24,23 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
   using R = RawRow<kFmt>;
   constexpr int kStride = kRawRingStride<kFmt>;
   static_assert(R::kBytes <= kStride && R::kBytes % 16 == 0, "a ring row holds one cache row");
-  const int pt = static_cast<int>(threadIdx.x) - consumer_threads(kRows);
-  if ((pt & 31) >= 8) return;
-  const int row = (pt >> 5) * 8 + (pt & 7);
+  // Rows per producer warp: eight warps (lanes 0..7) or, with two consumer warpgroups, four (0..15).
+  constexpr int kLanes = kKeys / ((cta_threads(kRows) - raw_consumer_threads<kRows, kFmt>()) / 32);
+  const int pt = static_cast<int>(threadIdx.x) - raw_consumer_threads<kRows, kFmt>();
+  if ((pt & 31) >= kLanes) return;
+  const int row = (pt >> 5) * kLanes + (pt & (kLanes - 1));
   const int blocks = w.kb_end - w.kb_begin;
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::bars);
-  uint64_t* empty = full + kRawRing;
+  uint64_t* empty = full + S::kRing;
   uint8_t* ok_bytes = smem + S::ok;
   uint8_t* ring = smem + S::ring;
   int32_t idx = blocks > 0 ? load_key_index<R::kDense>(p, w, w.kb_begin * kKeys + row) : -1;
   for (int i = 0; i < blocks; ++i) {
-    const int slot = i % kRawRing;
+    const int slot = i % S::kRing;
     const int v = (w.kb_begin + i) * kKeys + row;
     const KeyAddr a = key_addr(p, w, v, idx);
     if (i + 1 < blocks) idx = load_key_index<R::kDense>(p, w, v + kKeys);
-    if (i >= kRawRing) mbar_wait(empty + slot, ((i / kRawRing) - 1) & 1);
+    if (i >= S::kRing) mbar_wait(empty + slot, ((i / S::kRing) - 1) & 1);
     const bool ok = a.page != nullptr;
     uint8_t* dst = ring + slot * S::kSlotBytes + row * kStride;
     ok_bytes[slot * kKeys + row] = ok;
