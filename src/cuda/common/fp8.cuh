@@ -24,6 +24,17 @@ __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t pair) {
   return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
 }
 
+// Byte kByte of x0 and of x1 (e4m3) as a bf16 pair (x0's low) times 2^-120, exact (subnormals
+// too), on the integer pipes: prmt spreads each byte into a 16-bit half with its sign replicated
+// above it, the shift puts exponent and mantissa in place, the mask keeps them and the sign.
+template <int kByte>
+__device__ __forceinline__ uint32_t e4m3_pair_to_bf16x2_2m120(uint32_t x0, uint32_t x1) {
+  constexpr uint32_t kSel = kByte | ((kByte | 8) << 4) | ((kByte + 4) << 8) | (((kByte + 4) | 8) << 12);
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(x0), "r"(x1), "n"(kSel));
+  return (r << 4) & 0x87f087f0u;
+}
+
 // 16 e4m3 values (one 16-byte load) times one scale -> 16 bf16 values (two 16-byte stores).
 __device__ __forceinline__ void e4m3x16_to_bf16(const uint4& in, float scale, uint4& lo, uint4& hi) {
   lo.x = e4m3x2_to_bf16x2(in.x, scale);

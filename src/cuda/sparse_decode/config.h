@@ -220,6 +220,16 @@ template <int kRows, int kFmt>
 inline constexpr bool kRawConsumer =
     (SMLA_SD_RAW_CONSUMER != 0 && kRows < 64 && kFmt == static_cast<int>(CacheFormat::fp8_e4m3)) ||
     (SMLA_SD_DS_RAW_CONSUMER != 0 && kRows == 16 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla));
+// Measurement build SMLA_SD_DS_INT_V=1: the 16-row fp8_ds_mla raw consumer converts values to
+// bf16 on the integer pipes (a sign-replicating prmt, a shift and a mask per pair: exact, the
+// value times 2^-120, subnormals included) instead of e4m3 -> f16 -> f32 -> bf16; P^T carries
+// 2^60 more and O^T is multiplied by 2^60 before the epilogue. A NaN byte would read as a
+// finite value, but the same byte is also a key column, whose exact conversion makes the
+// logit NaN.
+#ifndef SMLA_SD_DS_INT_V
+#define SMLA_SD_DS_INT_V 0
+#endif
+inline constexpr bool kDsIntV = SMLA_SD_DS_INT_V != 0;
 // kRawConsumer tiles have two consumer warpgroups that take alternate blocks (warpgroup cw:
 // blocks cw, cw + 2, ...; each with its own softmax state, P^T tiles, maxima buffer and named
 // barriers; the two states merge in the epilogue) and one copy-only producer warpgroup (lanes

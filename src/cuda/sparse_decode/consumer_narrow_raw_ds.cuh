@@ -144,6 +144,8 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
         s[j][e] = qv[j][e] * xa + sr[j][e];
         s[j][2 + e] = qv[j][e] * xb + sr[j][2 + e];
       }
+    // P^T's factors (kDsIntV: values enter as V 2^-120, so P^T takes 2^60 and O^T ends at 2^-60)
+    auto pscale = [](float x) { return kDsIntV ? x * 1.152921504606846976e18f : x; };
     const bool ok0 = ok_bytes[slot * kKeys + ka] != 0, ok1 = ok_bytes[slot * kKeys + kb_] != 0;
     narrow_block_softmax<kNJ, kMT, kThreads>(s, ok0, ok1, [&](int, int) { return p.scale_log2; },
                                              s_max + ((i / wg.kWgs) & 1) * 128, wq, g, c, m_run, l_run, o, wg.cw);
@@ -157,8 +159,8 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int off = t * static_cast<int>(S::kPBytes / 2) + j * 512 + (2 * c + e) * 8;
-          p_a[off] = __bfloat16_as_ushort(__float2bfloat16_rn(s[j][e] * sa[t]));
-          p_b[off] = __bfloat16_as_ushort(__float2bfloat16_rn(s[j][2 + e] * sb[t]));
+          p_a[off] = __bfloat16_as_ushort(__float2bfloat16_rn(s[j][e] * pscale(sa[t])));
+          p_b[off] = __bfloat16_as_ushort(__float2bfloat16_rn(s[j][2 + e] * pscale(sb[t])));
         }
     fence_proxy_async();  // read next by wgmma
     wg_bar_sync<kBarPReady, kBarPReady2>(wg.cw, kThreads);
@@ -182,6 +184,18 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
       }
 #pragma unroll
       for (int tt = 0; tt < 2; ++tt) {  // O^T tiles 4 half + 2 tt (bytes 0/1 of a word), + 1 (bytes 2/3)
+        if constexpr (kDsIntV) {
+          const uint32_t* xr = x[tt];
+          a[h & 1][2 * tt][0] = e4m3_pair_to_bf16x2_2m120<0>(xr[0], xr[1]);
+          a[h & 1][2 * tt][1] = e4m3_pair_to_bf16x2_2m120<1>(xr[0], xr[1]);
+          a[h & 1][2 * tt][2] = e4m3_pair_to_bf16x2_2m120<0>(xr[2], xr[3]);
+          a[h & 1][2 * tt][3] = e4m3_pair_to_bf16x2_2m120<1>(xr[2], xr[3]);
+          a[h & 1][2 * tt + 1][0] = e4m3_pair_to_bf16x2_2m120<2>(xr[0], xr[1]);
+          a[h & 1][2 * tt + 1][1] = e4m3_pair_to_bf16x2_2m120<3>(xr[0], xr[1]);
+          a[h & 1][2 * tt + 1][2] = e4m3_pair_to_bf16x2_2m120<2>(xr[2], xr[3]);
+          a[h & 1][2 * tt + 1][3] = e4m3_pair_to_bf16x2_2m120<3>(xr[2], xr[3]);
+          continue;
+        }
         const uint32_t lo01 = __byte_perm(x[tt][0], x[tt][1], 0x5140), hi01 = __byte_perm(x[tt][0], x[tt][1], 0x7362);
         const uint32_t lo23 = __byte_perm(x[tt][2], x[tt][3], 0x5140), hi23 = __byte_perm(x[tt][2], x[tt][3], 0x7362);
         a[h & 1][2 * tt][0] = e4m3x2_to_bf16x2(lo01, 1.f);
@@ -212,6 +226,14 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
 
   // ---- row sums, lse (and max_logits), O^T out (s_l over P^T, O^T over the ring). Tile mi's
   // rows g and g + 8 of warp wq are value columns 128 (mi / 2) + 4 (8 wq + g) + 2 (mi % 2) and + 1.
+  if constexpr (kDsIntV) {
+#pragma unroll
+    for (int mi = 0; mi < kMT; ++mi)
+#pragma unroll
+      for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) o[mi][j][k] *= 1.152921504606846976e18f;  // 2^60
+  }
   const int col0 = 4 * (8 * wq + g);
   auto col = [&](int mi, int hf) { return 128 * (mi >> 1) + col0 + 2 * (mi & 1) + hf; };
   narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits, decltype(col), wg.kWgs>(
