@@ -44,24 +44,8 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t by
 }
 
 // Blocks until the phase of parity `parity` has completed (acquire at CTA scope).
-// SMLA_MBAR_SUSPEND=1: try_wait with a suspend-time hint (10 ms, after which it returns false
-// and is retried), so that a waiting warp sleeps until the phase completes instead of retrying
-// at the system's short default limit, each retry an issued instruction taken from the warps
-// that share its scheduler.
-#ifndef SMLA_MBAR_SUSPEND
-#define SMLA_MBAR_SUSPEND 0
-#endif
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
-#if SMLA_MBAR_SUSPEND
-  asm volatile(
-      "{\n.reg .pred done;\n"
-      "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1, %2;\n"
-      "@!done bra WAIT_%=;\n}\n" ::"r"(addr),
-      "r"(parity), "r"(10000000u)
-      : "memory");
-#else
   asm volatile(
       "{\n.reg .pred done;\n"
       "WAIT_%=:\n"
@@ -69,7 +53,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       "@!done bra WAIT_%=;\n}\n" ::"r"(addr),
       "r"(parity)
       : "memory");
-#endif
 }
 
 // Named barrier `id` over `threads` threads: sync waits for all; arrive only signals.

@@ -35,6 +35,22 @@ __device__ __forceinline__ uint32_t e4m3_pair_to_bf16x2_2m120(uint32_t x0, uint3
   return (r << 4) & 0x87f087f0u;
 }
 
+// The upper two e4m3 values of `word` (bits 16..31, byte 2 to the low half) -> f16x2, exact: the
+// conversion reads the register's upper half itself, where e4m3x2_to_f16x2(word >> 16) costs a
+// shift (SMLA_CVT_HI=0, a measurement build).
+#ifndef SMLA_CVT_HI
+#define SMLA_CVT_HI 1
+#endif
+__device__ __forceinline__ uint32_t e4m3x2_hi_to_f16x2(uint32_t word) {
+#if SMLA_CVT_HI
+  uint32_t r;
+  asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %1;\ncvt.rn.f16x2.e4m3x2 %0, h;\n}\n" : "=r"(r) : "r"(word));
+  return r;
+#else
+  return e4m3x2_to_f16x2(word >> 16);
+#endif
+}
+
 // 16 e4m3 values (one 16-byte load) times one scale -> 16 bf16 values (two 16-byte stores).
 __device__ __forceinline__ void e4m3x16_to_bf16(const uint4& in, float scale, uint4& lo, uint4& hi) {
   lo.x = e4m3x2_to_bf16x2(in.x, scale);

@@ -179,8 +179,8 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
       for (int st = 0; st < 4; ++st) {
         a[grp & 1][st][0] = e4m3x2_to_f16x2(wa[st]);
         a[grp & 1][st][1] = e4m3x2_to_f16x2(wb[st]);
-        a[grp & 1][st][2] = e4m3x2_to_f16x2(wa[st] >> 16);
-        a[grp & 1][st][3] = e4m3x2_to_f16x2(wb[st] >> 16);
+        a[grp & 1][st][2] = e4m3x2_hi_to_f16x2(wa[st]);
+        a[grp & 1][st][3] = e4m3x2_hi_to_f16x2(wb[st]);
       }
       wgmma_fence();
 #pragma unroll
@@ -236,13 +236,13 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
         const uint32_t lo23 = __byte_perm(x2, x3, 0x5140), hi23 = __byte_perm(x2, x3, 0x7362);
         // tile 2 wd (of this half): bytes 0/1 of the word; tile 2 wd + 1: bytes 2/3
         a[h & 1][2 * wd][0] = e4m3x2_to_f16x2(lo01);
-        a[h & 1][2 * wd][1] = e4m3x2_to_f16x2(lo01 >> 16);
+        a[h & 1][2 * wd][1] = e4m3x2_hi_to_f16x2(lo01);
         a[h & 1][2 * wd][2] = e4m3x2_to_f16x2(lo23);
-        a[h & 1][2 * wd][3] = e4m3x2_to_f16x2(lo23 >> 16);
+        a[h & 1][2 * wd][3] = e4m3x2_hi_to_f16x2(lo23);
         a[h & 1][2 * wd + 1][0] = e4m3x2_to_f16x2(hi01);
-        a[h & 1][2 * wd + 1][1] = e4m3x2_to_f16x2(hi01 >> 16);
+        a[h & 1][2 * wd + 1][1] = e4m3x2_hi_to_f16x2(hi01);
         a[h & 1][2 * wd + 1][2] = e4m3x2_to_f16x2(hi23);
-        a[h & 1][2 * wd + 1][3] = e4m3x2_to_f16x2(hi23 >> 16);
+        a[h & 1][2 * wd + 1][3] = e4m3x2_hi_to_f16x2(hi23);
       }
       wgmma_fence();
 #pragma unroll

@@ -103,8 +103,8 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
         if (!rope) {
           a[grp & 1][s4][0] = e4m3x2_to_f16x2(wa[s4]);
           a[grp & 1][s4][1] = e4m3x2_to_f16x2(wb[s4]);
-          a[grp & 1][s4][2] = e4m3x2_to_f16x2(wa[s4] >> 16);
-          a[grp & 1][s4][3] = e4m3x2_to_f16x2(wb[s4] >> 16);
+          a[grp & 1][s4][2] = e4m3x2_hi_to_f16x2(wa[s4]);
+          a[grp & 1][s4][3] = e4m3x2_hi_to_f16x2(wb[s4]);
         } else {
           a[grp & 1][s4][0] = wa[2 * s4];
           a[grp & 1][s4][1] = wb[2 * s4];
