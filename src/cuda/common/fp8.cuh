@@ -38,7 +38,8 @@ __device__ __forceinline__ uint32_t e4m3_pair_to_bf16x2_2m120(uint32_t x0, uint3
 // The upper two e4m3 values of `word` (bits 16..31, byte 2 to the low half) -> f16x2, exact: the
 // conversion reads the register's upper half itself, where e4m3x2_to_f16x2(word >> 16) costs a
 // shift (SMLA_CVT_HI=0, a measurement build). In the raw-ring consumers (same-seed A/B,
-// 2026-12-01): dense fp8 b128 h16 L8k +4.9% GB/s, h32 +6.9%, s_q2 h16 +7.2%; sparse h16 +1%.
+// 2026-12-01): dense fp8 b128 h16 L8k 206.8 -> 197.1 µs, h32 271.2 -> 253.7, s_q2 h16 362.0 ->
+// 337.5; sparse V3.2 h16 72.0 -> 71.3, s_q2 h16 128.5 -> 126.0.
 #ifndef SMLA_CVT_HI
 #define SMLA_CVT_HI 1
 #endif

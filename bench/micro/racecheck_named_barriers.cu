@@ -1,0 +1,62 @@
+// Tool check: does compute-sanitizer racecheck model a named barrier (bar.sync id, 256) shared by
+// two warpgroups of a 384-thread CTA whose third warpgroup exits early, as the raw-ring tiles'
+// epilogue merge uses it (docs/PERF.md, eleventh pass, 8)? Four kernels, each a write / barrier /
+// read exchange that is race-free by PTX semantics; the expected report is 0 hazards.
+// Build and run on the GPU machine:
+//   nvcc -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo bench/micro/racecheck_named_barriers.cu \
+//     -o racecheck_named_barriers && compute-sanitizer --tool racecheck ./racecheck_named_barriers
+#include <cstdio>
+__device__ __forceinline__ void bsync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+__device__ __forceinline__ void barrive(int id, int n) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+// A: both warpgroups bar.sync 3, 256; warpgroup 2 exits at entry.
+__global__ void k_a(float* out) {
+  __shared__ float s[256];
+  if (threadIdx.x >= 256) return;
+  s[threadIdx.x] = threadIdx.x;
+  bsync(3, 256);
+  out[blockIdx.x * 256 + threadIdx.x] = s[(threadIdx.x + 128) % 256];
+}
+// B: as A, after a per-warpgroup exchange on predicated immediate barriers 4 / 12.
+__global__ void k_b(float* out) {
+  __shared__ float s[256], t[256];
+  if (threadIdx.x >= 256) return;
+  const int wg = threadIdx.x >> 7;
+  t[threadIdx.x] = threadIdx.x;
+  if (wg) asm volatile("bar.sync 12, 128;" ::: "memory");
+  else asm volatile("bar.sync 4, 128;" ::: "memory");
+  float x = t[(threadIdx.x & 128) | ((threadIdx.x + 1) & 127)];
+  s[threadIdx.x] = x;
+  bsync(3, 256);
+  out[blockIdx.x * 256 + threadIdx.x] = s[(threadIdx.x + 128) % 256];
+}
+// C: as A with warpgroup 2 alive (it skips the exchange and waits at nothing).
+__global__ void k_c(float* out) {
+  __shared__ float s[256];
+  if (threadIdx.x < 256) {
+    s[threadIdx.x] = threadIdx.x;
+    bsync(3, 256);
+    out[blockIdx.x * 256 + threadIdx.x] = s[(threadIdx.x + 128) % 256];
+  }
+}
+// D: warpgroup 0 writes and bar.arrive 1, 256; warpgroup 1 bar.sync 1, 256 and reads.
+__global__ void k_d(float* out) {
+  __shared__ float s[128];
+  if (threadIdx.x >= 256) return;
+  if (threadIdx.x < 128) {
+    s[threadIdx.x] = threadIdx.x;
+    barrive(1, 256);
+  } else {
+    bsync(1, 256);
+    out[blockIdx.x * 256 + threadIdx.x] = s[(threadIdx.x + 1) & 127];
+  }
+}
+int main() {
+  float* out;
+  cudaMalloc(&out, 4 * 256 * sizeof(float));
+  k_a<<<4, 384>>>(out);
+  k_b<<<4, 384>>>(out);
+  k_c<<<4, 384>>>(out);
+  k_d<<<4, 384>>>(out);
+  printf("done: %s\n", cudaGetErrorString(cudaDeviceSynchronize()));
+  return 0;
+}
