@@ -1,7 +1,7 @@
 // The per-block online softmax and the epilogue of a narrow tile (16/32 heads, keys in M: S^T
-// and O^T hold heads in columns), shared by the two narrow consumers (consumer_narrow_wgmma.cuh,
-// consumer_narrow_raw.cuh). A thread holds S^T rows r and r + 8 (its two keys) and, per 8-head
-// column tile j, heads 8 j + 2 c + e (c = lane % 4, e = 0, 1).
+// and O^T hold heads in columns), shared by the narrow consumers (consumer_narrow_wgmma.cuh,
+// consumer_narrow_raw.cuh, consumer_narrow_raw_ds.cuh). A thread holds S^T rows r and r + 8 (its
+// two keys) and, per 8-head column tile j, heads 8 j + 2 c + e (c = lane % 4, e = 0, 1).
 #pragma once
 
 #include <cstdint>
@@ -12,8 +12,8 @@
 
 namespace smla::cuda::sparse_decode_family {
 
-// The named barrier of consumer warpgroup cw (0: kId0, 1: kId1; two consumer warpgroups of a raw-ring
-// tile have one each), as one bar.sync instruction per id with the id an immediate.
+// The named barrier of consumer warpgroup cw (0: kId0, 1: kId1; the two consumer warpgroups of
+// a raw-ring tile have one each), one bar.sync instruction per id, the id an immediate.
 template <int kId0, int kId1>
 __device__ __forceinline__ void wg_bar_sync(int cw, int threads) {
   if (cw) asm volatile("bar.sync %0, %1;\n" ::"n"(kId1), "r"(threads) : "memory");
