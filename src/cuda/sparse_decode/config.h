@@ -246,6 +246,15 @@ template <int kRows, int kFmt>
 inline constexpr int kRawWgs = SMLA_SD_RAW_DUAL != 0 && kRawConsumer<kRows, kFmt> ? 2 : 1;
 template <int kRows, int kFmt>
 constexpr int raw_consumer_threads() { return 128 * kRawWgs<kRows, kFmt>; }
+// Measurement build SMLA_SD_Q_ONE_PASS=1 (compiled, not yet run on a device): raw-ring tiles load
+// Q once (consumer_narrow_raw.cuh, load_q_f16), each warp keeping its rows in registers between
+// their maxima and the conversion; the default loads Q twice (the second pass from L2). Q's loads
+// took ~6% of the samples of the 16-row fp8_ds_mla kernel (ncu, 2026-12-01), a one-wave launch
+// whose CTA start is not overlapped.
+#ifndef SMLA_SD_Q_ONE_PASS
+#define SMLA_SD_Q_ONE_PASS 0
+#endif
+inline constexpr bool kQOnePass = SMLA_SD_Q_ONE_PASS != 0;
 // Named barriers of the second consumer warpgroup (the first uses kBarMerge and kBarPReady);
 // kBarFinal joins both at the epilogue.
 inline constexpr int kBarMerge2 = 12, kBarPReady2 = 13;

@@ -53,11 +53,48 @@ struct RawWg {
         max_buf(reinterpret_cast<float*>(smem + S::merge) + cw * 256) {}
 };
 
+// The largest magnitude of eight bf16 values.
+__device__ __forceinline__ float absmax8_bf16(const uint4& v) {
+  const uint32_t wds[4] = {v.x, v.y, v.z, v.w};
+  float mx = 0.f;
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    mx = fmaxf(mx, fmaxf(fabsf(__uint_as_float(wds[k] << 16)), fabsf(__uint_as_float(wds[k] & 0xffff0000u))));
+  return mx;
+}
+
+// Q's 16-byte chunk ch (bf16 columns 8 ch .. 8 ch + 7) of row r into its tile, times f (f16),
+// or into the RoPE tile as it is (fp8_ds_mla's columns past the latent ones).
+template <int kRows, int kFmt>
+__device__ __forceinline__ void store_q_chunk(uint8_t* smem, int r, int ch, const uint4& v, float f) {
+  using S = RingSmem<kRows, kFmt>;
+  constexpr int kQChunks = S::kQCols / 8;
+  const uint32_t wds[4] = {v.x, v.y, v.z, v.w};
+  // Physical columns 8 ch .. 8 ch + 7: d-group ch / 8, quad lane t = ch % 8 / 2, k-steps
+  // s0 = 2 (ch % 2) and s0 + 1; value pairs (0,1), (2,3) of a k-step go to logical columns
+  // 2t, 2t+1 and 2t+8, 2t+9.
+  const int grp = ch >> 3, t = (ch & 7) >> 1, s0 = 2 * (ch & 1);
+  const bool rope = S::kDs && ch >= kQChunks;  // fp8_ds_mla's RoPE columns: bf16 as they are
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int col = 64 * grp + 16 * (s0 + (k >> 1)) + 2 * t + 8 * (k & 1);
+    if (rope) {
+      const int rc = col - S::kQCols;
+      *reinterpret_cast<uint32_t*>(smem + S::q_rope + tile_offset<64>(r, rc >> 3) + (rc & 7) * 2) = wds[k];
+      continue;
+    }
+    const __half2 h = __floats2half2_rn(__uint_as_float(wds[k] << 16) * f, __uint_as_float(wds[k] & 0xffff0000u) * f);
+    *reinterpret_cast<__half2*>(smem + S::q + tile_offset<S::kQCols>(r, col >> 3) + (col & 7) * 2) = h;
+  }
+}
+
 // Q rows r < heads of this tile's token, as f16 scaled by 2^(15 - e_r) (e_r: the exponent
 // bound of the row's largest magnitude), in S^T's logical column order; padded rows are zeros.
 // qinv[r] = 2^(e_r - 15) undoes the scale on the logits. fp8_ds_mla: the 512 latent columns so,
 // the 64 RoPE columns as bf16 unscaled into their own tile (same column order within each
-// 64-column group).
+// 64-column group). Two passes over Q: each warp takes whole rows for their maxima, then every
+// thread converts chunks (loaded again, from L2). kQOnePass (config.h, a measurement build):
+// each warp keeps its rows' chunks in registers from the first loads and converts them itself.
 template <int kRows, int kFmt>
 __device__ __forceinline__ void load_q_f16(const AttnParams& p, const Work& w, uint8_t* smem) {
   using S = RingSmem<kRows, kFmt>;
@@ -65,44 +102,57 @@ __device__ __forceinline__ void load_q_f16(const AttnParams& p, const Work& w, u
   const uint16_t* q = static_cast<const uint16_t*>(p.q) + w.req * p.q_sb + w.t * p.q_st + w.head0 * p.q_sh;
   float* qinv = reinterpret_cast<float*>(smem + S::qinv);
   const int lane = threadIdx.x & 31, wq = threadIdx.x >> 5;
-  for (int r = wq; r < kRows; r += kThreads / 32) {
-    float mx = 0.f;
-    if (r < w.heads)
-      for (int ch = lane; ch < kQChunks; ch += 32) {
-        const uint4 v = __ldg(reinterpret_cast<const uint4*>(q + r * p.q_sh) + ch);
-        const uint32_t wds[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int k = 0; k < 4; ++k)
-          mx = fmaxf(mx, fmaxf(fabsf(__uint_as_float(wds[k] << 16)), fabsf(__uint_as_float(wds[k] & 0xffff0000u))));
-      }
+  auto row_factor = [&](int r, float mx) {  // the warp's maximum of row r -> Q's factor (qinv[r] its inverse)
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
     int e = 0;
     if (mx > 0.f && isfinite(mx)) frexpf(mx, &e);
     if (lane == 0) qinv[r] = ldexpf(1.f, e - 15);
-  }
-  named_bar_sync(kBarQReady, kThreads);
-  for (int i = threadIdx.x; i < kRows * kChunks; i += kThreads) {
-    const int r = i / kChunks, ch = i % kChunks;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (r < w.heads) v = __ldg(reinterpret_cast<const uint4*>(q + r * p.q_sh) + ch);
-    const float f = 1.f / qinv[r];
-    const uint32_t wds[4] = {v.x, v.y, v.z, v.w};
-    // Physical columns 8 ch .. 8 ch + 7: d-group ch / 8, quad lane t = ch % 8 / 2, k-steps
-    // s0 = 2 (ch % 2) and s0 + 1; value pairs (0,1), (2,3) of a k-step go to logical columns
-    // 2t, 2t+1 and 2t+8, 2t+9.
-    const int grp = ch >> 3, t = (ch & 7) >> 1, s0 = 2 * (ch & 1);
-    const bool rope = S::kDs && ch >= kQChunks;  // fp8_ds_mla's RoPE columns: bf16 as they are
+    return ldexpf(1.f, 15 - e);
+  };
+  if constexpr (kQOnePass) {
+    constexpr int kWarps = kThreads / 32, kPerWarp = kRows / kWarps, kIt = (kChunks + 31) / 32;
+    static_assert(kRows % kWarps == 0, "whole rows per warp");
+    uint4 v[kPerWarp][kIt];  // every load of the warp's rows issued before the first use
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int col = 64 * grp + 16 * (s0 + (k >> 1)) + 2 * t + 8 * (k & 1);
-      if (rope) {
-        const int rc = col - S::kQCols;
-        *reinterpret_cast<uint32_t*>(smem + S::q_rope + tile_offset<64>(r, rc >> 3) + (rc & 7) * 2) = wds[k];
-        continue;
+    for (int k = 0; k < kPerWarp; ++k)
+#pragma unroll
+      for (int it = 0; it < kIt; ++it) {
+        const int r = wq + k * kWarps, ch = lane + 32 * it;
+        v[k][it] = make_uint4(0, 0, 0, 0);
+        if (r < w.heads && ch < kChunks) v[k][it] = __ldg(reinterpret_cast<const uint4*>(q + r * p.q_sh) + ch);
       }
-      const __half2 h = __floats2half2_rn(__uint_as_float(wds[k] << 16) * f, __uint_as_float(wds[k] & 0xffff0000u) * f);
-      *reinterpret_cast<__half2*>(smem + S::q + tile_offset<S::kQCols>(r, col >> 3) + (col & 7) * 2) = h;
+#pragma unroll
+    for (int k = 0; k < kPerWarp; ++k) {
+      const int r = wq + k * kWarps;
+      float mx = 0.f;
+#pragma unroll
+      for (int it = 0; it < kIt; ++it)
+        if (lane + 32 * it < kQChunks) mx = fmaxf(mx, absmax8_bf16(v[k][it]));
+      const float f = row_factor(r, mx);
+#pragma unroll
+      for (int it = 0; it < kIt; ++it)
+        if (lane + 32 * it < kChunks) store_q_chunk<kRows, kFmt>(smem, r, lane + 32 * it, v[k][it], f);
+    }
+  } else {
+    for (int r = wq; r < kRows; r += kThreads / 32) {
+      float mx = 0.f;
+      if (r < w.heads)
+        for (int ch = lane; ch < kQChunks; ch += 32) {
+          const uint4 v = __ldg(reinterpret_cast<const uint4*>(q + r * p.q_sh) + ch);
+          const uint32_t wds[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int k = 0; k < 4; ++k)
+            mx = fmaxf(mx, fmaxf(fabsf(__uint_as_float(wds[k] << 16)), fabsf(__uint_as_float(wds[k] & 0xffff0000u))));
+        }
+      row_factor(r, mx);
+    }
+    named_bar_sync(kBarQReady, kThreads);
+    for (int i = threadIdx.x; i < kRows * kChunks; i += kThreads) {
+      const int r = i / kChunks, ch = i % kChunks;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (r < w.heads) v = __ldg(reinterpret_cast<const uint4*>(q + r * p.q_sh) + ch);
+      store_q_chunk<kRows, kFmt>(smem, r, ch, v, 1.f / qinv[r]);
     }
   }
   fence_proxy_async();  // Q is read by wgmma
