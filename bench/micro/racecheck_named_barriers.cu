@@ -2,8 +2,9 @@
 // two warpgroups of a 384-thread CTA whose third warpgroup exits early, as the raw-ring tiles'
 // epilogue merge uses it (docs/PERF.md, eleventh pass, 8)? Five kernels, each a write / barrier /
 // read exchange that is race-free by PTX semantics; the expected report is 0 hazards. A-D ran
-// on the H200 with 0 hazards; E (not yet run) gives the warpgroups different numbers of their
-// own barriers before the shared one, as an odd block count does in the raw-ring tiles.
+// on the H200 with 0 hazards (B then as its own kernel, the code of k_own<1>); E (not yet run)
+// gives the warpgroups different numbers of their own barriers before the shared one, as an odd
+// block count does in the raw-ring tiles.
 // Build and run on the GPU machine:
 //   nvcc -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo bench/micro/racecheck_named_barriers.cu \
 //     -o racecheck_named_barriers && compute-sanitizer --tool racecheck ./racecheck_named_barriers
@@ -18,14 +19,20 @@ __global__ void k_a(float* out) {
   bsync(3, 256);
   out[blockIdx.x * 256 + threadIdx.x] = s[(threadIdx.x + 128) % 256];
 }
-// B: as A, after a per-warpgroup exchange on predicated immediate barriers 4 / 12.
-__global__ void k_b(float* out) {
+// B (kOwn0 = 1) and E (kOwn0 = 2): as A, after a per-warpgroup exchange on predicated immediate
+// barriers 4 / 12, which warpgroup 0 passes kOwn0 times and warpgroup 1 once (the raw-ring
+// tiles' consumer warpgroups take alternate blocks, so an odd block count gives them different
+// numbers of their own barriers before the merge).
+template <int kOwn0>
+__global__ void k_own(float* out) {
   __shared__ float s[256], t[256];
   if (threadIdx.x >= 256) return;
   const int wg = threadIdx.x >> 7;
   t[threadIdx.x] = threadIdx.x;
-  if (wg) asm volatile("bar.sync 12, 128;" ::: "memory");
-  else asm volatile("bar.sync 4, 128;" ::: "memory");
+  for (int i = 0; i < (wg ? 1 : kOwn0); ++i) {
+    if (wg) asm volatile("bar.sync 12, 128;" ::: "memory");
+    else asm volatile("bar.sync 4, 128;" ::: "memory");
+  }
   float x = t[(threadIdx.x & 128) | ((threadIdx.x + 1) & 127)];
   s[threadIdx.x] = x;
   bsync(3, 256);
@@ -52,31 +59,14 @@ __global__ void k_d(float* out) {
     out[blockIdx.x * 256 + threadIdx.x] = s[(threadIdx.x + 1) & 127];
   }
 }
-// E: as B, but warpgroup 0 passes its own barrier twice and warpgroup 1 once before the shared
-// one (the raw-ring tiles' consumer warpgroups take alternate blocks, so an odd block count
-// gives them different numbers of per-warpgroup barriers before the merge).
-__global__ void k_e(float* out) {
-  __shared__ float s[256], t[256];
-  if (threadIdx.x >= 256) return;
-  const int wg = threadIdx.x >> 7;
-  t[threadIdx.x] = threadIdx.x;
-  for (int i = 0; i < 2 - wg; ++i) {
-    if (wg) asm volatile("bar.sync 12, 128;" ::: "memory");
-    else asm volatile("bar.sync 4, 128;" ::: "memory");
-  }
-  float x = t[(threadIdx.x & 128) | ((threadIdx.x + 1) & 127)];
-  s[threadIdx.x] = x;
-  bsync(3, 256);
-  out[blockIdx.x * 256 + threadIdx.x] = s[(threadIdx.x + 128) % 256];
-}
 int main() {
   float* out;
   cudaMalloc(&out, 4 * 256 * sizeof(float));
   k_a<<<4, 384>>>(out);
-  k_b<<<4, 384>>>(out);
+  k_own<1><<<4, 384>>>(out);  // B
   k_c<<<4, 384>>>(out);
   k_d<<<4, 384>>>(out);
-  k_e<<<4, 384>>>(out);
+  k_own<2><<<4, 384>>>(out);  // E
   printf("done: %s\n", cudaGetErrorString(cudaDeviceSynchronize()));
   return 0;
 }
