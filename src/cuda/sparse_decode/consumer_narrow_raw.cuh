@@ -37,20 +37,43 @@ __device__ __forceinline__ int raw_key_logical(int k) {
   return (k & ~15) + 2 * (k & 3) + ((k >> 2) & 1) + 8 * ((k >> 3) & 1);
 }
 
-// A consumer warpgroup's share of a kRawConsumer tile: with kRawWgs 2, warpgroup cw takes
-// blocks cw, cw + 2, ... with its own P^T tiles, maxima buffer and named barriers (wg_bar_sync).
+// A consumer thread's share of a kRawConsumer tile: with kRawWgs 2, warpgroup cw takes blocks
+// cw, cw + 2, ... with its own P^T tiles, maxima buffer and named barriers (wg_bar_sync). The
+// thread holds S^T rows ka (fragment row g, bits 0 and 1 of g exchanged) and kb = ka + 8, and
+// writes their P^T entries through p_a and p_b (P^T: N x 64 keys, K-major core matrices, (head
+// n, logical key k) at (n / 8) * 1024 + (k / 8) * 128 + (n % 8) * 16 + (k % 8) * 2).
 template <int kRows, int kFmt>
 struct RawWg {
   using S = RingSmem<kRows, kFmt>;
   static constexpr int kWgs = kRawWgs<kRows, kFmt>;
   int cw, wq;          // the warpgroup, the warp within it
-  uint8_t* p;          // its P^T tiles
+  int lane, g, c;      // the lane, its fragment row and column pair
+  int ka, kb;          // this thread's keys (physical rows of a slot)
+  uint8_t* p;          // the warpgroup's P^T tiles
+  uint16_t *p_a, *p_b; // P^T's entries of keys ka and kb for head 0 (tile 0)
   float* max_buf;      // its float[2][4][32] head maxima
+  uint64_t *full, *empty;  // the ring's barriers
+  const uint8_t* ok;       // uint8[kRing][64]: the row is real
+  const uint8_t* ring;
   __device__ explicit RawWg(uint8_t* smem)
       : cw(kWgs == 2 ? static_cast<int>(threadIdx.x >> 7) : 0),
         wq(kWgs == 2 ? static_cast<int>((threadIdx.x >> 5) & 3) : static_cast<int>(threadIdx.x >> 5)),
+        lane(threadIdx.x & 31),
+        g(lane >> 2),
+        c(lane & 3),
+        ka(16 * wq + ((g & 4) | ((g & 1) << 1) | ((g >> 1) & 1))),
+        kb(ka + 8),
         p(smem + S::p + cw * S::kPTiles * S::kPBytes),
-        max_buf(reinterpret_cast<float*>(smem + S::merge) + cw * 256) {}
+        p_a(key_entry(p, raw_key_logical(ka))),
+        p_b(key_entry(p, raw_key_logical(kb))),
+        max_buf(reinterpret_cast<float*>(smem + S::merge) + cw * 256),
+        full(reinterpret_cast<uint64_t*>(smem + S::bars)),
+        empty(full + S::kRing),
+        ok(smem + S::ok),
+        ring(smem + S::ring) {}
+  __device__ static uint16_t* key_entry(uint8_t* pt, int l) {
+    return reinterpret_cast<uint16_t*>(pt + (l >> 3) * 128) + (l & 7);
+  }
 };
 
 // The largest magnitude of eight bf16 values.
@@ -170,24 +193,14 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
   constexpr int kMT = kDv / 64;   // 64-row tiles of O^T
   constexpr int kThreads = 128;  // one consumer warpgroup's (kRawWgs 2: two, each over its own blocks)
   const RawWg<kRows, kFmt> wg(smem);
-  const int lane = threadIdx.x & 31, wq = wg.wq;
-  const int g = lane >> 2, c = lane & 3;
+  const int lane = wg.lane, wq = wg.wq, g = wg.g, c = wg.c, ka = wg.ka, kb_ = wg.kb;
   auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
-  // S^T rows of this thread: physical keys ka (fragment row g) and ka + 8.
-  const int ka = 16 * wq + ((g & 4) | ((g & 1) << 1) | ((g >> 1) & 1));
-  const int kb_ = ka + 8;
   float* s_max = wg.max_buf;
   const float* qinv = reinterpret_cast<const float*>(smem + S::qinv);
   uint8_t* s_p = wg.p;
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::bars);
-  uint64_t* empty = full + S::kRing;
-  const uint8_t* ok_bytes = smem + S::ok;
-  const uint8_t* ring = smem + S::ring;
-  // P^T (N x 64 keys, K-major core matrices): (head n, logical key k) at
-  // (n / 8) * 1024 + (k / 8) * 128 + (n % 8) * 16 + (k % 8) * 2.
-  const int la = raw_key_logical(ka), lb = raw_key_logical(kb_);
-  uint16_t* p_a = reinterpret_cast<uint16_t*>(s_p + (la >> 3) * 128) + (la & 7);
-  uint16_t* p_b = reinterpret_cast<uint16_t*>(s_p + (lb >> 3) * 128) + (lb & 7);
+  uint64_t *full = wg.full, *empty = wg.empty;
+  const uint8_t *ok_bytes = wg.ok, *ring = wg.ring;
+  uint16_t *p_a = wg.p_a, *p_b = wg.p_b;
   const uint64_t dq = gmma_desc(smem_addr(smem + S::q), 128, 16 * kD);
   const uint64_t dp = gmma_desc(smem_addr(s_p), 128, 8 * 128);
   float qs[kNJ][2];  // logits' scale of this thread's heads: log2(e) / sqrt(d) (and k_scale) / Q's factor
@@ -196,14 +209,8 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
 #pragma unroll
     for (int e = 0; e < 2; ++e) qs[j][e] = p.scale_log2 * qinv[head_of(j, e)];
 
-  float o[kMT][kNJ][4];
-#pragma unroll
-  for (int mi = 0; mi < kMT; ++mi)
-#pragma unroll
-    for (int j = 0; j < kNJ; ++j) o[mi][j][0] = o[mi][j][1] = o[mi][j][2] = o[mi][j][3] = 0.f;
-  float m_run[kNJ][2], l_run[kNJ][2];
-#pragma unroll
-  for (int j = 0; j < kNJ; ++j) m_run[j][0] = m_run[j][1] = -INFINITY, l_run[j][0] = l_run[j][1] = 0.f;
+  float o[kMT][kNJ][4], m_run[kNJ][2], l_run[kNJ][2];
+  narrow_state_init(o, m_run, l_run);
 
   for (int i = wg.cw; i < w.kb_end - w.kb_begin; i += wg.kWgs) {
     const int slot = i % S::kRing;

@@ -31,21 +31,14 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
   constexpr int N = kRows, kNJ = N / 8, kMT = kDv / 64, kTiles = L::num_scales;
   constexpr int kThreads = 128;  // one consumer warpgroup's (kRawWgs 2: two, each over its own blocks)
   const RawWg<kRows, kFmt> wg(smem);
-  const int lane = threadIdx.x & 31, wq = wg.wq;
-  const int g = lane >> 2, c = lane & 3;
+  const int lane = wg.lane, wq = wg.wq, g = wg.g, c = wg.c, ka = wg.ka, kb_ = wg.kb;
   auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
-  const int ka = 16 * wq + ((g & 4) | ((g & 1) << 1) | ((g >> 1) & 1));
-  const int kb_ = ka + 8;
   float* s_max = wg.max_buf;
   const float* qinv = reinterpret_cast<const float*>(smem + S::qinv);
   uint8_t* s_p = wg.p;
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::bars);
-  uint64_t* empty = full + S::kRing;
-  const uint8_t* ok_bytes = smem + S::ok;
-  const uint8_t* ring = smem + S::ring;
-  const int la = raw_key_logical(ka), lb = raw_key_logical(kb_);
-  uint16_t* p_a = reinterpret_cast<uint16_t*>(s_p + (la >> 3) * 128) + (la & 7);
-  uint16_t* p_b = reinterpret_cast<uint16_t*>(s_p + (lb >> 3) * 128) + (lb & 7);
+  uint64_t *full = wg.full, *empty = wg.empty;
+  const uint8_t *ok_bytes = wg.ok, *ring = wg.ring;
+  uint16_t *p_a = wg.p_a, *p_b = wg.p_b;
   constexpr int kPTile16 = static_cast<int>(S::kPBytes / 16);  // descriptor units between P^T tiles
   const uint64_t dq = gmma_desc(smem_addr(smem + S::q), 128, 16 * S::kQCols);
   const uint64_t dqr = gmma_desc(smem_addr(smem + S::q_rope), 128, 16 * 64);
@@ -56,14 +49,8 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
 #pragma unroll
     for (int e = 0; e < 2; ++e) qv[j][e] = qinv[head_of(j, e)];
 
-  float o[kMT][kNJ][4];
-#pragma unroll
-  for (int mi = 0; mi < kMT; ++mi)
-#pragma unroll
-    for (int j = 0; j < kNJ; ++j) o[mi][j][0] = o[mi][j][1] = o[mi][j][2] = o[mi][j][3] = 0.f;
-  float m_run[kNJ][2], l_run[kNJ][2];
-#pragma unroll
-  for (int j = 0; j < kNJ; ++j) m_run[j][0] = m_run[j][1] = -INFINITY, l_run[j][0] = l_run[j][1] = 0.f;
+  float o[kMT][kNJ][4], m_run[kNJ][2], l_run[kNJ][2];
+  narrow_state_init(o, m_run, l_run);
 
   for (int i = wg.cw; i < w.kb_end - w.kb_begin; i += wg.kWgs) {
     const int slot = i % S::kRing;

@@ -49,14 +49,8 @@ __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t
   const uint64_t dq = gmma_desc(smem_addr(smem + S::q), 128, kRowGroup);
   const uint64_t dp = gmma_desc(smem_addr(s_p), 128, 8 * 128);
 
-  float o[kMT][kNJ][4];
-#pragma unroll
-  for (int mi = 0; mi < kMT; ++mi)
-#pragma unroll
-    for (int j = 0; j < kNJ; ++j) o[mi][j][0] = o[mi][j][1] = o[mi][j][2] = o[mi][j][3] = 0.f;
-  float m_run[kNJ][2], l_run[kNJ][2];
-#pragma unroll
-  for (int j = 0; j < kNJ; ++j) m_run[j][0] = m_run[j][1] = -INFINITY, l_run[j][0] = l_run[j][1] = 0.f;
+  float o[kMT][kNJ][4], m_run[kNJ][2], l_run[kNJ][2];
+  narrow_state_init(o, m_run, l_run);
 
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin;

@@ -20,6 +20,17 @@ __device__ __forceinline__ void wg_bar_sync(int cw, int threads) {
   else asm volatile("bar.sync %0, %1;\n" ::"n"(kId0), "r"(threads) : "memory");
 }
 
+// A narrow consumer's running state at the start of a tile: O^T zero, maxima -inf, sums 0.
+template <int kNJ, int kMT>
+__device__ __forceinline__ void narrow_state_init(float (&o)[kMT][kNJ][4], float (&m_run)[kNJ][2], float (&l_run)[kNJ][2]) {
+#pragma unroll
+  for (int mi = 0; mi < kMT; ++mi)
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j) o[mi][j][0] = o[mi][j][1] = o[mi][j][2] = o[mi][j][3] = 0.f;
+#pragma unroll
+  for (int j = 0; j < kNJ; ++j) m_run[j][0] = m_run[j][1] = -INFINITY, l_run[j][0] = l_run[j][1] = 0.f;
+}
+
 // Masks and scales the block's scores (scale(j, e): the logits' factor of the thread's head),
 // takes each head's maximum over this thread's two keys, the 8 lanes g and the 4 warps (through
 // buf[4 warps][32 heads] and one named barrier over kThreads), turns s into exp2(s - m), updates
