@@ -1,10 +1,10 @@
 // Tool check: does compute-sanitizer racecheck model a named barrier (bar.sync id, 256) shared by
 // two warpgroups of a 384-thread CTA whose third warpgroup exits early, as the raw-ring tiles'
 // epilogue merge uses it (docs/PERF.md, eleventh pass, 8)? Five kernels, each a write / barrier /
-// read exchange that is race-free by PTX semantics; the expected report is 0 hazards. A-D ran
-// on the H200 with 0 hazards (B then as its own kernel, the code of k_own<1>); E (not yet run)
-// gives the warpgroups different numbers of their own barriers before the shared one, as an odd
-// block count does in the raw-ring tiles.
+// read exchange that is race-free by PTX semantics. On the H200 (2026-12-01): A-D and E's
+// k_own<1> report 0 hazards; k_own<2>, where warpgroup 0 passes its own barrier twice and
+// warpgroup 1 once before the shared one (as an odd block count gives the raw-ring tiles),
+// reports 1024 hazards: the tool mis-models that pattern, which is the raw-ring merge's.
 // Build and run on the GPU machine:
 //   nvcc -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo bench/micro/racecheck_named_barriers.cu \
 //     -o racecheck_named_barriers && compute-sanitizer --tool racecheck ./racecheck_named_barriers

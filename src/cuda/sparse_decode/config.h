@@ -242,22 +242,48 @@ inline constexpr bool kDsIntV = SMLA_SD_DS_INT_V != 0;
 #ifndef SMLA_SD_RAW_DUAL
 #define SMLA_SD_RAW_DUAL 1
 #endif
+// Measurement build SMLA_SD_RAW_WGS=3: three consumer warpgroups in 16-row raw-ring tiles (blocks
+// cw, cw + 3, ...; a 512-thread CTA, 152 registers each, the producer warpgroup 56). The two
+// consumer warpgroups wait on their own dependences more than on a pipe (ncu, dense fp8 h16:
+// ALU pipe 52%, tensor 22%, issue slots 49%), so a third one may fill the gaps.
+#ifndef SMLA_SD_RAW_WGS
+#define SMLA_SD_RAW_WGS 2
+#endif
 template <int kRows, int kFmt>
-inline constexpr int kRawWgs = SMLA_SD_RAW_DUAL != 0 && kRawConsumer<kRows, kFmt> ? 2 : 1;
+inline constexpr int kRawWgs = SMLA_SD_RAW_DUAL == 0 || !kRawConsumer<kRows, kFmt> ? 1
+                               : (SMLA_SD_RAW_WGS == 3 && kRows == 16 ? 3 : 2);
 template <int kRows, int kFmt>
 constexpr int raw_consumer_threads() { return 128 * kRawWgs<kRows, kFmt>; }
-// Measurement build SMLA_SD_Q_ONE_PASS=1 (compiled, not yet run on a device): raw-ring tiles load
-// Q once (consumer_narrow_raw.cuh, load_q_f16), each warp keeping its rows in registers between
-// their maxima and the conversion; the default loads Q twice (the second pass from L2). Q's loads
-// took ~6% of the samples of the 16-row fp8_ds_mla kernel (ncu, 2026-12-01), a one-wave launch
-// whose CTA start is not overlapped.
+// Threads of a kernel instance: cta_threads, or 512 with three raw-ring consumer warpgroups.
+template <int kRows, int kFmt>
+constexpr int kernel_threads() { return kRawWgs<kRows, kFmt> == 3 ? 512 : cta_threads(kRows); }
+// Raw-ring tiles load Q once (consumer_narrow_raw.cuh, load_q_f16): each warp keeps its rows in
+// registers between their maxima and the conversion. Q's loads took ~6% of the samples of the
+// 16-row fp8_ds_mla kernel (ncu), a one-wave launch whose CTA start is not overlapped. Against two
+// passes over Q, the second from L2 (same-seed A/B, 2026-12-01): dense fp8 b128 h16 L8k 197.9 ->
+// 192.9 µs, h32 254.2 -> 245.3, s_q2 h16 340.2 -> 335.4, b1 h16 53.6 -> 51.7; sparse V3.2 h16
+// 72.1 -> 69.3, s_q2 h16 126.4 -> 121.8. SMLA_SD_Q_ONE_PASS=0 (a measurement build): two passes.
 #ifndef SMLA_SD_Q_ONE_PASS
-#define SMLA_SD_Q_ONE_PASS 0
+#define SMLA_SD_Q_ONE_PASS 1
 #endif
 inline constexpr bool kQOnePass = SMLA_SD_Q_ONE_PASS != 0;
 // Named barriers of the second consumer warpgroup (the first uses kBarMerge and kBarPReady);
-// kBarFinal joins both at the epilogue.
-inline constexpr int kBarMerge2 = 12, kBarPReady2 = 13;
+// kBarFinal joins both at the epilogue. Measurement build SMLA_SD_WG1_BARS=1: ids 2 and 6
+// (kBarPFree and kBarRawFree, which raw-ring tiles do not use) instead of 12 and 13, to check
+// whether racecheck's reports on the merge depend on the ids.
+#ifndef SMLA_SD_WG1_BARS
+#define SMLA_SD_WG1_BARS 0
+#endif
+inline constexpr int kBarMerge2 = SMLA_SD_WG1_BARS ? 2 : 12, kBarPReady2 = SMLA_SD_WG1_BARS ? 6 : 13;
+inline constexpr int kBarMerge3 = 14, kBarPReady3 = 15;  // the third (SMLA_SD_RAW_WGS=3)
+// Measurement build SMLA_SD_RAW_EARLY_FREE=1 (raw-ring consumers): a block's slot released once its
+// values are read, before the P V wgmmas drain (raw_block_end); the producer waits on "empty"
+// more than on anything else (ncu). (Leaving the last P V groups in flight into the next block's
+// S^T made ptxas serialize every wgmma, C7514.)
+#ifndef SMLA_SD_RAW_EARLY_FREE
+#define SMLA_SD_RAW_EARLY_FREE 0
+#endif
+inline constexpr bool kRawEarlyFree = SMLA_SD_RAW_EARLY_FREE != 0;
 #ifndef SMLA_SD_RAW_RING
 #define SMLA_SD_RAW_RING 4
 #endif
@@ -271,8 +297,17 @@ inline constexpr int kRawRing = SMLA_SD_RAW_RING;
 // Rows of a ring slot lie 608 bytes apart for fp8_e4m3 (576 + 32: 96 mod 128) and 672 for
 // fp8_ds_mla (656 + 16: 32 mod 128), so the lanes of a quarter warp that read four consecutive
 // rows, or two rows two apart, hit distinct banks.
+// Measurement build SMLA_SD_E4M3_RUNS=1 (dense fp8_e4m3 on the raw ring): rows 576 bytes apart (the
+// cache's own pitch, two-way bank conflicts on the consumers' reads), so that a producer lane
+// copies a run of rows contiguous in the cache (at page 64, a warp's 16 rows) with one bulk copy
+// instead of one per row: 4 copies per block instead of 64. Row-sized copies move ~3.1 TB/s
+// (HOPPER_MLA_DESIGNS.md: 584-byte rows), the bf16 cache's page boxes ~3.8-4.1.
+#ifndef SMLA_SD_E4M3_RUNS
+#define SMLA_SD_E4M3_RUNS 0
+#endif
+inline constexpr bool kE4m3Runs = SMLA_SD_E4M3_RUNS != 0;
 template <int kFmt>
-inline constexpr int kRawRingStride = kFmt == static_cast<int>(CacheFormat::fp8_ds_mla) ? 672 : 608;
+inline constexpr int kRawRingStride = kFmt == static_cast<int>(CacheFormat::fp8_ds_mla) ? 672 : kE4m3Runs ? 576 : 608;
 // Registers of kRawConsumer tiles: the copy-only producers need few, the consumer holds O^T,
 // S^T, a block's raw pieces and two sets of converted fragments. The 32-row kernel spills 20
 // bytes (five values stored and reloaded once per block); more for the consumer spilled more.
@@ -284,6 +319,17 @@ static_assert(kRegsConsumerRaw + 2 * kRegsProducerRaw <= 3 * launch_regs(cta_thr
 inline constexpr int kRegsConsumerRawDual = kRegsConsumerRaw;
 inline constexpr int kRegsProducerRawDual = 3 * launch_regs(cta_threads(16)) - 2 * kRegsConsumerRawDual;
 static_assert(kRegsProducerRawDual >= 56, "dual ring register budget");
+#ifndef SMLA_SD_RAW_WGS_REGS
+#define SMLA_SD_RAW_WGS_REGS 152
+#endif
+inline constexpr int kRegsConsumerRawTri = SMLA_SD_RAW_WGS_REGS, kRegsProducerRawTri = 4 * launch_regs(512) - 3 * kRegsConsumerRawTri;
+static_assert(kRegsProducerRawTri >= 32, "three-warpgroup ring register budget");
+template <int kRows, int kFmt>
+inline constexpr int kRegsRawConsumer = kRawWgs<kRows, kFmt> == 3 ? kRegsConsumerRawTri
+                                        : kRawWgs<kRows, kFmt> == 2 ? kRegsConsumerRawDual : kRegsConsumerRaw;
+template <int kRows, int kFmt>
+inline constexpr int kRegsRawProducer = kRawWgs<kRows, kFmt> == 3 ? kRegsProducerRawTri
+                                        : kRawWgs<kRows, kFmt> == 2 ? kRegsProducerRawDual : kRegsProducerRaw;
 
 // The shared-memory plan of kRawConsumer tiles. fp8_e4m3: Q as 576 f16 columns, one P^T.
 // fp8_ds_mla: Q's 512 latent columns in f16 and its 64 RoPE columns in bf16, one P^T (bf16) per
@@ -302,8 +348,8 @@ struct RingSmem {
   static constexpr size_t p = q_rope + (kDs ? static_cast<size_t>(kRows) * 64 * 2 : 0);  // [kWgs] kPTiles x P^T (kRows x 64)
   static constexpr size_t kPBytes = static_cast<size_t>(kRows) * kKeys * 2;
   static constexpr size_t merge = p + kWgs * kPTiles * kPBytes;     // float[kWgs][2][4][32] head maxima
-  static constexpr size_t heads = merge + kWgs * 2 * 4 * 32 * 4;   // kWgs 2: float[2 (m, l)][2 (wg)][32], each state's heads
-  static constexpr size_t qinv = heads + (kWgs == 2 ? 2 * 2 * 32 * 4 : 0);  // float[32]: 2^(e - 15), Q's per-head factor undone
+  static constexpr size_t heads = merge + kWgs * 2 * 4 * 32 * 4;   // kWgs > 1: float[2 (m, l)][kWgs][32], each state's heads
+  static constexpr size_t qinv = heads + (kWgs > 1 ? 2 * kWgs * 32 * 4 : 0);  // float[32]: 2^(e - 15), Q's per-head factor undone
   static constexpr size_t bars = qinv + 32 * 4;                    // uint64 full[kRing], empty[kRing]
   static constexpr size_t ok = bars + 2 * kRing * 8;               // uint8[kRing][64]: the row is real
   static constexpr size_t ring = (ok + kRing * kKeys + 127) / 128 * 128;

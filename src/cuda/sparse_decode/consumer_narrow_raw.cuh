@@ -37,8 +37,8 @@ __device__ __forceinline__ int raw_key_logical(int k) {
   return (k & ~15) + 2 * (k & 3) + ((k >> 2) & 1) + 8 * ((k >> 3) & 1);
 }
 
-// A consumer thread's share of a kRawConsumer tile: with kRawWgs 2, warpgroup cw takes blocks
-// cw, cw + 2, ... with its own P^T tiles, maxima buffer and named barriers (wg_bar_sync). The
+// A consumer thread's share of a kRawConsumer tile: with kRawWgs n > 1, warpgroup cw takes blocks
+// cw, cw + n, ... with its own P^T tiles, maxima buffer and named barriers (wg_bar_sync). The
 // thread holds S^T rows ka (fragment row g, bits 0 and 1 of g exchanged) and kb = ka + 8, and
 // writes their P^T entries through p_a and p_b (P^T: N x 64 keys, K-major core matrices, (head
 // n, logical key k) at (n / 8) * 1024 + (k / 8) * 128 + (n % 8) * 16 + (k % 8) * 2).
@@ -46,6 +46,7 @@ template <int kRows, int kFmt>
 struct RawWg {
   using S = RingSmem<kRows, kFmt>;
   static constexpr int kWgs = kRawWgs<kRows, kFmt>;
+  static constexpr int kBar3 = kWgs == 3 ? 1 : 0;  // wg_bar_sync's third ids are used
   int cw, wq;          // the warpgroup, the warp within it
   int lane, g, c;      // the lane, its fragment row and column pair
   int ka, kb;          // this thread's keys (physical rows of a slot)
@@ -56,8 +57,8 @@ struct RawWg {
   const uint8_t* ok;       // uint8[kRing][64]: the row is real
   const uint8_t* ring;
   __device__ explicit RawWg(uint8_t* smem)
-      : cw(kWgs == 2 ? static_cast<int>(threadIdx.x >> 7) : 0),
-        wq(kWgs == 2 ? static_cast<int>((threadIdx.x >> 5) & 3) : static_cast<int>(threadIdx.x >> 5)),
+      : cw(kWgs > 1 ? static_cast<int>(threadIdx.x >> 7) : 0),
+        wq(kWgs > 1 ? static_cast<int>((threadIdx.x >> 5) & 3) : static_cast<int>(threadIdx.x >> 5)),
         lane(threadIdx.x & 31),
         g(lane >> 2),
         c(lane & 3),
@@ -75,6 +76,26 @@ struct RawWg {
     return reinterpret_cast<uint16_t*>(pt + (l >> 3) * 128) + (l & 7);
   }
 };
+
+// The end of a block's P V: the wgmmas drained and the slot released to the producer; with
+// kRawEarlyFree (config.h) the slot first, since every lane's reads of it have returned (their
+// values were converted into the wgmmas' register operands).
+template <int kMT, int kNJ>
+__device__ __forceinline__ void raw_block_end(float (&o)[kMT][kNJ][4], uint32_t (&a)[2][4][4], uint64_t* empty, int lane) {
+  if constexpr (kRawEarlyFree) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty);
+  }
+  wgmma_wait<0>();
+#pragma unroll
+  for (int mi = 0; mi < kMT; ++mi) reg_fence(o[mi]);
+  reg_fence(a[0]);
+  reg_fence(a[1]);
+  if constexpr (!kRawEarlyFree) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty);
+  }
+}
 
 // The largest magnitude of eight bf16 values.
 __device__ __forceinline__ float absmax8_bf16(const uint4& v) {
@@ -115,9 +136,9 @@ __device__ __forceinline__ void store_q_chunk(uint8_t* smem, int r, int ch, cons
 // bound of the row's largest magnitude), in S^T's logical column order; padded rows are zeros.
 // qinv[r] = 2^(e_r - 15) undoes the scale on the logits. fp8_ds_mla: the 512 latent columns so,
 // the 64 RoPE columns as bf16 unscaled into their own tile (same column order within each
-// 64-column group). Two passes over Q: each warp takes whole rows for their maxima, then every
-// thread converts chunks (loaded again, from L2). kQOnePass (config.h, a measurement build):
-// each warp keeps its rows' chunks in registers from the first loads and converts them itself.
+// 64-column group). kQOnePass (config.h, the default): each warp loads whole rows once, keeps
+// their chunks in registers for the row's maximum and converts them itself; otherwise two passes
+// (the maxima, then every thread converts chunks loaded again from L2).
 template <int kRows, int kFmt>
 __device__ __forceinline__ void load_q_f16(const AttnParams& p, const Work& w, uint8_t* smem) {
   using S = RingSmem<kRows, kFmt>;
@@ -134,8 +155,7 @@ __device__ __forceinline__ void load_q_f16(const AttnParams& p, const Work& w, u
     return ldexpf(1.f, 15 - e);
   };
   if constexpr (kQOnePass) {
-    constexpr int kWarps = kThreads / 32, kPerWarp = kRows / kWarps, kIt = (kChunks + 31) / 32;
-    static_assert(kRows % kWarps == 0, "whole rows per warp");
+    constexpr int kWarps = kThreads / 32, kPerWarp = (kRows + kWarps - 1) / kWarps, kIt = (kChunks + 31) / 32;
     uint4 v[kPerWarp][kIt];  // every load of the warp's rows issued before the first use
 #pragma unroll
     for (int k = 0; k < kPerWarp; ++k)
@@ -148,6 +168,7 @@ __device__ __forceinline__ void load_q_f16(const AttnParams& p, const Work& w, u
 #pragma unroll
     for (int k = 0; k < kPerWarp; ++k) {
       const int r = wq + k * kWarps;
+      if (kRows % kWarps != 0 && r >= kRows) break;  // warp-uniform
       float mx = 0.f;
 #pragma unroll
       for (int it = 0; it < kIt; ++it)
@@ -252,7 +273,7 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
 
     // ---- mask, scale; each head's maximum over this thread's keys, the 8 lanes g, the 4 warps
     const bool ok0 = ok_bytes[slot * kKeys + ka] != 0, ok1 = ok_bytes[slot * kKeys + kb_] != 0;
-    narrow_block_softmax<kNJ, kMT, kThreads>(s, ok0, ok1, [&](int j, int e) { return qs[j][e]; },
+    narrow_block_softmax<kNJ, kMT, kThreads, wg.kWgs>(s, ok0, ok1, [&](int j, int e) { return qs[j][e]; },
                                              s_max + ((i / wg.kWgs) & 1) * 128, wq, g, c, m_run, l_run, o, wg.cw);
 
     // ---- P^T (f16) into shared memory at the keys' logical positions (the previous block's
@@ -266,7 +287,7 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
         p_b[off] = __half_as_ushort(__float2half_rn(s[j][2 + e]));
       }
     fence_proxy_async();  // read next by wgmma
-    wg_bar_sync<kBarPReady, kBarPReady2>(wg.cw, kThreads);
+    wg_bar_sync<kBarPReady, kBarPReady2, wg.kBar3 ? kBarPReady3 : -1>(wg.cw, kThreads);
 
     // ---- O^T += V^T P^T: per k-step kk (16 keys) this lane reads its 16-byte piece of four
     // rows (keys 16 kk + 4 r + c), pairs their bytes (PRMT) and converts; two halves of the
@@ -306,13 +327,7 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
       for (int m4 = 0; m4 < 4; ++m4) wgmma_m64nNk16_rs<N, false>(o[4 * half + m4], a[h & 1][m4], desc_add(dp, kk * 16), 1);
       wgmma_commit();
     }
-    wgmma_wait<0>();
-#pragma unroll
-    for (int mi = 0; mi < kMT; ++mi) reg_fence(o[mi]);
-    reg_fence(a[0]);
-    reg_fence(a[1]);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty + slot);
+    raw_block_end(o, a, empty + slot, lane);
   }
 
   // ---- row sums, lse, O^T out through shared memory (s_l over P^T, O^T over the ring: every

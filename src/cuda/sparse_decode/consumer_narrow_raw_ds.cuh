@@ -134,7 +134,7 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
     // P^T's factors (kDsIntV: values enter as V 2^-120, so P^T takes 2^60 and O^T ends at 2^-60)
     auto pscale = [](float x) { return kDsIntV ? x * 1.152921504606846976e18f : x; };
     const bool ok0 = ok_bytes[slot * kKeys + ka] != 0, ok1 = ok_bytes[slot * kKeys + kb_] != 0;
-    narrow_block_softmax<kNJ, kMT, kThreads>(s, ok0, ok1, [&](int, int) { return p.scale_log2; },
+    narrow_block_softmax<kNJ, kMT, kThreads, wg.kWgs>(s, ok0, ok1, [&](int, int) { return p.scale_log2; },
                                              s_max + ((i / wg.kWgs) & 1) * 128, wq, g, c, m_run, l_run, o, wg.cw);
 
     // ---- P^T_t = P . scale_t (bf16) at the keys' logical positions (the previous block's P V
@@ -150,7 +150,7 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
           p_b[off] = __bfloat16_as_ushort(__float2bfloat16_rn(s[j][2 + e] * pscale(sb[t])));
         }
     fence_proxy_async();  // read next by wgmma
-    wg_bar_sync<kBarPReady, kBarPReady2>(wg.cw, kThreads);
+    wg_bar_sync<kBarPReady, kBarPReady2, wg.kBar3 ? kBarPReady3 : -1>(wg.cw, kThreads);
 
     // ---- O^T += V^T P^T_t: per k-step kk (16 keys) and half (scale tiles 2 half, 2 half + 1:
     // O^T tiles 4 half .. 4 half + 3), one 4-byte word of four rows (keys 16 kk + 4 r + c) per
@@ -202,13 +202,7 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
       }
       wgmma_commit();
     }
-    wgmma_wait<0>();
-#pragma unroll
-    for (int mi = 0; mi < kMT; ++mi) reg_fence(o[mi]);
-    reg_fence(a[0]);
-    reg_fence(a[1]);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty + slot);
+    raw_block_end(o, a, empty + slot, lane);
   }
 
   // ---- row sums, lse (and max_logits), O^T out (s_l over P^T, O^T over the ring). Tile mi's

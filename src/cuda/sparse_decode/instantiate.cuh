@@ -35,7 +35,7 @@ cudaLaunchConfig_t launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttri
   attrs[1] = pdl_attribute();
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
-  cfg.blockDim = dim3(cta_threads(kRows));
+  cfg.blockDim = dim3(kernel_threads<kRows, kFmt>());
   cfg.dynamicSmemBytes = kSmem;
   cfg.stream = stream;
   cfg.attrs = kPair ? attrs : attrs + 1;

@@ -154,7 +154,7 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
 // head's exact largest logit for p.max_logits (sparse prefill from a packed cache; the bf16
 // kernels, which sparse prefill also runs, always do).
 template <int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kLogits = false>
-__global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(const __grid_constant__ AttnParams p) {
+__global__ void __launch_bounds__(kernel_threads<kRows, kFmt>(), 1) sparse_decode_kernel(const __grid_constant__ AttnParams p) {
   extern __shared__ __align__(1024) uint8_t smem[];  // 128-byte-swizzled tiles (kSw) need 1024
   constexpr bool kBf16 = bf16_rows(kFmt);
   constexpr bool kSw = kSwizzled<kFmt>;
@@ -195,7 +195,7 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
   if (kTimeline && threadIdx.x == 0) timeline_mark(2);
 
   const int wg = threadIdx.x / 128;
-  constexpr int kEntry = launch_regs(cta_threads(kRows));
+  constexpr int kEntry = launch_regs(kernel_threads<kRows, kFmt>());
   if constexpr (kAlt<kRows, kFmt>) {
     if (wg == 0) {
       setmaxnreg_to<kRegsAlt, kEntry>();
@@ -227,12 +227,12 @@ __global__ void __launch_bounds__(cta_threads(kRows), 1) sparse_decode_kernel(co
     }
   } else if constexpr (kRawConsumer<kRows, kFmt>) {
     if (wg < kRawWgs<kRows, kFmt>) {
-      setmaxnreg_to<kRawWgs<kRows, kFmt> == 2 ? kRegsConsumerRawDual : kRegsConsumerRaw, kEntry>();
+      setmaxnreg_to<kRegsRawConsumer<kRows, kFmt>, kEntry>();
       load_q_f16<kRows, kFmt>(p, w, smem);
       if constexpr (kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)) consume_narrow_raw_ds<kRows, kMaxLogits>(p, w, smem);
       else consume_narrow_raw<kRows>(p, w, smem);
     } else {
-      setmaxnreg_to<kRawWgs<kRows, kFmt> == 2 ? kRegsProducerRawDual : kRegsProducerRaw, kEntry>();
+      setmaxnreg_to<kRegsRawProducer<kRows, kFmt>, kEntry>();
       produce_raw_ring<kRows, kFmt>(p, w, smem);
     }
   } else {

@@ -12,12 +12,19 @@
 
 namespace smla::cuda::sparse_decode_family {
 
-// The named barrier of consumer warpgroup cw (0: kId0, 1: kId1; the two consumer warpgroups of
-// a raw-ring tile have one each), one bar.sync instruction per id, the id an immediate.
-template <int kId0, int kId1>
+// The named barrier of consumer warpgroup cw (0: kId0, 1: kId1, 2: kId2 when kId2 >= 0; the
+// consumer warpgroups of a raw-ring tile have one each), one bar.sync instruction per id, the id
+// an immediate.
+template <int kId0, int kId1, int kId2 = -1>
 __device__ __forceinline__ void wg_bar_sync(int cw, int threads) {
-  if (cw) asm volatile("bar.sync %0, %1;\n" ::"n"(kId1), "r"(threads) : "memory");
+  if (kId2 >= 0 && cw == 2) asm volatile("bar.sync %0, %1;\n" ::"n"(kId2 < 0 ? 0 : kId2), "r"(threads) : "memory");
+  else if (cw) asm volatile("bar.sync %0, %1;\n" ::"n"(kId1), "r"(threads) : "memory");
   else asm volatile("bar.sync %0, %1;\n" ::"n"(kId0), "r"(threads) : "memory");
+}
+// Merge barrier of warpgroup cw of kWgs.
+template <int kWgs>
+__device__ __forceinline__ void merge_bar_sync(int cw, int threads) {
+  wg_bar_sync<kBarMerge, kBarMerge2, kWgs == 3 ? kBarMerge3 : -1>(cw, threads);
 }
 
 // A narrow consumer's running state at the start of a tile: O^T zero, maxima -inf, sums 0.
@@ -37,8 +44,8 @@ __device__ __forceinline__ void narrow_state_init(float (&o)[kMT][kNJ][4], float
 // the running maxima and sums, and rescales O^T when some head of the warp moved its maximum.
 // buf alternates by block parity: a thread that writes block i + 2's maxima has passed block
 // i + 1's barrier, which every thread reaches only after reading block i's. cw: the consumer
-// warpgroup (two in raw-ring tiles, each with its own barrier).
-template <int kNJ, int kMT, int kThreads, class Scale>
+// warpgroup (kWgs of them in raw-ring tiles, each with its own barrier).
+template <int kNJ, int kMT, int kThreads, int kWgs = 1, class Scale>
 __device__ __forceinline__ void narrow_block_softmax(float (&s)[kNJ][4], bool ok0, bool ok1, Scale scale, float* buf,
                                                      int wq, int g, int c, float (&m_run)[kNJ][2],
                                                      float (&l_run)[kNJ][2], float (&o)[kMT][kNJ][4],
@@ -60,7 +67,7 @@ __device__ __forceinline__ void narrow_block_softmax(float (&s)[kNJ][4], bool ok
 #pragma unroll
     for (int j = 0; j < kNJ; ++j) buf[wq * 32 + head_of(j, 0)] = mx[j][0], buf[wq * 32 + head_of(j, 1)] = mx[j][1];
   }
-  wg_bar_sync<kBarMerge, kBarMerge2>(cw, kThreads);
+  merge_bar_sync<kWgs>(cw, kThreads);
   float alpha[kNJ][2];
   bool moved = false;
 #pragma unroll
@@ -97,18 +104,18 @@ __device__ __forceinline__ void narrow_block_softmax(float (&s)[kNJ][4], bool ok
 // factor into obuf ([head][512 + 4] floats; col(mi, half): the value column of tile mi's
 // fragment row g + 8 half) and written out as rows. The caller's warps are past their last
 // reads of the shared memory that s_l and obuf reuse.
-// kWgs 2 (two consumer warpgroups, each over its own blocks): warpgroup cw (its own barrier and
-// s_l) publishes its heads' maxima and sums in heads[2][2][32]; both take the merged state
-// (m = max of the two, l = the sums rescaled to m), scale their O^T by the final factor times
-// 2^(m_cw - m) into obuf[cw] (obuf + cw * kRows * (512 + 4)), and all 256 threads write the
-// sums of the two buffers.
+// kWgs > 1 (consumer warpgroups, each over its own blocks): warpgroup cw (its own barrier and
+// s_l) publishes its heads' maxima and sums in heads[2][kWgs][32]; each takes the merged state
+// (m = the maximum over the warpgroups, l = the sums rescaled to m), scales its O^T by the final
+// factor times 2^(m_cw - m) into obuf[cw] (obuf + cw * kRows * (512 + 4)), and all threads
+// write the sums of the buffers.
 template <int kNJ, int kMT, int kThreads, bool kMaxLogits, class Col, int kWgs = 1>
 __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work& w, float* s_l, float* obuf,
                                                 const float (&o)[kMT][kNJ][4], const float (&m_run)[kNJ][2],
                                                 const float (&l_run)[kNJ][2], int wq, int g, int c, Col col,
                                                 int cw = 0, float* heads = nullptr) {
   auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
-  wg_bar_sync<kBarMerge, kBarMerge2>(cw, kThreads);
+  merge_bar_sync<kWgs>(cw, kThreads);
 #pragma unroll
   for (int j = 0; j < kNJ; ++j)
 #pragma unroll
@@ -119,22 +126,22 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
       v += __shfl_xor_sync(0xffffffffu, v, 16);
       if (g == 0) s_l[wq * 32 + head_of(j, e)] = v;
     }
-  wg_bar_sync<kBarMerge, kBarMerge2>(cw, kThreads);
+  merge_bar_sync<kWgs>(cw, kThreads);
   constexpr int kStride = kDv + 4;  // the 4 heads of a lane quad land in distinct banks
   constexpr int kRows = 8 * kNJ;
   float l_sum[kNJ][2];
-  if constexpr (kWgs == 2) {
+  if constexpr (kWgs > 1) {
 #pragma unroll
     for (int j = 0; j < kNJ; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int h = head_of(j, e);
         l_sum[j][e] = s_l[h] + s_l[32 + h] + s_l[64 + h] + s_l[96 + h];
-        if (wq == 0 && g == 0) heads[cw * 32 + h] = m_run[j][e], heads[64 + cw * 32 + h] = l_sum[j][e];
+        if (wq == 0 && g == 0) heads[cw * 32 + h] = m_run[j][e], heads[(kWgs + cw) * 32 + h] = l_sum[j][e];
       }
     named_bar_sync(kBarFinal, kWgs * kThreads);
   }
-  float* ob = obuf + (kWgs == 2 ? cw * kRows * kStride : 0);
+  float* ob = obuf + (kWgs > 1 ? cw * kRows * kStride : 0);
 #pragma unroll
   for (int j = 0; j < kNJ; ++j)
 #pragma unroll
@@ -142,13 +149,22 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
       const int h = head_of(j, e);
       float m = m_run[j][e], l, mine = 1.f;
       if constexpr (kWgs == 1) l = s_l[h] + s_l[32 + h] + s_l[64 + h] + s_l[96 + h];
-      else {
+      else if constexpr (kWgs == 2) {
         l = l_sum[j][e];
         const float m_o = heads[(1 - cw) * 32 + h], l_o = heads[64 + (1 - cw) * 32 + h];
         m = fmaxf(m_run[j][e], m_o);
         const float m_use = m == -INFINITY ? 0.f : m;
         mine = exp2f(m_run[j][e] - m_use);
         l = l * mine + l_o * exp2f(m_o - m_use);
+      } else {  // every warpgroup's state (its own included, read back: the same values)
+        float mw[kWgs];
+#pragma unroll
+        for (int v = 0; v < kWgs; ++v) mw[v] = heads[v * 32 + h], m = fmaxf(m, mw[v]);
+        const float m_use = m == -INFINITY ? 0.f : m;
+        mine = exp2f(m_run[j][e] - m_use);
+        l = 0.f;
+#pragma unroll
+        for (int v = 0; v < kWgs; ++v) l += heads[(kWgs + v) * 32 + h] * exp2f(mw[v] - m_use);
       }
       const bool real = h < w.heads;
       const RowResult res = finish_row(p, w, w.head0 + h, m, l, real);
@@ -161,13 +177,14 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
         ob[h * kStride + col(mi, 1)] = o[mi][j][2 + e] * f;
       }
     }
-  if constexpr (kWgs == 2) named_bar_sync(kBarFinal, kWgs * kThreads);
-  else wg_bar_sync<kBarMerge, kBarMerge2>(cw, kThreads);
+  if constexpr (kWgs > 1) named_bar_sync(kBarFinal, kWgs * kThreads);
+  else merge_bar_sync<kWgs>(cw, kThreads);
   for (int idx = threadIdx.x; idx < w.heads * (kDv / 4); idx += kWgs * kThreads) {
     const int h = idx / (kDv / 4), cl = 4 * (idx % (kDv / 4));
     float4 v = *reinterpret_cast<const float4*>(obuf + h * kStride + cl);
-    if constexpr (kWgs == 2) {
-      const float4 u = *reinterpret_cast<const float4*>(obuf + kRows * kStride + h * kStride + cl);
+#pragma unroll
+    for (int b = 1; b < kWgs; ++b) {
+      const float4 u = *reinterpret_cast<const float4*>(obuf + b * kRows * kStride + h * kStride + cl);
       v.x += u.x, v.y += u.y, v.z += u.z, v.w += u.w;
     }
     store_o4(p, w, w.head0 + h, cl, v);

@@ -24,8 +24,9 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
   using R = RawRow<kFmt>;
   constexpr int kStride = kRawRingStride<kFmt>;
   static_assert(R::kBytes <= kStride && R::kBytes % 16 == 0, "a ring row holds one cache row");
+  static_assert(!(kE4m3Runs && R::kDense) || kStride == R::kBytes, "runs of rows keep the cache's pitch");
   // Rows per producer warp: eight warps (lanes 0..7) or, with two consumer warpgroups, four (0..15).
-  constexpr int kLanes = kKeys / ((cta_threads(kRows) - raw_consumer_threads<kRows, kFmt>()) / 32);
+  constexpr int kLanes = kKeys / ((kernel_threads<kRows, kFmt>() - raw_consumer_threads<kRows, kFmt>()) / 32);
   const int pt = static_cast<int>(threadIdx.x) - raw_consumer_threads<kRows, kFmt>();
   if ((pt & 31) >= kLanes) return;
   const int row = (pt >> 5) * kLanes + (pt & (kLanes - 1));
@@ -49,8 +50,22 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
       for (int c = 0; c < R::kBytes / 16; ++c) reinterpret_cast<uint4*>(dst)[c] = make_uint4(0, 0, 0, 0);
       fence_proxy_async();  // a later bulk copy into this row is ordered after these stores
     }
-    mbar_arrive_expect_tx(full + slot, ok ? R::kBytes : 0);
-    if (ok) bulk_copy_g2s(smem_addr(dst), R::row(a), R::kBytes, smem_addr(full + slot));
+    if constexpr (kE4m3Runs && R::kDense) {
+      // A lane heads a run when its row is real and does not continue the lane before it in
+      // the cache; it copies the run (the rows of the following lanes that continue it).
+      constexpr uint32_t kMask = kLanes == 32 ? ~0u : (1u << kLanes) - 1;
+      const int ln = pt & 31;
+      const uint64_t src = ok ? reinterpret_cast<uint64_t>(R::row(a)) : 0;
+      const uint64_t prev = __shfl_up_sync(kMask, src, 1);
+      const bool cont = ok && ln > 0 && prev != 0 && src == prev + R::kBytes;
+      const uint32_t m = __ballot_sync(kMask, cont);
+      const int len = ok && !cont ? __ffs(~(m >> (ln + 1))) : 0;
+      mbar_arrive_expect_tx(full + slot, len * R::kBytes);
+      if (len > 0) bulk_copy_g2s(smem_addr(dst), reinterpret_cast<const void*>(src), len * R::kBytes, smem_addr(full + slot));
+    } else {
+      mbar_arrive_expect_tx(full + slot, ok ? R::kBytes : 0);
+      if (ok) bulk_copy_g2s(smem_addr(dst), R::row(a), R::kBytes, smem_addr(full + slot));
+    }
   }
 }
 
