@@ -243,9 +243,11 @@ inline constexpr bool kDsIntV = SMLA_SD_DS_INT_V != 0;
 #define SMLA_SD_RAW_DUAL 1
 #endif
 // Measurement build SMLA_SD_RAW_WGS=3: three consumer warpgroups in 16-row raw-ring tiles (blocks
-// cw, cw + 3, ...; a 512-thread CTA, 152 registers each, the producer warpgroup 56). The two
-// consumer warpgroups wait on their own dependences more than on a pipe (ncu, dense fp8 h16:
-// ALU pipe 52%, tensor 22%, issue slots 49%), so a third one may fill the gaps.
+// cw, cw + 3, ...; a 512-thread CTA, SMLA_SD_RAW_WGS_REGS registers each, the producer warpgroup
+// the rest). No pipe of the two-warpgroup kernel is saturated (ncu, dense fp8 h16: ALU 52%,
+// tensor 22%, issue slots 49%), yet a third warpgroup measured level or slower (same-seed A/B,
+// 2026-12-01, at 152 / 160 registers: dense fp8 h16 L8k 191.8 -> 196.8 / 194.4 µs, with five
+// slots 196.6; sparse V3.2 h16 69.3 -> 70.6 / 70.5).
 #ifndef SMLA_SD_RAW_WGS
 #define SMLA_SD_RAW_WGS 2
 #endif
@@ -268,22 +270,11 @@ constexpr int kernel_threads() { return kRawWgs<kRows, kFmt> == 3 ? 512 : cta_th
 #endif
 inline constexpr bool kQOnePass = SMLA_SD_Q_ONE_PASS != 0;
 // Named barriers of the second consumer warpgroup (the first uses kBarMerge and kBarPReady);
-// kBarFinal joins both at the epilogue. Measurement build SMLA_SD_WG1_BARS=1: ids 2 and 6
-// (kBarPFree and kBarRawFree, which raw-ring tiles do not use) instead of 12 and 13, to check
-// whether racecheck's reports on the merge depend on the ids.
-#ifndef SMLA_SD_WG1_BARS
-#define SMLA_SD_WG1_BARS 0
-#endif
-inline constexpr int kBarMerge2 = SMLA_SD_WG1_BARS ? 2 : 12, kBarPReady2 = SMLA_SD_WG1_BARS ? 6 : 13;
+// kBarFinal joins both at the epilogue. (compute-sanitizer's racecheck reports hazards in that
+// merge; it reports the same on a race-free kernel whose warpgroups pass their own barriers a
+// different number of times before a shared one, bench/micro/racecheck_named_barriers.cu.)
+inline constexpr int kBarMerge2 = 12, kBarPReady2 = 13;
 inline constexpr int kBarMerge3 = 14, kBarPReady3 = 15;  // the third (SMLA_SD_RAW_WGS=3)
-// Measurement build SMLA_SD_RAW_EARLY_FREE=1 (raw-ring consumers): a block's slot released once its
-// values are read, before the P V wgmmas drain (raw_block_end); the producer waits on "empty"
-// more than on anything else (ncu). (Leaving the last P V groups in flight into the next block's
-// S^T made ptxas serialize every wgmma, C7514.)
-#ifndef SMLA_SD_RAW_EARLY_FREE
-#define SMLA_SD_RAW_EARLY_FREE 0
-#endif
-inline constexpr bool kRawEarlyFree = SMLA_SD_RAW_EARLY_FREE != 0;
 #ifndef SMLA_SD_RAW_RING
 #define SMLA_SD_RAW_RING 4
 #endif
@@ -300,8 +291,9 @@ inline constexpr int kRawRing = SMLA_SD_RAW_RING;
 // Measurement build SMLA_SD_E4M3_RUNS=1 (dense fp8_e4m3 on the raw ring): rows 576 bytes apart (the
 // cache's own pitch, two-way bank conflicts on the consumers' reads), so that a producer lane
 // copies a run of rows contiguous in the cache (at page 64, a warp's 16 rows) with one bulk copy
-// instead of one per row: 4 copies per block instead of 64. Row-sized copies move ~3.1 TB/s
-// (HOPPER_MLA_DESIGNS.md: 584-byte rows), the bf16 cache's page boxes ~3.8-4.1.
+// instead of one per row: 4 copies per block instead of 64. Same-seed A/B (2026-12-01): level at
+// page 64 (b128 h16 L8k 191.0 -> 192.5 µs; h32 241.9 -> 249.0, the conflicts), faster at page 16
+// (201.8 -> 193.6): the copies' count does not limit the page-64 rows.
 #ifndef SMLA_SD_E4M3_RUNS
 #define SMLA_SD_E4M3_RUNS 0
 #endif

@@ -77,24 +77,18 @@ struct RawWg {
   }
 };
 
-// The end of a block's P V: the wgmmas drained and the slot released to the producer; with
-// kRawEarlyFree (config.h) the slot first, since every lane's reads of it have returned (their
-// values were converted into the wgmmas' register operands).
+// The end of a block's P V: the wgmmas drained, the slot released to the producer. (Releasing
+// it first, once every lane's reads have returned, measured level: dense fp8 h16 191.0 -> 191.1
+// µs, sparse V3.2 h16 69.6 -> 69.2, 2026-12-01.)
 template <int kMT, int kNJ>
 __device__ __forceinline__ void raw_block_end(float (&o)[kMT][kNJ][4], uint32_t (&a)[2][4][4], uint64_t* empty, int lane) {
-  if constexpr (kRawEarlyFree) {
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty);
-  }
   wgmma_wait<0>();
 #pragma unroll
   for (int mi = 0; mi < kMT; ++mi) reg_fence(o[mi]);
   reg_fence(a[0]);
   reg_fence(a[1]);
-  if constexpr (!kRawEarlyFree) {
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty);
-  }
+  __syncwarp();
+  if (lane == 0) mbar_arrive(empty);
 }
 
 // The largest magnitude of eight bf16 values.
