@@ -8,6 +8,12 @@
 // from shared memory (SS, as consumer_narrow_wgmma.cuh), B from shared memory, bf16; `reps`
 // chains of 36 k-steps, each committed and waited for. Prints one JSON line per (N, acc, way):
 // cycles per chain (clock64 of CTA 0; median over CTAs in "median").
+// Second part (not yet run): W = 1, 2, 3 warpgroups of a CTA each run their own RS chain at
+// once, as the raw-ring tiles' consumer warpgroups do: if the cycles per chain grow with W, the
+// SM's tensor pipe, not each warpgroup's chain, bounds narrow wgmmas (a third consumer
+// warpgroup measured level in the 16-row kernels). The same with e4m3 operands at k32
+// (m64nNk32, 18 k-steps for the same 576 values): what P V on FP8 tensor cores would cost
+// per key.
 // Build and run on the GPU machine:
 //   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -I src \
 //     bench/micro/wgmma_chain.cu -o wgmma_chain && ./wgmma_chain
@@ -94,6 +100,70 @@ void all_acc(int sms, long long* dcyc, float* dsink) {
   run<N, 4, kSs>(sms, dcyc, dsink);
 }
 
+// d[N / 8][4] (+)= A (64 x 32 e4m3 from registers) * B (32 x N e4m3, K-major, shared).
+template <int N>
+__device__ __forceinline__ void wgmma_m64nNk32_rs_e4m3(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t desc_b) {
+  static_assert(N == 16, "N is 16");
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "
+               "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1;\n}\n"
+               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+                 "+f"(d[1][2]), "+f"(d[1][3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+}
+
+// W warpgroups, each its own chain of RS wgmmas over 576 values (f16: 36 k16 steps; e4m3: 18
+// k32 steps) into one accumulator; thread 0 of each warpgroup records its cycles.
+template <int W, bool kFp8>
+__global__ void __launch_bounds__(128 * W, 1) chains(long long* cycles, float* sink) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  constexpr int N = 16, kBBytes = N * kCols * 2;
+  for (int i = threadIdx.x; i < kBBytes / 4; i += blockDim.x)
+    reinterpret_cast<uint32_t*>(smem)[i] = kFp8 ? 0x38383838u : 0x3c003c00u;  // 1.0 in e4m3 / f16
+  fence_proxy_async();
+  __syncthreads();
+  const uint64_t db = gmma_desc(smem_u32(smem), 128, 16 * kCols);
+  const uint32_t one = kFp8 ? 0x38383838u : 0x3c003c00u;
+  uint32_t a[4] = {one, one, one, one};
+  float d[N / 8][4];
+#pragma unroll
+  for (int j = 0; j < N / 8; ++j) d[j][0] = d[j][1] = d[j][2] = d[j][3] = 0.f;
+  constexpr int kK = kFp8 ? kSteps / 2 : kSteps;
+  const long long t0 = clock64();
+  for (int r = 0; r < kReps; ++r) {
+    wgmma_fence();
+#pragma unroll 6  // fully unrolled, the 36 descriptors exceed 384 threads' registers (C7512)
+    for (int ks = 0; ks < kK; ++ks) {
+      if constexpr (kFp8) wgmma_m64nNk32_rs_e4m3<N>(d, a, desc_add(db, ks * 16));
+      else wgmma_m64nNk16_rs<N, false>(d, a, desc_add(db, ks * 16), 1);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    reg_fence(d);
+  }
+  const long long t1 = clock64();
+  if ((threadIdx.x & 127) == 0) cycles[blockIdx.x * W + (threadIdx.x >> 7)] = t1 - t0;
+  const float s = d[0][0] + d[1][3];
+  if (s == 12345.f) sink[threadIdx.x & 127] = s;
+}
+
+template <int W, bool kFp8>
+void run_chains(int sms, long long* dcyc, float* dsink) {
+  constexpr size_t smem = 16 * kCols * 2;
+  cudaFuncSetAttribute(chains<W, kFp8>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  chains<W, kFp8><<<sms, 128 * W, smem>>>(dcyc, dsink);
+  chains<W, kFp8><<<sms, 128 * W, smem>>>(dcyc, dsink);  // the second launch is timed
+  cudaDeviceSynchronize();
+  std::vector<long long> c(sms * W);
+  cudaMemcpy(c.data(), dcyc, c.size() * sizeof(long long), cudaMemcpyDeviceToHost);
+  std::sort(c.begin(), c.end());
+  const double per = double(c[c.size() / 2]) / kReps;
+  std::printf("{\"warpgroups\": %d, \"type\": \"%s\", \"N\": 16, \"cycles_per_chain\": %.1f, \"per_wgmma\": %.2f, "
+              "\"per_576_values_per_sm\": %.1f, \"error\": \"%s\"}\n",
+              W, kFp8 ? "e4m3 k32" : "f16 k16", per, per / (kFp8 ? kSteps / 2 : kSteps), per / W,
+              cudaGetErrorString(cudaGetLastError()));
+}
+
 }  // namespace
 
 int main() {
@@ -108,6 +178,13 @@ int main() {
   all_acc<32, false>(sms, dcyc, dsink);
   all_acc<32, true>(sms, dcyc, dsink);
   cudaFree(dcyc);
+  cudaMalloc(&dcyc, 3 * sms * sizeof(long long));
+  run_chains<1, false>(sms, dcyc, dsink);
+  run_chains<2, false>(sms, dcyc, dsink);
+  run_chains<3, false>(sms, dcyc, dsink);
+  run_chains<1, true>(sms, dcyc, dsink);
+  run_chains<2, true>(sms, dcyc, dsink);
+  run_chains<3, true>(sms, dcyc, dsink);
   cudaFree(dsink);
   return 0;
 }
