@@ -176,13 +176,8 @@ __device__ __forceinline__ void load_q_f16(const AttnParams& p, const Work& w, u
     for (int r = wq; r < kRows; r += kThreads / 32) {
       float mx = 0.f;
       if (r < w.heads)
-        for (int ch = lane; ch < kQChunks; ch += 32) {
-          const uint4 v = __ldg(reinterpret_cast<const uint4*>(q + r * p.q_sh) + ch);
-          const uint32_t wds[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-          for (int k = 0; k < 4; ++k)
-            mx = fmaxf(mx, fmaxf(fabsf(__uint_as_float(wds[k] << 16)), fabsf(__uint_as_float(wds[k] & 0xffff0000u))));
-        }
+        for (int ch = lane; ch < kQChunks; ch += 32)
+          mx = fmaxf(mx, absmax8_bf16(__ldg(reinterpret_cast<const uint4*>(q + r * p.q_sh) + ch)));
       row_factor(r, mx);
     }
     named_bar_sync(kBarQReady, kThreads);
