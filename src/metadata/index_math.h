@@ -144,6 +144,13 @@ SMLA_HD int64_t split_count(int64_t blocks, int64_t per_unit) {
 // Blocks per split of one request: ceil(blocks / n). With n = split_count(blocks, per_unit)
 // this is <= per_unit and (n - 1) * chunk < blocks, so no split is empty when blocks > 0.
 SMLA_HD int64_t split_chunk(int64_t blocks, int64_t n) { return ceil_div(blocks, n); }
+// Work units of a decode launch's schedule: `units` (CTA slots / CTAs per split), or b when the b
+// requests already cover all but a sixteenth of them: one split each, no partials, no combine
+// (splitting a few requests to fill the last SMs cost more than those SMs gave: dense fp8 b128
+// h16 191 -> 181 µs on 132 SMs, docs/PERF.md twelfth pass).
+SMLA_HD int64_t split_units(int64_t b, int64_t units) {
+  return b >= 1 && b <= units && 16 * (units - b) <= units ? b : units;
+}
 // Split j covers key blocks [split_begin, split_end).
 SMLA_HD int64_t split_begin(int64_t j, int64_t chunk, int64_t blocks) { return min64(j * chunk, blocks); }
 SMLA_HD int64_t split_end(int64_t j, int64_t chunk, int64_t blocks) { return min64((j + 1) * chunk, blocks); }

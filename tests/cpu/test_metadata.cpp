@@ -10,6 +10,7 @@
 
 #include "common/test_util.h"
 #include "smla/capabilities.h"
+#include "metadata/index_math.h"
 #include "smla/metadata.h"
 
 namespace smla {
@@ -826,6 +827,20 @@ TEST(MetaSplitSchedule, Example) {
   std::vector<int32_t> none, off0{kPoison32};
   decode_split_schedule(view(none, {0}), SplitSchedulePlan{}, view(off0, {1}));
   EXPECT_EQ(off0, std::vector<int32_t>{0});
+}
+
+// The launch's unit count: one split per request once the requests cover all but a sixteenth
+// of the units.
+TEST(MetaSplitSchedule, UnitsAtFullOccupancy) {
+  EXPECT_EQ(meta::split_units(128, 132), 128);
+  EXPECT_EQ(meta::split_units(124, 132), 124);  // 8 idle of 132: 16 * 8 <= 132
+  EXPECT_EQ(meta::split_units(123, 132), 132);  // 9 idle: split
+  EXPECT_EQ(meta::split_units(132, 132), 132);
+  EXPECT_EQ(meta::split_units(133, 132), 132);
+  EXPECT_EQ(meta::split_units(64, 66), 64);
+  EXPECT_EQ(meta::split_units(1, 132), 132);
+  EXPECT_EQ(meta::split_units(1, 1), 1);
+  EXPECT_EQ(meta::split_units(0, 132), 132);
 }
 
 TEST(MetaSplitSchedule, Rejects) {

@@ -159,11 +159,7 @@ AttentionPlan plan_sparse_decode(int b, int s_q, int h_q, int format) {
     const int64_t ctas_per_split = static_cast<int64_t>(pl.tiles_per_kv) * pl.token_groups;
     const int64_t slots = current_device_info().sm_count;  // one CTA per SM
     pl.num_units = static_cast<int>(std::max<int64_t>(1, slots / std::max<int64_t>(1, ctas_per_split)));
-    // Requests that already cover all but a sixteenth of the units run one split each: splitting
-    // some of them to fill the last SMs costs more (partials, the combine) than those SMs give
-    // (same-seed A/B, b = 128 on 132 SMs, 2026-12-01: dense fp8 h16 L8k 191.1 -> 180.8 µs, h32
-    // 242.7 -> 225.5, bf16 h16 318.4 -> 312.9; sparse V3.2 h16 69.6 -> 69.4).
-    if (b <= pl.num_units && 16 * (pl.num_units - b) <= pl.num_units) pl.num_units = b;
+    pl.num_units = static_cast<int>(meta::split_units(b, pl.num_units));
     // Measurement knob (bench/sparse_decode_variants.sh): SMLA_SPLIT_UNITS=n schedules splits
     // for n work units instead (fewer units, fewer and longer splits). Read once per process.
     static const int units_env = [] {
