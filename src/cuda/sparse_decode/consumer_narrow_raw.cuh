@@ -56,6 +56,8 @@ struct RawWg {
   uint64_t *full, *empty;  // the ring's barriers
   const uint8_t* ok;       // uint8[kRing][64]: the row is real
   const uint8_t* ring;
+  const float* qinv;       // float[32]: each head's Q factor undone (load_q_f16)
+  uint64_t dq, dp;         // wgmma descriptors: Q's f16 columns, the warpgroup's P^T tiles
   __device__ explicit RawWg(uint8_t* smem)
       : cw(kWgs > 1 ? static_cast<int>(threadIdx.x >> 7) : 0),
         wq(kWgs > 1 ? static_cast<int>((threadIdx.x >> 5) & 3) : static_cast<int>(threadIdx.x >> 5)),
@@ -71,7 +73,10 @@ struct RawWg {
         full(reinterpret_cast<uint64_t*>(smem + S::bars)),
         empty(full + S::kRing),
         ok(smem + S::ok),
-        ring(smem + S::ring) {}
+        ring(smem + S::ring),
+        qinv(reinterpret_cast<const float*>(smem + S::qinv)),
+        dq(gmma_desc(smem_addr(smem + S::q), 128, 16 * S::kQCols)),
+        dp(gmma_desc(smem_addr(p), 128, 8 * 128)) {}
   __device__ static uint16_t* key_entry(uint8_t* pt, int l) {
     return reinterpret_cast<uint16_t*>(pt + (l >> 3) * 128) + (l & 7);
   }
@@ -206,13 +211,12 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
   const int lane = wg.lane, wq = wg.wq, g = wg.g, c = wg.c, ka = wg.ka, kb_ = wg.kb;
   auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
   float* s_max = wg.max_buf;
-  const float* qinv = reinterpret_cast<const float*>(smem + S::qinv);
+  const float* qinv = wg.qinv;
   uint8_t* s_p = wg.p;
   uint64_t *full = wg.full, *empty = wg.empty;
   const uint8_t *ok_bytes = wg.ok, *ring = wg.ring;
   uint16_t *p_a = wg.p_a, *p_b = wg.p_b;
-  const uint64_t dq = gmma_desc(smem_addr(smem + S::q), 128, 16 * kD);
-  const uint64_t dp = gmma_desc(smem_addr(s_p), 128, 8 * 128);
+  const uint64_t dq = wg.dq, dp = wg.dp;
   float qs[kNJ][2];  // logits' scale of this thread's heads: log2(e) / sqrt(d) (and k_scale) / Q's factor
 #pragma unroll
   for (int j = 0; j < kNJ; ++j)

@@ -34,15 +34,14 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
   const int lane = wg.lane, wq = wg.wq, g = wg.g, c = wg.c, ka = wg.ka, kb_ = wg.kb;
   auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
   float* s_max = wg.max_buf;
-  const float* qinv = reinterpret_cast<const float*>(smem + S::qinv);
+  const float* qinv = wg.qinv;
   uint8_t* s_p = wg.p;
   uint64_t *full = wg.full, *empty = wg.empty;
   const uint8_t *ok_bytes = wg.ok, *ring = wg.ring;
   uint16_t *p_a = wg.p_a, *p_b = wg.p_b;
   constexpr int kPTile16 = static_cast<int>(S::kPBytes / 16);  // descriptor units between P^T tiles
-  const uint64_t dq = gmma_desc(smem_addr(smem + S::q), 128, 16 * S::kQCols);
+  const uint64_t dq = wg.dq, dp = wg.dp;
   const uint64_t dqr = gmma_desc(smem_addr(smem + S::q_rope), 128, 16 * 64);
-  const uint64_t dp = gmma_desc(smem_addr(s_p), 128, 8 * 128);
   float qv[kNJ][2];  // Q's latent factor undone, per head
 #pragma unroll
   for (int j = 0; j < kNJ; ++j)
