@@ -247,7 +247,9 @@ inline constexpr bool kDsIntV = SMLA_SD_DS_INT_V != 0;
 // the rest). No pipe of the two-warpgroup kernel is saturated (ncu, dense fp8 h16: ALU 52%,
 // tensor 22%, issue slots 49%), yet a third warpgroup measured level or slower (same-seed A/B,
 // 2026-12-01, at 152 / 160 registers: dense fp8 h16 L8k 191.8 -> 196.8 / 194.4 µs, with five
-// slots 196.6; sparse V3.2 h16 69.3 -> 70.6 / 70.5).
+// slots 196.6; at 160 that kernel neither spills nor serializes). The fp8_ds_mla kernel's
+// numbers (sparse V3.2 h16 69.3 -> 70.6 / 70.5) do not count: at both budgets ptxas serializes
+// its wgmmas (C7512, insufficient registers).
 #ifndef SMLA_SD_RAW_WGS
 #define SMLA_SD_RAW_WGS 2
 #endif
