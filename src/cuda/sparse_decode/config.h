@@ -271,6 +271,10 @@ constexpr int kernel_threads() { return kRawWgs<kRows, kFmt> == 3 ? 512 : cta_th
 #define SMLA_SD_Q_ONE_PASS 1
 #endif
 inline constexpr bool kQOnePass = SMLA_SD_Q_ONE_PASS != 0;
+// (Loading each 64-column group of a block's K pieces one group ahead of its conversion, since
+// ncu put 8% of the 16-row fp8_ds_mla consumer loop's stall samples on conversions waiting for
+// their shared-memory loads, measured level: sparse V3.2 h16 69.2 -> 69.2 / 69.5 µs, dense fp8
+// h16 L8k 180.8 -> 181.0, s_q2 h16 327.5 -> 329.8 (same-call A/B, 2026-12-01); removed.)
 // Named barriers of the second consumer warpgroup (the first uses kBarMerge and kBarPReady);
 // kBarFinal joins both at the epilogue. (compute-sanitizer's racecheck reports hazards in that
 // merge; it reports the same on a race-free kernel whose warpgroups pass their own barriers a
@@ -300,6 +304,12 @@ inline constexpr int kRawRing = SMLA_SD_RAW_RING;
 #define SMLA_SD_E4M3_RUNS 0
 #endif
 inline constexpr bool kE4m3Runs = SMLA_SD_E4M3_RUNS != 0;
+// Measurement build SMLA_SD_RAW_NO_COPY=1 (wrong results): the raw ring's producer copies
+// nothing and hands over zeroed rows, so a run times the consumer warpgroups alone.
+#ifndef SMLA_SD_RAW_NO_COPY
+#define SMLA_SD_RAW_NO_COPY 0
+#endif
+inline constexpr bool kRawNoCopy = SMLA_SD_RAW_NO_COPY != 0;
 template <int kFmt>
 inline constexpr int kRawRingStride = kFmt == static_cast<int>(CacheFormat::fp8_ds_mla) ? 672 : kE4m3Runs ? 576 : 608;
 // Registers of kRawConsumer tiles: the copy-only producers need few, the consumer holds O^T,
@@ -308,8 +318,8 @@ inline constexpr int kRawRingStride = kFmt == static_cast<int>(CacheFormat::fp8_
 inline constexpr int kRegsConsumerRaw = 216, kRegsProducerRaw = 144;
 static_assert(kRegsConsumerRaw + 2 * kRegsProducerRaw <= 3 * launch_regs(cta_threads(16)), "ring register budget");
 // kRawWgs 2: two consumer warpgroups at kRegsConsumerRawDual, the one producer warpgroup with the
-// rest (72). The 32-row fp8_e4m3 kernel spills 60 bytes at 216 (ptxas; 128 at 224 before the
-// upper-half conversion, fp8.cuh, which took its spill from 84 to 60).
+// rest (72). The 32-row fp8_e4m3 kernel spills 36 bytes at 216 (ptxas; 60 before P^T's packed
+// stores, consumer_narrow_raw.cuh; 128 at 224 before the upper-half conversion, fp8.cuh).
 inline constexpr int kRegsConsumerRawDual = kRegsConsumerRaw;
 inline constexpr int kRegsProducerRawDual = 3 * launch_regs(cta_threads(16)) - 2 * kRegsConsumerRawDual;
 static_assert(kRegsProducerRawDual >= 56, "dual ring register budget");

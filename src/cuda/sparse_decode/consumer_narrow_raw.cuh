@@ -12,8 +12,9 @@
 //   S^T = K Q^T: the A fragment of key row k holds, over four k-steps, 16 values that are one
 //     16-byte piece of the row: lane quad t reads bytes 64 G + 16 t .. + 15 of d-group G, and
 //     byte 16 t + 4 s + i is logical column 16 s + {2t, 2t+1, 2t+8, 2t+9}[i] of k-step 4 G + s;
-//     load_q_f16 writes Q in that logical order. Fragment row g of warp w is key 16 w + swap(g)
-//     (bits 0 and 1 of g exchanged), so the two rows of a quarter warp lie two keys apart.
+//     load_q_f16 writes Q in that logical order. Fragment row g of warp w is key 16 w +
+//     swap(g % 4) + 8 (g / 4) (bits 0 and 1 exchanged), row g + 8 the key four after it: the two
+//     rows of a quarter warp lie two keys apart, and a thread's two keys are adjacent in P^T.
 //   O^T = V^T P^T: lane (w, g) owns value columns 16 (8 w + g) .. + 15 (one 16-byte piece of a
 //     row); its byte j is row 64 (j / 2) + 16 w + g + 8 (j % 2) of O^T, which the epilogue
 //     undoes. Keys: fragment column c of k-step kk is key 16 kk + 4 r + t with t = c % 8 / 2,
@@ -39,9 +40,15 @@ __device__ __forceinline__ int raw_key_logical(int k) {
 
 // A consumer thread's share of a kRawConsumer tile: with kRawWgs n > 1, warpgroup cw takes blocks
 // cw, cw + n, ... with its own P^T tiles, maxima buffer and named barriers (wg_bar_sync). The
-// thread holds S^T rows ka (fragment row g, bits 0 and 1 of g exchanged) and kb = ka + 8, and
-// writes their P^T entries through p_a and p_b (P^T: N x 64 keys, K-major core matrices, (head
-// n, logical key k) at (n / 8) * 1024 + (k / 8) * 128 + (n % 8) * 16 + (k % 8) * 2).
+// thread holds S^T rows ka (fragment row g) and kb = ka + 4, logical keys l and l + 1 with l
+// even, and writes both P^T entries of a head as one 4-byte word at p_ab (P^T: N x 64 keys,
+// K-major core matrices, (head n, logical key k) at (n / 8) * 1024 + (k / 8) * 128 + (n % 8) *
+// 16 + (k % 8) * 2). The warpgroup index comes through a shuffle so that the compiler knows it
+// is warp-uniform: the P^T descriptors built from it stay in uniform registers (ncu, 16-row
+// fp8_ds_mla kernel: 59 R2UR moves per block and warp in P V without it). Both together, against
+// two 2-byte stores per head and the plain index (same-call A/B, 2026-12-01): dense fp8 b128
+// h32 L8k 227.0 -> 218.3 µs, s_q2 h16 334.3 -> 329.8; sparse V3.2 s_q2 h16 122.3 -> 120.8, h16
+// and dense h16 level.
 template <int kRows, int kFmt>
 struct RawWg {
   using S = RingSmem<kRows, kFmt>;
@@ -51,7 +58,7 @@ struct RawWg {
   int lane, g, c;      // the lane, its fragment row and column pair
   int ka, kb;          // this thread's keys (physical rows of a slot)
   uint8_t* p;          // the warpgroup's P^T tiles
-  uint16_t *p_a, *p_b; // P^T's entries of keys ka and kb for head 0 (tile 0)
+  uint32_t* p_ab;      // P^T's entries of keys ka (low half) and kb for head 0 (tile 0)
   float* max_buf;      // its float[2][4][32] head maxima
   uint64_t *full, *empty;  // the ring's barriers
   const uint8_t* ok;       // uint8[kRing][64]: the row is real
@@ -59,16 +66,15 @@ struct RawWg {
   const float* qinv;       // float[32]: each head's Q factor undone (load_q_f16)
   uint64_t dq, dp;         // wgmma descriptors: Q's f16 columns, the warpgroup's P^T tiles
   __device__ explicit RawWg(uint8_t* smem)
-      : cw(kWgs > 1 ? static_cast<int>(threadIdx.x >> 7) : 0),
+      : cw(kWgs > 1 ? __shfl_sync(~0u, static_cast<int>(threadIdx.x >> 7), 0) : 0),
         wq(kWgs > 1 ? static_cast<int>((threadIdx.x >> 5) & 3) : static_cast<int>(threadIdx.x >> 5)),
         lane(threadIdx.x & 31),
         g(lane >> 2),
         c(lane & 3),
-        ka(16 * wq + ((g & 4) | ((g & 1) << 1) | ((g >> 1) & 1))),
-        kb(ka + 8),
+        ka(16 * wq + (((g & 4) << 1) | ((g & 1) << 1) | ((g >> 1) & 1))),
+        kb(ka + 4),
         p(smem + S::p + cw * S::kPTiles * S::kPBytes),
-        p_a(key_entry(p, raw_key_logical(ka))),
-        p_b(key_entry(p, raw_key_logical(kb))),
+        p_ab(reinterpret_cast<uint32_t*>(key_entry(p, raw_key_logical(ka)))),
         max_buf(reinterpret_cast<float*>(smem + S::merge) + cw * 256),
         full(reinterpret_cast<uint64_t*>(smem + S::bars)),
         empty(full + S::kRing),
@@ -79,6 +85,10 @@ struct RawWg {
         dp(gmma_desc(smem_addr(p), 128, 8 * 128)) {}
   __device__ static uint16_t* key_entry(uint8_t* pt, int l) {
     return reinterpret_cast<uint16_t*>(pt + (l >> 3) * 128) + (l & 7);
+  }
+  // The word offset of head (j, c, e)'s entries in P^T tile t (kPBytes apart).
+  __device__ static constexpr int p_word(int t, int j, int c, int e) {
+    return t * static_cast<int>(S::kPBytes / 4) + j * 256 + (2 * c + e) * 4;
   }
 };
 
@@ -215,7 +225,7 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
   uint8_t* s_p = wg.p;
   uint64_t *full = wg.full, *empty = wg.empty;
   const uint8_t *ok_bytes = wg.ok, *ring = wg.ring;
-  uint16_t *p_a = wg.p_a, *p_b = wg.p_b;
+  uint32_t* p_ab = wg.p_ab;
   const uint64_t dq = wg.dq, dp = wg.dp;
   float qs[kNJ][2];  // logits' scale of this thread's heads: log2(e) / sqrt(d) (and k_scale) / Q's factor
 #pragma unroll
@@ -274,10 +284,9 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
 #pragma unroll
     for (int j = 0; j < kNJ; ++j)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int off = j * 512 + (2 * c + e) * 8;  // (head 8j + 2c + e): 1024 B per 8 heads
-        p_a[off] = __half_as_ushort(__float2half_rn(s[j][e]));
-        p_b[off] = __half_as_ushort(__float2half_rn(s[j][2 + e]));
+      for (int e = 0; e < 2; ++e) {  // (head 8j + 2c + e): 1024 B per 8 heads
+        const __half2 pv = __floats2half2_rn(s[j][e], s[j][2 + e]);
+        p_ab[RawWg<kRows, kFmt>::p_word(0, j, c, e)] = *reinterpret_cast<const uint32_t*>(&pv);
       }
     fence_proxy_async();  // read next by wgmma
     wg_bar_sync<kBarPReady, kBarPReady2, wg.kBar3 ? kBarPReady3 : -1>(wg.cw, kThreads);

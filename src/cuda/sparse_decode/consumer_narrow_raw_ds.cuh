@@ -38,7 +38,7 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
   uint8_t* s_p = wg.p;
   uint64_t *full = wg.full, *empty = wg.empty;
   const uint8_t *ok_bytes = wg.ok, *ring = wg.ring;
-  uint16_t *p_a = wg.p_a, *p_b = wg.p_b;
+  uint32_t* p_ab = wg.p_ab;
   constexpr int kPTile16 = static_cast<int>(S::kPBytes / 16);  // descriptor units between P^T tiles
   const uint64_t dq = wg.dq, dp = wg.dp;
   const uint64_t dqr = gmma_desc(smem_addr(smem + S::q_rope), 128, 16 * 64);
@@ -144,9 +144,8 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
       for (int j = 0; j < kNJ; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int off = t * static_cast<int>(S::kPBytes / 2) + j * 512 + (2 * c + e) * 8;
-          p_a[off] = __bfloat16_as_ushort(__float2bfloat16_rn(s[j][e] * pscale(sa[t])));
-          p_b[off] = __bfloat16_as_ushort(__float2bfloat16_rn(s[j][2 + e] * pscale(sb[t])));
+          const __nv_bfloat162 pv = __floats2bfloat162_rn(s[j][e] * pscale(sa[t]), s[j][2 + e] * pscale(sb[t]));
+          p_ab[RawWg<kRows, kFmt>::p_word(t, j, c, e)] = *reinterpret_cast<const uint32_t*>(&pv);
         }
     fence_proxy_async();  // read next by wgmma
     wg_bar_sync<kBarPReady, kBarPReady2, wg.kBar3 ? kBarPReady3 : -1>(wg.cw, kThreads);

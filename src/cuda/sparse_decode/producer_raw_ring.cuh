@@ -44,6 +44,13 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
     if (i >= S::kRing) mbar_wait(empty + slot, ((i / S::kRing) - 1) & 1);
     const bool ok = a.page != nullptr;
     uint8_t* dst = ring + slot * S::kSlotBytes + row * kStride;
+    if constexpr (kRawNoCopy) {  // consumers' speed alone: zeroed rows, nothing copied
+      ok_bytes[slot * kKeys + row] = 1;
+      if (i < S::kRing)
+        for (int c = 0; c < R::kBytes / 16; ++c) reinterpret_cast<uint4*>(dst)[c] = make_uint4(0, 0, 0, 0);
+      mbar_arrive(full + slot);
+      continue;
+    }
     ok_bytes[slot * kKeys + row] = ok;
     if (!ok) {
 #pragma unroll
