@@ -164,8 +164,9 @@ void run_sparse_decode(const SparseCase& c) {
 }
 
 TEST(GpuSparseDecode, V32Fp8DsMlaHeads) {
-  // 128 heads: two 64-row tiles in a cluster pair that shares each block's gathers.
-  for (int h : {1, 16, 20, 64, 128})
+  // 128 heads: two 64-row tiles in a cluster pair that shares each block's gathers; 32 heads: a
+  // 32-row tile whose two consumer warpgroups split the value columns.
+  for (int h : {1, 16, 20, 32, 64, 128})
     run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 3, 2, h, 256, 64, 64, true, true, false});
 }
 
@@ -199,6 +200,7 @@ TEST(GpuSparseDecode, V32RealShapeSampled) {
   // b 128, s_q 2, topk 2048: the whole batch on the GPU (splits off), 4 requests checked.
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 128, 2, 128, 2048, 64, 4096, false, false, false, 0, 64, 4});
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 128, 1, 16, 2048, 64, 4096, true, true, false, 0, 64, 4});
+  run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 128, 1, 32, 2048, 64, 4096, true, true, false, 0, 64, 4});
   // More 64-row units than SMs: the persistent kernel, each CTA walking several requests
   // (the b128 s_q2 h128 case above does the same with pair clusters).
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 300, 1, 64, 256, 64, 2048, true, true, false, 0, 64, 6});
@@ -207,7 +209,7 @@ TEST(GpuSparseDecode, V32RealShapeSampled) {
 
 TEST(GpuSparseDecode, SmallBatchSplitsKv) {
   // b = 1 and 2 spread one request over many CTAs: the combine path.
-  for (int h : {16, 128})
+  for (int h : {16, 32, 128})
     run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 1, 1, h, 2048, 64, 1024, true, true, false});
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 2, 2, 64, 2048, 64, 1024, true, true, false});
   // Without topk_length every request has the same key count: the split count follows from the

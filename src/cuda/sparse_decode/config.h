@@ -216,10 +216,23 @@ constexpr int raw_slots() {
 #ifndef SMLA_SD_DS_RAW_CONSUMER
 #define SMLA_SD_DS_RAW_CONSUMER 1
 #endif
+// 32-row tiles of fp8_ds_mla run on the ring with the value columns split between the two
+// consumer warpgroups (consumer_narrow_raw_ds32.cuh): both take every block; warpgroup cw
+// computes the partial S^T of scale tiles 2 cw and 2 cw + 1 (and half of the RoPE columns), the
+// two partial sums meet through shared memory, each runs the same softmax and adds P V for the
+// 256 value columns of its scale tiles (O^T: 64 registers). SMLA_SD_DS_RAW32=0 (a measurement
+// build): the bulk producer's K tile.
+#ifndef SMLA_SD_DS_RAW32
+#define SMLA_SD_DS_RAW32 1
+#endif
 template <int kRows, int kFmt>
 inline constexpr bool kRawConsumer =
     (SMLA_SD_RAW_CONSUMER != 0 && kRows < 64 && kFmt == static_cast<int>(CacheFormat::fp8_e4m3)) ||
-    (SMLA_SD_DS_RAW_CONSUMER != 0 && kRows == 16 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla));
+    (SMLA_SD_DS_RAW_CONSUMER != 0 && kRows == 16 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)) ||
+    (SMLA_SD_DS_RAW32 != 0 && kRows == 32 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla));
+// Raw-ring tiles whose consumer warpgroups split the value columns (and share one softmax state).
+template <int kRows, int kFmt>
+inline constexpr bool kRawSplitDv = kRawConsumer<kRows, kFmt> && kRows == 32 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
 // The 16-row fp8_ds_mla raw consumer converts values to bf16 on the integer pipes (a
 // sign-replicating prmt, a shift and a mask per pair: exact, the value times 2^-120, subnormals
 // included) instead of e4m3 -> f16 -> f32 -> bf16; P^T carries 2^60 more and O^T is multiplied
@@ -275,12 +288,23 @@ inline constexpr bool kQOnePass = SMLA_SD_Q_ONE_PASS != 0;
 // ncu put 8% of the 16-row fp8_ds_mla consumer loop's stall samples on conversions waiting for
 // their shared-memory loads, measured level: sparse V3.2 h16 69.2 -> 69.2 / 69.5 µs, dense fp8
 // h16 L8k 180.8 -> 181.0, s_q2 h16 327.5 -> 329.8 (same-call A/B, 2026-12-01); removed.)
+// Raw-ring consumers rescale O^T lazily (narrow_block_softmax's kLazy): only when some head's
+// maximum grows by more than 2^8, not at every new maximum (the 64-row tiles' rule,
+// kLazyRescale); kernels that return max_logits keep the exact rule. SMLA_SD_RAW_LAZY=0 (a
+// measurement build): at every new maximum.
+#ifndef SMLA_SD_RAW_LAZY
+#define SMLA_SD_RAW_LAZY 1
+#endif
+template <bool kMaxLogits>
+inline constexpr bool kRawLazy = SMLA_SD_RAW_LAZY != 0 && !kMaxLogits;
 // Named barriers of the second consumer warpgroup (the first uses kBarMerge and kBarPReady);
 // kBarFinal joins both at the epilogue. (compute-sanitizer's racecheck reports hazards in that
 // merge; it reports the same on a race-free kernel whose warpgroups pass their own barriers a
 // different number of times before a shared one, bench/micro/racecheck_named_barriers.cu.)
 inline constexpr int kBarMerge2 = 12, kBarPReady2 = 13;
 inline constexpr int kBarMerge3 = 14, kBarPReady3 = 15;  // the third (SMLA_SD_RAW_WGS=3)
+// kRawSplitDv tiles (32 rows, never three warpgroups): both warpgroups' partial S^T are in xchg.
+inline constexpr int kBarXchg = 14;
 #ifndef SMLA_SD_RAW_RING
 #define SMLA_SD_RAW_RING 4
 #endif
@@ -338,14 +362,17 @@ inline constexpr int kRegsRawProducer = kRawWgs<kRows, kFmt> == 3 ? kRegsProduce
 // The shared-memory plan of kRawConsumer tiles. fp8_e4m3: Q as 576 f16 columns, one P^T.
 // fp8_ds_mla: Q's 512 latent columns in f16 and its 64 RoPE columns in bf16, one P^T (bf16) per
 // 128-column scale tile.
+// kRawSplitDv: each warpgroup has the P^T tiles of its two scale tiles, and the partial S^T
+// sums meet in xchg (float[2 parities][2 warpgroups][16][128]); three slots fit beside them.
 template <int kRows, int kFmt>
 struct RingSmem {
   static constexpr bool kDs = kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
+  static constexpr bool kSplitDv = kRawSplitDv<kRows, kFmt>;
   static constexpr int kD = 576;
   static constexpr int kQCols = kDs ? 512 : 576;  // Q's f16 columns
-  static constexpr int kPTiles = kDs ? 4 : 1;
+  static constexpr int kPTiles = kDs ? (kSplitDv ? 2 : 4) : 1;  // per warpgroup
   static constexpr int kWgs = kRawWgs<kRows, kFmt>;
-  static constexpr int kRing = kRows == 16 && !kDs ? SMLA_SD_RAW_RING16 : kRawRing;  // slots
+  static constexpr int kRing = kSplitDv ? 3 : kRows == 16 && !kDs ? SMLA_SD_RAW_RING16 : kRawRing;  // slots
   static constexpr size_t kSlotBytes = static_cast<size_t>(kKeys) * kRawRingStride<kFmt>;
   static constexpr size_t q = 0;                                              // kRows x kQCols f16, core matrices, permuted
   static constexpr size_t q_rope = q + static_cast<size_t>(kRows) * kQCols * 2;  // kDs: kRows x 64 bf16, permuted
@@ -354,12 +381,13 @@ struct RingSmem {
   static constexpr size_t merge = p + kWgs * kPTiles * kPBytes;     // float[kWgs][2][4][32] head maxima
   static constexpr size_t heads = merge + kWgs * 2 * 4 * 32 * 4;   // kWgs > 1: float[2 (m, l)][kWgs][32], each state's heads
   static constexpr size_t qinv = heads + (kWgs > 1 ? 2 * kWgs * 32 * 4 : 0);  // float[32]: 2^(e - 15), Q's per-head factor undone
-  static constexpr size_t bars = qinv + 32 * 4;                    // uint64 full[kRing], empty[kRing]
+  static constexpr size_t xchg = qinv + 32 * 4;                    // kSplitDv: float[2][2][16][128]
+  static constexpr size_t bars = xchg + (kSplitDv ? 2 * 2 * 16 * 128 * 4 : 0);  // uint64 full[kRing], empty[kRing]
   static constexpr size_t ok = bars + 2 * kRing * 8;               // uint8[kRing][64]: the row is real
   static constexpr size_t ring = (ok + kRing * kKeys + 127) / 128 * 128;
   static constexpr size_t bytes = ring + kRing * kSlotBytes;
   static_assert(bytes <= 232448, "ring plan exceeds the 227 KB opt-in limit");
-  static_assert(kRing * kSlotBytes >= kWgs * static_cast<size_t>(kRows) * (512 + 4) * 4, "the epilogue's O^T buffers");
+  static_assert(kRing * kSlotBytes >= (kSplitDv ? 1 : kWgs) * static_cast<size_t>(kRows) * (512 + 4) * 4, "the epilogue's O^T buffers");
 };
 // Bytes of a raw row of the narrow bulk producer's formats.
 template <int kFmt>

@@ -276,7 +276,7 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
 
     // ---- mask, scale; each head's maximum over this thread's keys, the 8 lanes g, the 4 warps
     const bool ok0 = ok_bytes[slot * kKeys + ka] != 0, ok1 = ok_bytes[slot * kKeys + kb_] != 0;
-    narrow_block_softmax<kNJ, kMT, kThreads, wg.kWgs>(s, ok0, ok1, [&](int j, int e) { return qs[j][e]; },
+    narrow_block_softmax<kNJ, kMT, kThreads, wg.kWgs, kRawLazy<false>>(s, ok0, ok1, [&](int j, int e) { return qs[j][e]; },
                                              s_max + ((i / wg.kWgs) & 1) * 128, wq, g, c, m_run, l_run, o, wg.cw);
 
     // ---- P^T (f16) into shared memory at the keys' logical positions (the previous block's

@@ -133,7 +133,7 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
     // P^T's factors (kDsIntV: values enter as V 2^-120, so P^T takes 2^60 and O^T ends at 2^-60)
     auto pscale = [](float x) { return kDsIntV ? x * 1.152921504606846976e18f : x; };
     const bool ok0 = ok_bytes[slot * kKeys + ka] != 0, ok1 = ok_bytes[slot * kKeys + kb_] != 0;
-    narrow_block_softmax<kNJ, kMT, kThreads, wg.kWgs>(s, ok0, ok1, [&](int, int) { return p.scale_log2; },
+    narrow_block_softmax<kNJ, kMT, kThreads, wg.kWgs, kRawLazy<kMaxLogits>>(s, ok0, ok1, [&](int, int) { return p.scale_log2; },
                                              s_max + ((i / wg.kWgs) & 1) * 128, wq, g, c, m_run, l_run, o, wg.cw);
 
     // ---- P^T_t = P . scale_t (bf16) at the keys' logical positions (the previous block's P V

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "cuda/common/barriers.cuh"
+#include "cuda/common/online_softmax.cuh"
 #include "cuda/sparse_decode/config.h"
 #include "cuda/sparse_decode/epilogue.cuh"
 
@@ -44,8 +45,11 @@ __device__ __forceinline__ void narrow_state_init(float (&o)[kMT][kNJ][4], float
 // the running maxima and sums, and rescales O^T when some head of the warp moved its maximum.
 // buf alternates by block parity: a thread that writes block i + 2's maxima has passed block
 // i + 1's barrier, which every thread reaches only after reading block i's. cw: the consumer
-// warpgroup (kWgs of them in raw-ring tiles, each with its own barrier).
-template <int kNJ, int kMT, int kThreads, int kWgs = 1, class Scale>
+// warpgroup (kWgs of them in raw-ring tiles, each with its own barrier). kLazy: m_run is the
+// reference maximum of update_max_lazy (online_softmax.cuh), moved only when a block's maximum
+// exceeds it by more than 2^kLazyRescaleLog2; l_run and O^T stay relative to it (so lse is
+// exact, but m_run is not the exact maximum: no max_logits).
+template <int kNJ, int kMT, int kThreads, int kWgs = 1, bool kLazy = false, class Scale>
 __device__ __forceinline__ void narrow_block_softmax(float (&s)[kNJ][4], bool ok0, bool ok1, Scale scale, float* buf,
                                                      int wq, int g, int c, float (&m_run)[kNJ][2],
                                                      float (&l_run)[kNJ][2], float (&o)[kMT][kNJ][4],
@@ -76,7 +80,7 @@ __device__ __forceinline__ void narrow_block_softmax(float (&s)[kNJ][4], bool ok
     for (int e = 0; e < 2; ++e) {
       const int h = head_of(j, e);
       const float bm = fmaxf(fmaxf(buf[h], buf[32 + h]), fmaxf(buf[64 + h], buf[96 + h]));
-      const float m_new = fmaxf(m_run[j][e], bm);
+      const float m_new = kLazy ? (bm > m_run[j][e] + kLazyRescaleLog2 ? bm : m_run[j][e]) : fmaxf(m_run[j][e], bm);
       const float m_use = m_new == -INFINITY ? 0.f : m_new;
       alpha[j][e] = exp2f(m_run[j][e] - m_use);
       moved |= alpha[j][e] != 1.f;
@@ -108,8 +112,10 @@ __device__ __forceinline__ void narrow_block_softmax(float (&s)[kNJ][4], bool ok
 // s_l) publishes its heads' maxima and sums in heads[2][kWgs][32]; each takes the merged state
 // (m = the maximum over the warpgroups, l = the sums rescaled to m), scales its O^T by the final
 // factor times 2^(m_cw - m) into obuf[cw] (obuf + cw * kRows * (512 + 4)), and all threads
-// write the sums of the buffers.
-template <int kNJ, int kMT, int kThreads, bool kMaxLogits, class Col, int kWgs = 1>
+// write the sums of the buffers. kDvWgs 2 (kWgs 1): two warpgroups with the same state that
+// hold disjoint value columns (col) of O^T write them into one obuf between two barriers over
+// both, and all their threads write it out.
+template <int kNJ, int kMT, int kThreads, bool kMaxLogits, class Col, int kWgs = 1, int kDvWgs = 1>
 __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work& w, float* s_l, float* obuf,
                                                 const float (&o)[kMT][kNJ][4], const float (&m_run)[kNJ][2],
                                                 const float (&l_run)[kNJ][2], int wq, int g, int c, Col col,
@@ -141,6 +147,8 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
       }
     named_bar_sync(kBarFinal, kWgs * kThreads);
   }
+  static_assert(kDvWgs == 1 || kWgs == 1, "value columns split among warpgroups that share one state");
+  if constexpr (kDvWgs > 1) named_bar_sync(kBarFinal, kDvWgs * kThreads);  // both are past their ring reads
   float* ob = obuf + (kWgs > 1 ? cw * kRows * kStride : 0);
 #pragma unroll
   for (int j = 0; j < kNJ; ++j)
@@ -177,9 +185,9 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
         ob[h * kStride + col(mi, 1)] = o[mi][j][2 + e] * f;
       }
     }
-  if constexpr (kWgs > 1) named_bar_sync(kBarFinal, kWgs * kThreads);
+  if constexpr (kWgs > 1 || kDvWgs > 1) named_bar_sync(kBarFinal, kWgs * kDvWgs * kThreads);
   else merge_bar_sync<kWgs>(cw, kThreads);
-  for (int idx = threadIdx.x; idx < w.heads * (kDv / 4); idx += kWgs * kThreads) {
+  for (int idx = threadIdx.x; idx < w.heads * (kDv / 4); idx += kWgs * kDvWgs * kThreads) {
     const int h = idx / (kDv / 4), cl = 4 * (idx % (kDv / 4));
     float4 v = *reinterpret_cast<const float4*>(obuf + h * kStride + cl);
 #pragma unroll

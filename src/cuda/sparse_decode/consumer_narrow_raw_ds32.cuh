@@ -1,0 +1,228 @@
+// A consumer warpgroup of a 32-row kRawConsumer tile of fp8_ds_mla (config.h, kRawSplitDv): both
+// consumer warpgroups take every block, and warpgroup cw owns scale tiles 2 cw and 2 cw + 1,
+// value columns 256 cw .. 256 cw + 255. Per block:
+//   X_cw = qinv_h . sum_{t of cw} scale_t . (K_t Q_t^T) + K_rope,cw Q_rope,cw^T: the partial S^T of
+//     its latent columns (e4m3 -> f16 exact, Q in f16 scaled per head) and of RoPE columns 32 cw
+//     .. 32 cw + 31 (bf16 as stored);
+//   S^T = X_0 + X_1 through shared memory (each thread adds its counterpart's 16 values: the two
+//     sums are bitwise equal), then the same online softmax in both (the same state);
+//   O^T_cw += V_cw^T P^T_t for its two tiles t (P^T_t = P . scale_t, bf16; V bf16 on the integer
+//     pipes, as consumer_narrow_raw_ds.cuh).
+// Register need per thread: O^T 64 (instead of 128 for 32 heads over all 512 columns), two partial
+// S^T sums and the RoPE sum (48). Fragment rows, key order and reads as consumer_narrow_raw_ds.cuh.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/barriers.cuh"
+#include "cuda/common/fp8.cuh"
+#include "cuda/common/wgmma.cuh"
+#include "cuda/sparse_decode/consumer_narrow_raw.cuh"
+#include "cuda/sparse_decode/narrow_softmax.cuh"
+
+namespace smla::cuda::sparse_decode_family {
+
+template <int kRows, bool kMaxLogits>
+__device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint8_t* smem) {
+  constexpr int kFmt = static_cast<int>(CacheFormat::fp8_ds_mla);
+  using S = RingSmem<kRows, kFmt>;
+  using L = DsMlaLayout;
+  static_assert(kRows == 32 && S::kSplitDv && S::kWgs == 2 && L::num_scales == 4, "two warpgroups, two scale tiles each");
+  constexpr int kStride = kRawRingStride<kFmt>;
+  constexpr int N = kRows, kNJ = N / 8, kMT = kDv / 64 / 2, kGroups = L::d_latent / 64 / 2;
+  constexpr int kThreads = 128;
+  const RawWg<kRows, kFmt> wg(smem);
+  const int lane = wg.lane, wq = wg.wq, g = wg.g, c = wg.c, ka = wg.ka, kb_ = wg.kb, cw = wg.cw;
+  const int tid = static_cast<int>(threadIdx.x) & 127;
+  auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
+  float* s_max = wg.max_buf;
+  uint64_t *full = wg.full, *empty = wg.empty;
+  const uint8_t *ok_bytes = wg.ok, *ring = wg.ring;
+  uint32_t* p_ab = wg.p_ab;
+  float* xchg = reinterpret_cast<float*>(smem + S::xchg);  // [parity][warpgroup][16][128]
+  constexpr int kPTile16 = static_cast<int>(S::kPBytes / 16);  // descriptor units between P^T tiles
+  const uint64_t dq = desc_add(wg.dq, 4 * kGroups * cw * 16), dp = wg.dp;  // Q from latent group 4 cw
+  const uint64_t dqr = desc_add(gmma_desc(smem_addr(smem + S::q_rope), 128, 16 * 64), 2 * cw * 16);
+  float qv[kNJ][2];  // Q's latent factor undone, per head
+#pragma unroll
+  for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) qv[j][e] = wg.qinv[head_of(j, e)];
+
+  float o[kMT][kNJ][4], m_run[kNJ][2], l_run[kNJ][2];
+  narrow_state_init(o, m_run, l_run);
+
+  for (int i = 0; i < w.kb_end - w.kb_begin; ++i) {
+    const int slot = i % S::kRing;
+    mbar_wait(full + slot, (i / S::kRing) & 1);
+    const uint8_t* blk = ring + slot * S::kSlotBytes;
+    const uint8_t* row_a = blk + ka * kStride;
+    const uint8_t* row_b = blk + kb_ * kStride;
+
+    // ---- partial S^T of this warpgroup's scale tiles (groups 0..3: latent groups 4 cw ..,
+    // two per tile) and of its RoPE half (group 4, two k-steps); the next group's fragments
+    // are converted while the previous group's wgmmas run.
+    float st[2][kNJ][4], sr[kNJ][4];
+    uint32_t a[2][4][4];
+#pragma unroll
+    for (int grp = 0; grp <= kGroups; ++grp) {
+      const bool rope = grp == kGroups;
+      uint32_t wa[4], wb[4];
+      {
+        const int off = rope ? L::rope_offset + 32 * c + 16 * cw : 64 * (kGroups * cw + grp) + 16 * c;
+        const uint4 va = *reinterpret_cast<const uint4*>(row_a + off);
+        const uint4 vb = *reinterpret_cast<const uint4*>(row_b + off);
+        wa[0] = va.x, wa[1] = va.y, wa[2] = va.z, wa[3] = va.w;
+        wb[0] = vb.x, wb[1] = vb.y, wb[2] = vb.z, wb[3] = vb.w;
+      }
+      if (grp >= 2) {
+        wgmma_wait<1>();  // group grp - 2 has read a[grp % 2]
+        reg_fence(a[grp & 1]);
+      }
+      if (!rope) {
+#pragma unroll
+        for (int s4 = 0; s4 < 4; ++s4) {
+          a[grp & 1][s4][0] = e4m3x2_to_f16x2(wa[s4]);
+          a[grp & 1][s4][1] = e4m3x2_to_f16x2(wb[s4]);
+          a[grp & 1][s4][2] = e4m3x2_hi_to_f16x2(wa[s4]);
+          a[grp & 1][s4][3] = e4m3x2_hi_to_f16x2(wb[s4]);
+        }
+      } else {  // RoPE k-steps 2 cw, 2 cw + 1: this lane's words 4 cw .. 4 cw + 3 of its 32 bytes
+#pragma unroll
+        for (int s2 = 0; s2 < 2; ++s2) {
+          a[grp & 1][s2][0] = wa[2 * s2];
+          a[grp & 1][s2][1] = wb[2 * s2];
+          a[grp & 1][s2][2] = wa[2 * s2 + 1];
+          a[grp & 1][s2][3] = wb[2 * s2 + 1];
+        }
+      }
+      wgmma_fence();
+      if (!rope) {
+#pragma unroll
+        for (int s4 = 0; s4 < 4; ++s4)
+          wgmma_m64nNk16_rs<N, false>(st[grp >> 1], a[grp & 1][s4], desc_add(dq, (4 * grp + s4) * 16), (grp & 1) || s4 > 0);
+      } else {
+#pragma unroll
+        for (int s2 = 0; s2 < 2; ++s2) wgmma_m64nNk16_rs<N, true>(sr, a[grp & 1][s2], desc_add(dqr, s2 * 16), s2 > 0);
+      }
+      wgmma_commit();
+    }
+    wgmma_wait<0>();
+    reg_fence(st[0]);
+    reg_fence(st[1]);
+    reg_fence(sr);
+    reg_fence(a[0]);
+    reg_fence(a[1]);
+
+    // ---- X_cw = qinv_h . sum_t scale_t S_t + S_rope (a skipped row was zeroed: its scales are 0)
+    const float4 sca = *reinterpret_cast<const float4*>(row_a + L::scale_offset);
+    const float4 scb = *reinterpret_cast<const float4*>(row_b + L::scale_offset);
+    const float sa[2] = {cw ? sca.z : sca.x, cw ? sca.w : sca.y}, sb[2] = {cw ? scb.z : scb.x, cw ? scb.w : scb.y};
+    float s[kNJ][4];
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        s[j][e] = qv[j][e] * (sa[0] * st[0][j][e] + sa[1] * st[1][j][e]) + sr[j][e];
+        s[j][2 + e] = qv[j][e] * (sb[0] * st[0][j][2 + e] + sb[1] * st[1][j][2 + e]) + sr[j][2 + e];
+      }
+    // ---- S^T = X_0 + X_1: this thread's 16 values through xchg (parity i % 2: a warpgroup
+    // writes block i + 2's values only after the barrier of block i + 1, which the other
+    // reaches only after reading block i's)
+    float* mine = xchg + ((i & 1) * 2 + cw) * 16 * 128 + tid;
+    const float* other = xchg + ((i & 1) * 2 + (1 - cw)) * 16 * 128 + tid;
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) mine[(4 * j + k) * 128] = s[j][k];
+    named_bar_sync(kBarXchg, 2 * kThreads);
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) s[j][k] += other[(4 * j + k) * 128];
+
+    // P^T's factors (kDsIntV: values enter as V 2^-120, so P^T takes 2^60 and O^T ends at 2^-60)
+    auto pscale = [](float x) { return kDsIntV ? x * 1.152921504606846976e18f : x; };
+    const bool ok0 = ok_bytes[slot * kKeys + ka] != 0, ok1 = ok_bytes[slot * kKeys + kb_] != 0;
+    narrow_block_softmax<kNJ, kMT, kThreads, 1, kRawLazy<kMaxLogits>>(s, ok0, ok1, [&](int, int) { return p.scale_log2; },
+                                                s_max + (i & 1) * 128, wq, g, c, m_run, l_run, o, cw);
+
+    // ---- P^T_t = P . scale_t (bf16) for this warpgroup's two tiles (the previous block's P V
+    // completed in every warp of the warpgroup before that warp reached the barrier above)
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+#pragma unroll
+      for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const __nv_bfloat162 pv = __floats2bfloat162_rn(s[j][e] * pscale(sa[t]), s[j][2 + e] * pscale(sb[t]));
+          p_ab[RawWg<kRows, kFmt>::p_word(t, j, c, e)] = *reinterpret_cast<const uint32_t*>(&pv);
+        }
+    fence_proxy_async();  // read next by wgmma
+    wg_bar_sync<kBarPReady, kBarPReady2>(cw, kThreads);
+
+    // ---- O^T += V^T P^T_t over this warpgroup's tiles 2 cw, 2 cw + 1: per k-step kk (16 keys)
+    // one 4-byte word of four rows (keys 16 kk + 4 r + c) per tile, bytes paired and converted.
+    const uint8_t* vcol = blk + 256 * cw + 4 * (8 * wq + g) + c * kStride;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      uint32_t x[2][4];
+#pragma unroll
+      for (int tt = 0; tt < 2; ++tt)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) x[tt][r] = *reinterpret_cast<const uint32_t*>(vcol + (16 * kk + 4 * r) * kStride + 128 * tt);
+      if (kk >= 2) {
+        wgmma_wait<1>();
+        reg_fence(a[kk & 1]);
+      }
+#pragma unroll
+      for (int tt = 0; tt < 2; ++tt) {  // O^T tiles 2 tt (bytes 0/1 of a word) and 2 tt + 1 (bytes 2/3)
+        if constexpr (kDsIntV) {
+          const uint32_t* xr = x[tt];
+          a[kk & 1][2 * tt][0] = e4m3_pair_to_bf16x2_2m120<0>(xr[0], xr[1]);
+          a[kk & 1][2 * tt][1] = e4m3_pair_to_bf16x2_2m120<1>(xr[0], xr[1]);
+          a[kk & 1][2 * tt][2] = e4m3_pair_to_bf16x2_2m120<0>(xr[2], xr[3]);
+          a[kk & 1][2 * tt][3] = e4m3_pair_to_bf16x2_2m120<1>(xr[2], xr[3]);
+          a[kk & 1][2 * tt + 1][0] = e4m3_pair_to_bf16x2_2m120<2>(xr[0], xr[1]);
+          a[kk & 1][2 * tt + 1][1] = e4m3_pair_to_bf16x2_2m120<3>(xr[0], xr[1]);
+          a[kk & 1][2 * tt + 1][2] = e4m3_pair_to_bf16x2_2m120<2>(xr[2], xr[3]);
+          a[kk & 1][2 * tt + 1][3] = e4m3_pair_to_bf16x2_2m120<3>(xr[2], xr[3]);
+          continue;
+        }
+        const uint32_t lo01 = __byte_perm(x[tt][0], x[tt][1], 0x5140), hi01 = __byte_perm(x[tt][0], x[tt][1], 0x7362);
+        const uint32_t lo23 = __byte_perm(x[tt][2], x[tt][3], 0x5140), hi23 = __byte_perm(x[tt][2], x[tt][3], 0x7362);
+        a[kk & 1][2 * tt][0] = e4m3x2_to_bf16x2(lo01, 1.f);
+        a[kk & 1][2 * tt][1] = e4m3x2_to_bf16x2(lo01 >> 16, 1.f);
+        a[kk & 1][2 * tt][2] = e4m3x2_to_bf16x2(lo23, 1.f);
+        a[kk & 1][2 * tt][3] = e4m3x2_to_bf16x2(lo23 >> 16, 1.f);
+        a[kk & 1][2 * tt + 1][0] = e4m3x2_to_bf16x2(hi01, 1.f);
+        a[kk & 1][2 * tt + 1][1] = e4m3x2_to_bf16x2(hi01 >> 16, 1.f);
+        a[kk & 1][2 * tt + 1][2] = e4m3x2_to_bf16x2(hi23, 1.f);
+        a[kk & 1][2 * tt + 1][3] = e4m3x2_to_bf16x2(hi23 >> 16, 1.f);
+      }
+      wgmma_fence();
+#pragma unroll
+      for (int m4 = 0; m4 < 4; ++m4)
+        wgmma_m64nNk16_rs<N, true>(o[m4], a[kk & 1][m4], desc_add(dp, (m4 >> 1) * kPTile16 + kk * 16), 1);
+      wgmma_commit();
+    }
+    raw_block_end(o, a, empty + slot, lane);
+  }
+
+  // ---- row sums, lse (and max_logits), O^T out (s_l over P^T, O^T over the ring). Tile mi's
+  // rows g and g + 8 of warp wq are value columns 256 cw + 128 (mi / 2) + 4 (8 wq + g) + 2 (mi % 2) and + 1.
+  if constexpr (kDsIntV) {
+#pragma unroll
+    for (int mi = 0; mi < kMT; ++mi)
+#pragma unroll
+      for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) o[mi][j][k] *= 1.152921504606846976e18f;  // 2^60
+  }
+  const int col0 = 256 * cw + 4 * (8 * wq + g);
+  auto col = [&](int mi, int hf) { return 128 * (mi >> 1) + col0 + 2 * (mi & 1) + hf; };
+  narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits, decltype(col), 1, 2>(
+      p, w, reinterpret_cast<float*>(wg.p), reinterpret_cast<float*>(smem + S::ring), o, m_run, l_run, wq, g, c, col, cw);
+}
+
+}  // namespace smla::cuda::sparse_decode_family
