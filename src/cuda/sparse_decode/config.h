@@ -220,8 +220,13 @@ constexpr int raw_slots() {
 // consumer warpgroups (consumer_narrow_raw_ds32.cuh): both take every block; warpgroup cw
 // computes the partial S^T of scale tiles 2 cw and 2 cw + 1 (and half of the RoPE columns), the
 // two partial sums meet through shared memory, each runs the same softmax and adds P V for the
-// 256 value columns of its scale tiles (O^T: 64 registers). SMLA_SD_DS_RAW32=0 (a measurement
-// build): the bulk producer's K tile.
+// 256 value columns of its scale tiles (O^T: 64 registers). Against the bulk producer's K tile
+// (same-call A/B, 2026-12-01): b128 h32 96.6 -> 92.0 µs, s_q2 h32 185.0 -> 176.1, h24 94.7 ->
+// 91.1, b1 h32 18.3 -> 18.1, but b32 h32 40.4 -> 41.4. Both warpgroups run every block's
+// softmax and wait for each other once per block, so each consumer warp issues ~1080
+// instructions per block for all 32 blocks (the 16-row tile: ~1240 for half of them): the
+// consumers, not the gathers, set the pace (h16 alone: 52 µs of its 69). SMLA_SD_DS_RAW32=0
+// (a measurement build): the bulk producer's K tile.
 #ifndef SMLA_SD_DS_RAW32
 #define SMLA_SD_DS_RAW32 1
 #endif
@@ -290,8 +295,10 @@ inline constexpr bool kQOnePass = SMLA_SD_Q_ONE_PASS != 0;
 // h16 L8k 180.8 -> 181.0, s_q2 h16 327.5 -> 329.8 (same-call A/B, 2026-12-01); removed.)
 // Raw-ring consumers rescale O^T lazily (narrow_block_softmax's kLazy): only when some head's
 // maximum grows by more than 2^8, not at every new maximum (the 64-row tiles' rule,
-// kLazyRescale); kernels that return max_logits keep the exact rule. SMLA_SD_RAW_LAZY=0 (a
-// measurement build): at every new maximum.
+// kLazyRescale); kernels that return max_logits keep the exact rule. P then reaches 2^8, so the
+// fp8_ds_mla P^T tiles (P . scale . 2^60, bf16) hold scales up to 2^60. Same-call A/B
+// (2026-12-01): sparse V3.2 h32 93.0 -> 92.3 µs, s_q2 h16 118.9 -> 118.4, h16 level; dense fp8
+// h32 216.8 -> 213.1, h16 level. SMLA_SD_RAW_LAZY=0 (a measurement build): at every new maximum.
 #ifndef SMLA_SD_RAW_LAZY
 #define SMLA_SD_RAW_LAZY 1
 #endif
@@ -329,7 +336,9 @@ inline constexpr int kRawRing = SMLA_SD_RAW_RING;
 #endif
 inline constexpr bool kE4m3Runs = SMLA_SD_E4M3_RUNS != 0;
 // Measurement build SMLA_SD_RAW_NO_COPY=1 (wrong results): the raw ring's producer copies
-// nothing and hands over zeroed rows, so a run times the consumer warpgroups alone.
+// nothing and hands over zeroed rows, so a run times the consumer warpgroups alone (2026-12-01,
+// against the full kernel: sparse V3.2 b128 h16 68.2 -> 51.9 µs, s_q2 h16 121.0 -> 98.9, b32 h16
+// 35.0 -> 25.8; dense fp8 h16 181.1 -> 147.6, h32 227.4 -> 207.0).
 #ifndef SMLA_SD_RAW_NO_COPY
 #define SMLA_SD_RAW_NO_COPY 0
 #endif
