@@ -249,6 +249,19 @@ inline constexpr bool kRawSplitDv = kRawConsumer<kRows, kFmt> && kRows == 32 && 
 #define SMLA_SD_DS_INT_V 1
 #endif
 inline constexpr bool kDsIntV = SMLA_SD_DS_INT_V != 0;
+// The 16-row fp8_ds_mla raw consumer takes values into P V as f16 (a prmt per two pairs and one
+// exact cvt per pair, against prmt + shift + mask per pair to bf16): P^T_t = P . scale_t .
+// 2^(133 - E_t) in f16, E_t the largest scale exponent of tile t so far over the warpgroup's
+// keys (each block's through the softmax's maxima buffer); when it grows, that tile's O^T is
+// rescaled with the heads' factors, and the epilogue divides it out. P^T then keeps 11 bits
+// instead of bf16's 8. ~110 fewer instructions per block and warp, yet level in time (same-call
+// A/B, 2026-12-01: b128 h16 69.9 -> 69.8 µs, s_q2 h16 121.1 -> 120.7, b32 h16 34.9 -> 34.6, b1
+// h16 15.1 -> 15.0); max |out error| of the sampled rows 1.42e-4 -> 1.23e-4, s_q2 1.70e-4 ->
+// 1.19e-4. SMLA_SD_DS_F16_V=0 (a measurement build): bf16 values (kDsIntV).
+#ifndef SMLA_SD_DS_F16_V
+#define SMLA_SD_DS_F16_V 1
+#endif
+inline constexpr bool kDsF16V = SMLA_SD_DS_F16_V != 0;
 // kRawConsumer tiles have two consumer warpgroups that take alternate blocks (warpgroup cw:
 // blocks cw, cw + 2, ...; each with its own softmax state, P^T tiles, maxima buffer and named
 // barriers; the two states merge in the epilogue) and one copy-only producer warpgroup (lanes

@@ -50,6 +50,9 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
 
   float o[kMT][kNJ][4], m_run[kNJ][2], l_run[kNJ][2];
   narrow_state_init(o, m_run, l_run);
+  // kDsF16V: each scale tile's largest scale exponent so far (biased, at least 7; 0: none yet),
+  // the same in every thread of the warpgroup; P^T_t carries 2^(133 - e_run[t]).
+  int e_run[kTiles] = {};
 
   for (int i = wg.cw; i < w.kb_end - w.kb_begin; i += wg.kWgs) {
     const int slot = i % S::kRing;
@@ -133,8 +136,44 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
     // P^T's factors (kDsIntV: values enter as V 2^-120, so P^T takes 2^60 and O^T ends at 2^-60)
     auto pscale = [](float x) { return kDsIntV ? x * 1.152921504606846976e18f : x; };
     const bool ok0 = ok_bytes[slot * kKeys + ka] != 0, ok1 = ok_bytes[slot * kKeys + kb_] != 0;
-    narrow_block_softmax<kNJ, kMT, kThreads, wg.kWgs, kRawLazy<kMaxLogits>>(s, ok0, ok1, [&](int, int) { return p.scale_log2; },
-                                             s_max + ((i / wg.kWgs) & 1) * 128, wq, g, c, m_run, l_run, o, wg.cw);
+    float* buf = s_max + ((i / wg.kWgs) & 1) * 128;
+    if constexpr (kDsF16V) {
+      // The block's largest scale per tile: positive floats order as their bits; lane c of row 0
+      // puts tile c's warp maximum beside the head maxima (heads 16 .. 19 of buf are unused).
+      uint32_t tmax = 0;
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t) {
+        const uint32_t m = __reduce_max_sync(0xffffffffu, max(__float_as_uint(sa[t]), __float_as_uint(sb[t])));
+        tmax = c == t ? m : tmax;
+      }
+      if (g == 0) buf[wq * 32 + 16 + c] = __uint_as_float(tmax);
+    }
+    // kDsF16V: after the barrier, each tile's exponent over the warpgroup's four warps; where it
+    // grew, O^T's tiles of that scale tile move to the new factor.
+    auto tiles = [&](const float* b, float (&tf)[kMT]) {
+      uint32_t mx[kTiles] = {};
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const uint4 q4 = *reinterpret_cast<const uint4*>(b + v * 32 + 16);
+        mx[0] = max(mx[0], q4.x), mx[1] = max(mx[1], q4.y), mx[2] = max(mx[2], q4.z), mx[3] = max(mx[3], q4.w);
+      }
+      bool grew = false;
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t) {
+        const int eb = max(static_cast<int>(mx[t] >> 23), 7);
+        const float rt = __int_as_float(max(127 + e_run[t] - eb, 0) << 23);  // 2^(e_run - eb); 0 before the first
+        grew |= eb > e_run[t];
+        e_run[t] = max(e_run[t], eb);
+        tf[2 * t] = tf[2 * t + 1] = rt;
+      }
+      return grew;
+    };
+    if constexpr (kDsF16V)
+      narrow_block_softmax<kNJ, kMT, kThreads, wg.kWgs, kRawLazy<kMaxLogits>>(s, ok0, ok1, [&](int, int) { return p.scale_log2; },
+                                                                           buf, wq, g, c, m_run, l_run, o, wg.cw, tiles);
+    else
+      narrow_block_softmax<kNJ, kMT, kThreads, wg.kWgs, kRawLazy<kMaxLogits>>(s, ok0, ok1, [&](int, int) { return p.scale_log2; },
+                                                                           buf, wq, g, c, m_run, l_run, o, wg.cw);
 
     // ---- P^T_t = P . scale_t (bf16) at the keys' logical positions (the previous block's P V
     // completed in every warp before that warp reached this block's barrier above)
@@ -144,6 +183,12 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
       for (int j = 0; j < kNJ; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
+          if constexpr (kDsF16V) {  // P . scale . 2^(133 - e_run) < 2^8 . 2^7: f16
+            const float f = __int_as_float((260 - e_run[t]) << 23);
+            const __half2 pv = __floats2half2_rn(s[j][e] * (sa[t] * f), s[j][2 + e] * (sb[t] * f));
+            p_ab[RawWg<kRows, kFmt>::p_word(t, j, c, e)] = *reinterpret_cast<const uint32_t*>(&pv);
+            continue;
+          }
           const __nv_bfloat162 pv = __floats2bfloat162_rn(s[j][e] * pscale(sa[t]), s[j][2 + e] * pscale(sb[t]));
           p_ab[RawWg<kRows, kFmt>::p_word(t, j, c, e)] = *reinterpret_cast<const uint32_t*>(&pv);
         }
@@ -169,6 +214,19 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
       }
 #pragma unroll
       for (int tt = 0; tt < 2; ++tt) {  // O^T tiles 4 half + 2 tt (bytes 0/1 of a word), + 1 (bytes 2/3)
+        if constexpr (kDsF16V) {  // bytes of two keys paired, e4m3 -> f16 exact
+          const uint32_t lo01 = __byte_perm(x[tt][0], x[tt][1], 0x5140), hi01 = __byte_perm(x[tt][0], x[tt][1], 0x7362);
+          const uint32_t lo23 = __byte_perm(x[tt][2], x[tt][3], 0x5140), hi23 = __byte_perm(x[tt][2], x[tt][3], 0x7362);
+          a[h & 1][2 * tt][0] = e4m3x2_to_f16x2(lo01);
+          a[h & 1][2 * tt][1] = e4m3x2_hi_to_f16x2(lo01);
+          a[h & 1][2 * tt][2] = e4m3x2_to_f16x2(lo23);
+          a[h & 1][2 * tt][3] = e4m3x2_hi_to_f16x2(lo23);
+          a[h & 1][2 * tt + 1][0] = e4m3x2_to_f16x2(hi01);
+          a[h & 1][2 * tt + 1][1] = e4m3x2_hi_to_f16x2(hi01);
+          a[h & 1][2 * tt + 1][2] = e4m3x2_to_f16x2(hi23);
+          a[h & 1][2 * tt + 1][3] = e4m3x2_hi_to_f16x2(hi23);
+          continue;
+        }
         if constexpr (kDsIntV) {
           const uint32_t* xr = x[tt];
           a[h & 1][2 * tt][0] = e4m3_pair_to_bf16x2_2m120<0>(xr[0], xr[1]);
@@ -196,7 +254,7 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
 #pragma unroll
       for (int m4 = 0; m4 < 4; ++m4) {
         const int mt = 4 * half + m4;
-        wgmma_m64nNk16_rs<N, true>(o[mt], a[h & 1][m4], desc_add(dp, (mt >> 1) * kPTile16 + kk * 16), 1);
+        wgmma_m64nNk16_rs<N, !kDsF16V>(o[mt], a[h & 1][m4], desc_add(dp, (mt >> 1) * kPTile16 + kk * 16), 1);
       }
       wgmma_commit();
     }
@@ -205,7 +263,16 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
 
   // ---- row sums, lse (and max_logits), O^T out (s_l over P^T, O^T over the ring). Tile mi's
   // rows g and g + 8 of warp wq are value columns 128 (mi / 2) + 4 (8 wq + g) + 2 (mi % 2) and + 1.
-  if constexpr (kDsIntV) {
+  if constexpr (kDsF16V) {
+#pragma unroll
+    for (int mi = 0; mi < kMT; ++mi) {
+      const float inv = __int_as_float((max(e_run[mi >> 1], 7) - 6) << 23);  // 2^(e_run - 133)
+#pragma unroll
+      for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) o[mi][j][k] *= inv;
+    }
+  } else if constexpr (kDsIntV) {
 #pragma unroll
     for (int mi = 0; mi < kMT; ++mi)
 #pragma unroll

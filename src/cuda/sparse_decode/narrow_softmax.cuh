@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/common/barriers.cuh"
 #include "cuda/common/online_softmax.cuh"
@@ -48,12 +49,19 @@ __device__ __forceinline__ void narrow_state_init(float (&o)[kMT][kNJ][4], float
 // warpgroup (kWgs of them in raw-ring tiles, each with its own barrier). kLazy: m_run is the
 // reference maximum of update_max_lazy (online_softmax.cuh), moved only when a block's maximum
 // exceeds it by more than 2^kLazyRescaleLog2; l_run and O^T stay relative to it (so lse is
-// exact, but m_run is not the exact maximum: no max_logits).
-template <int kNJ, int kMT, int kThreads, int kWgs = 1, bool kLazy = false, class Scale>
+// exact, but m_run is not the exact maximum: no max_logits). tiles (optional): called after the
+// barrier with buf, fills a factor per O^T tile and returns whether one is not 1 (warp-uniform);
+// O^T is then rescaled by the head's and the tile's factors together.
+struct NoTileRescale {
+  template <int kMT>
+  __device__ bool operator()(const float*, float (&)[kMT]) const { return false; }
+};
+template <int kNJ, int kMT, int kThreads, int kWgs = 1, bool kLazy = false, class Scale, class Tiles = NoTileRescale>
 __device__ __forceinline__ void narrow_block_softmax(float (&s)[kNJ][4], bool ok0, bool ok1, Scale scale, float* buf,
                                                      int wq, int g, int c, float (&m_run)[kNJ][2],
                                                      float (&l_run)[kNJ][2], float (&o)[kMT][kNJ][4],
-                                                     int cw = 0) {
+                                                     int cw = 0, Tiles tiles = Tiles{}) {
+  constexpr bool kTiles = !std::is_same_v<Tiles, NoTileRescale>;
   auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
   float mx[kNJ][2];
 #pragma unroll
@@ -72,6 +80,8 @@ __device__ __forceinline__ void narrow_block_softmax(float (&s)[kNJ][4], bool ok
     for (int j = 0; j < kNJ; ++j) buf[wq * 32 + head_of(j, 0)] = mx[j][0], buf[wq * 32 + head_of(j, 1)] = mx[j][1];
   }
   merge_bar_sync<kWgs>(cw, kThreads);
+  float tf[kMT];
+  const bool tiles_moved = kTiles && tiles(buf, tf);
   float alpha[kNJ][2];
   bool moved = false;
 #pragma unroll
@@ -90,15 +100,16 @@ __device__ __forceinline__ void narrow_block_softmax(float (&s)[kNJ][4], bool ok
       l_run[j][e] = l_run[j][e] * alpha[j][e] + s[j][e] + s[j][2 + e];
     }
   // O^T columns are heads: rescale only when some head of the warp moved its maximum.
-  if (__any_sync(0xffffffffu, moved)) {
+  if (__any_sync(0xffffffffu, moved) || tiles_moved) {
 #pragma unroll
     for (int mi = 0; mi < kMT; ++mi)
 #pragma unroll
       for (int j = 0; j < kNJ; ++j) {
-        o[mi][j][0] *= alpha[j][0];
-        o[mi][j][1] *= alpha[j][1];
-        o[mi][j][2] *= alpha[j][0];
-        o[mi][j][3] *= alpha[j][1];
+        const float a0 = kTiles ? alpha[j][0] * tf[mi] : alpha[j][0], a1 = kTiles ? alpha[j][1] * tf[mi] : alpha[j][1];
+        o[mi][j][0] *= a0;
+        o[mi][j][1] *= a1;
+        o[mi][j][2] *= a0;
+        o[mi][j][3] *= a1;
       }
   }
 }
