@@ -106,6 +106,50 @@ __device__ __forceinline__ void raw_block_end(float (&o)[kMT][kNJ][4], uint32_t 
   if (lane == 0) mbar_arrive(empty);
 }
 
+// How the raw-ring consumers take e4m3 values into P V's register operands.
+enum class ValueConversion { f16, bf16_int, bf16_float };
+// Four keys' words of the same four value columns (x0..x3: keys 4 r + c of a k-step, r = 0..3)
+// as the A fragments of two O^T tiles: bytes 0/1 into lo, bytes 2/3 into hi (each a fragment's
+// four registers: value pairs of keys (x0, x1) and (x2, x3)). f16: the bytes of two keys paired
+// (prmt) and converted exactly (cvt); bf16_int: exact on the integer pipes, times 2^-120;
+// bf16_float: e4m3 -> f16 -> f32 -> bf16, exact.
+template <ValueConversion kConv>
+__device__ __forceinline__ void value_words_to_frags(uint32_t x0, uint32_t x1, uint32_t x2, uint32_t x3, uint32_t (&lo)[4],
+                                                     uint32_t (&hi)[4]) {
+  if constexpr (kConv == ValueConversion::bf16_int) {
+    lo[0] = e4m3_pair_to_bf16x2_2m120<0>(x0, x1);
+    lo[1] = e4m3_pair_to_bf16x2_2m120<1>(x0, x1);
+    lo[2] = e4m3_pair_to_bf16x2_2m120<0>(x2, x3);
+    lo[3] = e4m3_pair_to_bf16x2_2m120<1>(x2, x3);
+    hi[0] = e4m3_pair_to_bf16x2_2m120<2>(x0, x1);
+    hi[1] = e4m3_pair_to_bf16x2_2m120<3>(x0, x1);
+    hi[2] = e4m3_pair_to_bf16x2_2m120<2>(x2, x3);
+    hi[3] = e4m3_pair_to_bf16x2_2m120<3>(x2, x3);
+    return;
+  }
+  const uint32_t lo01 = __byte_perm(x0, x1, 0x5140), hi01 = __byte_perm(x0, x1, 0x7362);
+  const uint32_t lo23 = __byte_perm(x2, x3, 0x5140), hi23 = __byte_perm(x2, x3, 0x7362);
+  if constexpr (kConv == ValueConversion::f16) {
+    lo[0] = e4m3x2_to_f16x2(lo01);
+    lo[1] = e4m3x2_hi_to_f16x2(lo01);
+    lo[2] = e4m3x2_to_f16x2(lo23);
+    lo[3] = e4m3x2_hi_to_f16x2(lo23);
+    hi[0] = e4m3x2_to_f16x2(hi01);
+    hi[1] = e4m3x2_hi_to_f16x2(hi01);
+    hi[2] = e4m3x2_to_f16x2(hi23);
+    hi[3] = e4m3x2_hi_to_f16x2(hi23);
+  } else {
+    lo[0] = e4m3x2_to_bf16x2(lo01, 1.f);
+    lo[1] = e4m3x2_to_bf16x2(lo01 >> 16, 1.f);
+    lo[2] = e4m3x2_to_bf16x2(lo23, 1.f);
+    lo[3] = e4m3x2_to_bf16x2(lo23 >> 16, 1.f);
+    hi[0] = e4m3x2_to_bf16x2(hi01, 1.f);
+    hi[1] = e4m3x2_to_bf16x2(hi01 >> 16, 1.f);
+    hi[2] = e4m3x2_to_bf16x2(hi23, 1.f);
+    hi[3] = e4m3x2_to_bf16x2(hi23 >> 16, 1.f);
+  }
+}
+
 // The largest magnitude of eight bf16 values.
 __device__ __forceinline__ float absmax8_bf16(const uint4& v) {
   const uint32_t wds[4] = {v.x, v.y, v.z, v.w};
@@ -311,18 +355,9 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
 #pragma unroll
       for (int wd = 0; wd < 2; ++wd) {  // words 2 half + wd: tiles mt = 4 half + 2 wd, + 1
         const int word = 2 * half + wd;
-        const uint32_t x0 = (&raw[0].x)[word], x1 = (&raw[1].x)[word], x2 = (&raw[2].x)[word], x3 = (&raw[3].x)[word];
-        const uint32_t lo01 = __byte_perm(x0, x1, 0x5140), hi01 = __byte_perm(x0, x1, 0x7362);
-        const uint32_t lo23 = __byte_perm(x2, x3, 0x5140), hi23 = __byte_perm(x2, x3, 0x7362);
         // tile 2 wd (of this half): bytes 0/1 of the word; tile 2 wd + 1: bytes 2/3
-        a[h & 1][2 * wd][0] = e4m3x2_to_f16x2(lo01);
-        a[h & 1][2 * wd][1] = e4m3x2_hi_to_f16x2(lo01);
-        a[h & 1][2 * wd][2] = e4m3x2_to_f16x2(lo23);
-        a[h & 1][2 * wd][3] = e4m3x2_hi_to_f16x2(lo23);
-        a[h & 1][2 * wd + 1][0] = e4m3x2_to_f16x2(hi01);
-        a[h & 1][2 * wd + 1][1] = e4m3x2_hi_to_f16x2(hi01);
-        a[h & 1][2 * wd + 1][2] = e4m3x2_to_f16x2(hi23);
-        a[h & 1][2 * wd + 1][3] = e4m3x2_hi_to_f16x2(hi23);
+        value_words_to_frags<ValueConversion::f16>((&raw[0].x)[word], (&raw[1].x)[word], (&raw[2].x)[word], (&raw[3].x)[word],
+                                                   a[h & 1][2 * wd], a[h & 1][2 * wd + 1]);
       }
       wgmma_fence();
 #pragma unroll

@@ -213,43 +213,9 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
         reg_fence(a[h & 1]);
       }
 #pragma unroll
-      for (int tt = 0; tt < 2; ++tt) {  // O^T tiles 4 half + 2 tt (bytes 0/1 of a word), + 1 (bytes 2/3)
-        if constexpr (kDsF16V) {  // bytes of two keys paired, e4m3 -> f16 exact
-          const uint32_t lo01 = __byte_perm(x[tt][0], x[tt][1], 0x5140), hi01 = __byte_perm(x[tt][0], x[tt][1], 0x7362);
-          const uint32_t lo23 = __byte_perm(x[tt][2], x[tt][3], 0x5140), hi23 = __byte_perm(x[tt][2], x[tt][3], 0x7362);
-          a[h & 1][2 * tt][0] = e4m3x2_to_f16x2(lo01);
-          a[h & 1][2 * tt][1] = e4m3x2_hi_to_f16x2(lo01);
-          a[h & 1][2 * tt][2] = e4m3x2_to_f16x2(lo23);
-          a[h & 1][2 * tt][3] = e4m3x2_hi_to_f16x2(lo23);
-          a[h & 1][2 * tt + 1][0] = e4m3x2_to_f16x2(hi01);
-          a[h & 1][2 * tt + 1][1] = e4m3x2_hi_to_f16x2(hi01);
-          a[h & 1][2 * tt + 1][2] = e4m3x2_to_f16x2(hi23);
-          a[h & 1][2 * tt + 1][3] = e4m3x2_hi_to_f16x2(hi23);
-          continue;
-        }
-        if constexpr (kDsIntV) {
-          const uint32_t* xr = x[tt];
-          a[h & 1][2 * tt][0] = e4m3_pair_to_bf16x2_2m120<0>(xr[0], xr[1]);
-          a[h & 1][2 * tt][1] = e4m3_pair_to_bf16x2_2m120<1>(xr[0], xr[1]);
-          a[h & 1][2 * tt][2] = e4m3_pair_to_bf16x2_2m120<0>(xr[2], xr[3]);
-          a[h & 1][2 * tt][3] = e4m3_pair_to_bf16x2_2m120<1>(xr[2], xr[3]);
-          a[h & 1][2 * tt + 1][0] = e4m3_pair_to_bf16x2_2m120<2>(xr[0], xr[1]);
-          a[h & 1][2 * tt + 1][1] = e4m3_pair_to_bf16x2_2m120<3>(xr[0], xr[1]);
-          a[h & 1][2 * tt + 1][2] = e4m3_pair_to_bf16x2_2m120<2>(xr[2], xr[3]);
-          a[h & 1][2 * tt + 1][3] = e4m3_pair_to_bf16x2_2m120<3>(xr[2], xr[3]);
-          continue;
-        }
-        const uint32_t lo01 = __byte_perm(x[tt][0], x[tt][1], 0x5140), hi01 = __byte_perm(x[tt][0], x[tt][1], 0x7362);
-        const uint32_t lo23 = __byte_perm(x[tt][2], x[tt][3], 0x5140), hi23 = __byte_perm(x[tt][2], x[tt][3], 0x7362);
-        a[h & 1][2 * tt][0] = e4m3x2_to_bf16x2(lo01, 1.f);
-        a[h & 1][2 * tt][1] = e4m3x2_to_bf16x2(lo01 >> 16, 1.f);
-        a[h & 1][2 * tt][2] = e4m3x2_to_bf16x2(lo23, 1.f);
-        a[h & 1][2 * tt][3] = e4m3x2_to_bf16x2(lo23 >> 16, 1.f);
-        a[h & 1][2 * tt + 1][0] = e4m3x2_to_bf16x2(hi01, 1.f);
-        a[h & 1][2 * tt + 1][1] = e4m3x2_to_bf16x2(hi01 >> 16, 1.f);
-        a[h & 1][2 * tt + 1][2] = e4m3x2_to_bf16x2(hi23, 1.f);
-        a[h & 1][2 * tt + 1][3] = e4m3x2_to_bf16x2(hi23 >> 16, 1.f);
-      }
+      for (int tt = 0; tt < 2; ++tt)  // O^T tiles 4 half + 2 tt (bytes 0/1 of a word), + 1 (bytes 2/3)
+        value_words_to_frags<kDsF16V ? ValueConversion::f16 : kDsIntV ? ValueConversion::bf16_int : ValueConversion::bf16_float>(
+            x[tt][0], x[tt][1], x[tt][2], x[tt][3], a[h & 1][2 * tt], a[h & 1][2 * tt + 1]);
       wgmma_fence();
 #pragma unroll
       for (int m4 = 0; m4 < 4; ++m4) {

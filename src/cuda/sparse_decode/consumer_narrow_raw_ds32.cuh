@@ -176,30 +176,9 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
         reg_fence(a[kk & 1]);
       }
 #pragma unroll
-      for (int tt = 0; tt < 2; ++tt) {  // O^T tiles 2 tt (bytes 0/1 of a word) and 2 tt + 1 (bytes 2/3)
-        if constexpr (kDsIntV) {
-          const uint32_t* xr = x[tt];
-          a[kk & 1][2 * tt][0] = e4m3_pair_to_bf16x2_2m120<0>(xr[0], xr[1]);
-          a[kk & 1][2 * tt][1] = e4m3_pair_to_bf16x2_2m120<1>(xr[0], xr[1]);
-          a[kk & 1][2 * tt][2] = e4m3_pair_to_bf16x2_2m120<0>(xr[2], xr[3]);
-          a[kk & 1][2 * tt][3] = e4m3_pair_to_bf16x2_2m120<1>(xr[2], xr[3]);
-          a[kk & 1][2 * tt + 1][0] = e4m3_pair_to_bf16x2_2m120<2>(xr[0], xr[1]);
-          a[kk & 1][2 * tt + 1][1] = e4m3_pair_to_bf16x2_2m120<3>(xr[0], xr[1]);
-          a[kk & 1][2 * tt + 1][2] = e4m3_pair_to_bf16x2_2m120<2>(xr[2], xr[3]);
-          a[kk & 1][2 * tt + 1][3] = e4m3_pair_to_bf16x2_2m120<3>(xr[2], xr[3]);
-          continue;
-        }
-        const uint32_t lo01 = __byte_perm(x[tt][0], x[tt][1], 0x5140), hi01 = __byte_perm(x[tt][0], x[tt][1], 0x7362);
-        const uint32_t lo23 = __byte_perm(x[tt][2], x[tt][3], 0x5140), hi23 = __byte_perm(x[tt][2], x[tt][3], 0x7362);
-        a[kk & 1][2 * tt][0] = e4m3x2_to_bf16x2(lo01, 1.f);
-        a[kk & 1][2 * tt][1] = e4m3x2_to_bf16x2(lo01 >> 16, 1.f);
-        a[kk & 1][2 * tt][2] = e4m3x2_to_bf16x2(lo23, 1.f);
-        a[kk & 1][2 * tt][3] = e4m3x2_to_bf16x2(lo23 >> 16, 1.f);
-        a[kk & 1][2 * tt + 1][0] = e4m3x2_to_bf16x2(hi01, 1.f);
-        a[kk & 1][2 * tt + 1][1] = e4m3x2_to_bf16x2(hi01 >> 16, 1.f);
-        a[kk & 1][2 * tt + 1][2] = e4m3x2_to_bf16x2(hi23, 1.f);
-        a[kk & 1][2 * tt + 1][3] = e4m3x2_to_bf16x2(hi23 >> 16, 1.f);
-      }
+      for (int tt = 0; tt < 2; ++tt)  // O^T tiles 2 tt (bytes 0/1 of a word) and 2 tt + 1 (bytes 2/3)
+        value_words_to_frags<kDsIntV ? ValueConversion::bf16_int : ValueConversion::bf16_float>(
+            x[tt][0], x[tt][1], x[tt][2], x[tt][3], a[kk & 1][2 * tt], a[kk & 1][2 * tt + 1]);
       wgmma_fence();
 #pragma unroll
       for (int m4 = 0; m4 < 4; ++m4)
