@@ -36,11 +36,20 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
   uint8_t* ok_bytes = smem + S::ok;
   uint8_t* ring = smem + S::ring;
   int32_t idx = blocks > 0 ? load_key_index<R::kDense>(p, w, w.kb_begin * kKeys + row) : -1;
+  // kRawL2Ahead: the index of this lane's row of block i + kRawL2Ahead, loaded one block earlier.
+  int32_t pf_idx = kRawL2Ahead > 0 && kRawL2Ahead < blocks ? load_key_index<R::kDense>(p, w, (w.kb_begin + kRawL2Ahead) * kKeys + row) : -1;
   for (int i = 0; i < blocks; ++i) {
     const int slot = i % S::kRing;
     const int v = (w.kb_begin + i) * kKeys + row;
     const KeyAddr a = key_addr(p, w, v, idx);
     if (i + 1 < blocks) idx = load_key_index<R::kDense>(p, w, v + kKeys);
+    if constexpr (kRawL2Ahead > 0) {
+      if (i + kRawL2Ahead < blocks) {
+        const KeyAddr f = key_addr(p, w, v + kRawL2Ahead * kKeys, pf_idx);
+        if (f.page != nullptr) bulk_prefetch_l2(R::row(f), R::kBytes);
+        pf_idx = i + kRawL2Ahead + 1 < blocks ? load_key_index<R::kDense>(p, w, v + (kRawL2Ahead + 1) * kKeys) : -1;
+      }
+    }
     if (i >= S::kRing) mbar_wait(empty + slot, ((i / S::kRing) - 1) & 1);
     const bool ok = a.page != nullptr;
     uint8_t* dst = ring + slot * S::kSlotBytes + row * kStride;
