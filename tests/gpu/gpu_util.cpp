@@ -4,7 +4,8 @@
 
 namespace smla::test {
 
-TestCache make_cache(CacheFormat f, int64_t num_blocks, int page_size, int d_qk, int h_kv, float k_scale) {
+TestCache make_cache(CacheFormat f, int64_t num_blocks, int page_size, int d_qk, int h_kv, float k_scale,
+                     int scale_spread) {
   TestCache c;
   const bool packed = is_packed_format(f);
   const DType dt = packed ? DType::u8
@@ -24,6 +25,14 @@ TestCache make_cache(CacheFormat f, int64_t num_blocks, int page_size, int d_qk,
     const int64_t T = num_blocks * page_size;
     auto kv_c = random_bf16(static_cast<size_t>(T * (d_qk - 64)));
     auto k_pe = random_bf16(static_cast<size_t>(T * 64));
+    if (scale_spread > 0)
+      for (int64_t t = 0; t < T; ++t) {
+        const int e = uniform_int(0, 63) == 0 ? scale_spread : -static_cast<int>(uniform_int(0, scale_spread / 2));
+        for (int64_t i = 0; i < d_qk - 64; ++i) {  // a power of two: exact in bf16
+          uint16_t& v = kv_c[static_cast<size_t>(t * (d_qk - 64) + i)];
+          v = float_to_bf16_bits(std::ldexp(bf16_bits_to_float(v), e));
+        }
+      }
     std::vector<int64_t> slots(T);
     for (int64_t i = 0; i < T; ++i) slots[i] = i;
     WriteCacheArgs w;

@@ -66,8 +66,11 @@ struct TestCache {
   PagedCache dev;
 };
 
+// scale_spread > 0 (one KV head): one token in 64 has its latent values times 2^scale_spread,
+// the others times 2^-u with u uniform in 0 .. scale_spread / 2, so the packed formats' per-tile
+// scales span binades and a 64-key block's largest scale differs from block to block.
 TestCache make_cache(CacheFormat f, int64_t num_blocks, int page_size, int d_qk, int h_kv = 1,
-                     float k_scale = 1.0f);
+                     float k_scale = 1.0f, int scale_spread = 0);
 
 std::vector<float> bf16_vec_to_float(const std::vector<uint16_t>& v);
 std::vector<double> to_double(const std::vector<float>& v);

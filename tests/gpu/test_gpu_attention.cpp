@@ -22,6 +22,7 @@ struct SparseCase {
   // entries past them always do: a kernel that reads (or fails to zero) a key it must skip
   // shows NaN.
   bool nan_past_length = false;
+  int scale_spread = 0;  // make_cache's: per-tile scales across binades
 };
 
 bool poisoned_page(int64_t slot, int page_size) { return (slot / page_size) % 3 == 2; }
@@ -84,7 +85,7 @@ void check_sparse_range(const SparseCase& c, const SparseDecodeArgs& a, const st
 void run_sparse_decode(const SparseCase& c) {
   SCOPED_TRACE(std::string(format_name(c.format)) + " b=" + std::to_string(c.b) + " s_q=" + std::to_string(c.s_q) +
                " h_q=" + std::to_string(c.h_q) + " topk=" + std::to_string(c.topk) + " page=" + std::to_string(c.page_size));
-  TestCache cache = make_cache(c.format, c.blocks, c.page_size, c.d_qk);
+  TestCache cache = make_cache(c.format, c.blocks, c.page_size, c.d_qk, 1, 1.0f, c.scale_spread);
   const int64_t slots = c.blocks * c.page_size;
   // q with a padded head stride: non-contiguous on purpose.
   const int64_t q_hs = c.d_qk + 64;
@@ -168,6 +169,20 @@ TEST(GpuSparseDecode, V32Fp8DsMlaHeads) {
   // 32-row tile whose two consumer warpgroups split the value columns.
   for (int h : {1, 16, 20, 32, 64, 128})
     run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 3, 2, h, 256, 64, 64, true, true, false});
+}
+
+TEST(GpuSparseDecode, ScalesAcrossBinades) {
+  // Per-tile scales that span binades, so a block's largest scale differs from block to block
+  // (the caches above hold every scale in one binade): kernels that track a scale exponent
+  // across blocks must rescale only the tiles whose exponent grew.
+  for (int h : {16, 32, 64, 128}) {
+    SparseCase c{CacheFormat::fp8_ds_mla, 576, 3, 2, h, 512, 64, 64, true, true, false};
+    c.scale_spread = 6;
+    run_sparse_decode(c);
+  }
+  SparseCase c{CacheFormat::fp8_model1, 512, 3, 2, 64, 256, 256, 12, true, true, true, 512, 64};
+  c.scale_spread = 6;
+  run_sparse_decode(c);
 }
 
 TEST(GpuSparseDecode, HeadTilesAndTokens) {
@@ -283,14 +298,14 @@ TEST(GpuSparseDecode, TooSmallWorkspaceIsRejected) {
 // Keys from bf16 kv rows, or (paged) from the slots of a paged cache in `format` with pages of
 // `page` tokens (s_kv rounded up to whole pages).
 void run_sparse_prefill(int s_q, int h_q, int d_qk, int topk, int s_kv, int check_tokens,
-                        std::optional<CacheFormat> paged = std::nullopt, int page = 64) {
+                        std::optional<CacheFormat> paged = std::nullopt, int page = 64, int scale_spread = 0) {
   SCOPED_TRACE("prefill s_q=" + std::to_string(s_q) + " h_q=" + std::to_string(h_q) + " topk=" + std::to_string(topk) +
                (paged ? std::string(" from ") + format_name(*paged) + " page " + std::to_string(page) : ""));
   const int64_t kv_stride = d_qk + 32;  // padded rows
   TestCache cache;
   std::vector<uint16_t> kv;
   if (paged) {
-    cache = make_cache(*paged, (s_kv + page - 1) / page, page, d_qk);
+    cache = make_cache(*paged, (s_kv + page - 1) / page, page, d_qk, 1, 1.0f, scale_spread);
     s_kv = static_cast<int>(cache.host.num_slots());
   } else {
     kv = random_bf16(static_cast<size_t>(s_kv) * kv_stride);
@@ -367,6 +382,13 @@ TEST(GpuSparsePrefill, FromPagedCache) {
   run_sparse_prefill(300, 64, 512, 256, 4096, 4, CacheFormat::fp8_model1, 256);
   run_sparse_prefill(6, 128, 576, 256, 2000, 6, CacheFormat::bf16, 16);
   run_sparse_prefill(6, 24, 512, 256, 2000, 6, CacheFormat::bf16);
+}
+
+TEST(GpuSparsePrefill, FromPagedCacheScalesAcrossBinades) {
+  // As GpuSparseDecode.ScalesAcrossBinades, with the exact rescale rule of kernels that return
+  // max_logits (O^T rescaled at every new maximum).
+  for (int h : {16, 32, 64})
+    run_sparse_prefill(6, h, 576, 300, 2000, 6, CacheFormat::fp8_ds_mla, 64, 6);
 }
 
 TEST(GpuSparsePrefill, RealShapeSampled) {

@@ -161,7 +161,8 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
 #pragma unroll
       for (int t = 0; t < kTiles; ++t) {
         const int eb = max(static_cast<int>(mx[t] >> 23), 7);
-        const float rt = __int_as_float(max(127 + e_run[t] - eb, 0) << 23);  // 2^(e_run - eb); 0 before the first
+        // 2^(e_run - eb) where the exponent grew (0 before the first block), else 1
+        const float rt = eb > e_run[t] ? __int_as_float(max(127 + e_run[t] - eb, 0) << 23) : 1.f;
         grew |= eb > e_run[t];
         e_run[t] = max(e_run[t], eb);
         tf[2 * t] = tf[2 * t + 1] = rt;
