@@ -249,6 +249,8 @@ inline constexpr bool kRawSplitDv = kRawConsumer<kRows, kFmt> && kRows == 32 && 
 #define SMLA_SD_DS_INT_V 1
 #endif
 inline constexpr bool kDsIntV = SMLA_SD_DS_INT_V != 0;
+// kDsIntV: the factor P^T takes and O^T takes at the end (values enter as V . 2^-120).
+inline constexpr float kDsIntVFactor = 1.152921504606846976e18f;  // 2^60
 // The 16-row fp8_ds_mla raw consumer takes values into P V as f16 (a prmt per two pairs and one
 // exact cvt per pair, against prmt + shift + mask per pair to bf16): P^T_t = P . scale_t .
 // 2^(133 - E_t) in f16, E_t the largest scale exponent of tile t so far over the warpgroup's

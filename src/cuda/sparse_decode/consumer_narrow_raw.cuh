@@ -106,6 +106,19 @@ __device__ __forceinline__ void raw_block_end(float (&o)[kMT][kNJ][4], uint32_t 
   if (lane == 0) mbar_arrive(empty);
 }
 
+// The A fragments of four S^T k-steps from one 16-byte piece of each of the thread's two keys
+// (wa: row ka, wb: row kb), e4m3 -> f16 exact: k-step s takes words wa[s], wb[s], their lower
+// value pairs first (the column order load_q_f16 writes Q in).
+__device__ __forceinline__ void key_words_to_frags(const uint32_t* wa, const uint32_t* wb, uint32_t (&a)[4][4]) {
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    a[s][0] = e4m3x2_to_f16x2(wa[s]);
+    a[s][1] = e4m3x2_to_f16x2(wb[s]);
+    a[s][2] = e4m3x2_hi_to_f16x2(wa[s]);
+    a[s][3] = e4m3x2_hi_to_f16x2(wb[s]);
+  }
+}
+
 // How the raw-ring consumers take e4m3 values into P V's register operands.
 enum class ValueConversion { f16, bf16_int, bf16_float };
 // Four keys' words of the same four value columns (x0..x3: keys 4 r + c of a k-step, r = 0..3)
@@ -300,13 +313,7 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
         wgmma_wait<1>();  // group grp - 2 has read a[grp % 2]
         reg_fence(a[grp & 1]);
       }
-#pragma unroll
-      for (int st = 0; st < 4; ++st) {
-        a[grp & 1][st][0] = e4m3x2_to_f16x2(wa[st]);
-        a[grp & 1][st][1] = e4m3x2_to_f16x2(wb[st]);
-        a[grp & 1][st][2] = e4m3x2_hi_to_f16x2(wa[st]);
-        a[grp & 1][st][3] = e4m3x2_hi_to_f16x2(wb[st]);
-      }
+      key_words_to_frags(wa, wb, a[grp & 1]);
       wgmma_fence();
 #pragma unroll
       for (int st = 0; st < 4; ++st)

@@ -87,14 +87,11 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
         wgmma_wait<1>();  // group grp - 2 has read a[grp % 2]
         reg_fence(a[grp & 1]);
       }
+      if (!rope) {
+        key_words_to_frags(wa, wb, a[grp & 1]);
+      } else {
 #pragma unroll
-      for (int s4 = 0; s4 < 4; ++s4) {
-        if (!rope) {
-          a[grp & 1][s4][0] = e4m3x2_to_f16x2(wa[s4]);
-          a[grp & 1][s4][1] = e4m3x2_to_f16x2(wb[s4]);
-          a[grp & 1][s4][2] = e4m3x2_hi_to_f16x2(wa[s4]);
-          a[grp & 1][s4][3] = e4m3x2_hi_to_f16x2(wb[s4]);
-        } else {
+        for (int s4 = 0; s4 < 4; ++s4) {
           a[grp & 1][s4][0] = wa[2 * s4];
           a[grp & 1][s4][1] = wb[2 * s4];
           a[grp & 1][s4][2] = wa[2 * s4 + 1];
@@ -134,7 +131,7 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
         s[j][2 + e] = qv[j][e] * xb + sr[j][2 + e];
       }
     // P^T's factors (kDsIntV: values enter as V 2^-120, so P^T takes 2^60 and O^T ends at 2^-60)
-    auto pscale = [](float x) { return kDsIntV ? x * 1.152921504606846976e18f : x; };
+    auto pscale = [](float x) { return kDsIntV ? x * kDsIntVFactor : x; };
     const bool ok0 = ok_bytes[slot * kKeys + ka] != 0, ok1 = ok_bytes[slot * kKeys + kb_] != 0;
     float* buf = s_max + ((i / wg.kWgs) & 1) * 128;
     if constexpr (kDsF16V) {
@@ -169,12 +166,12 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
       }
       return grew;
     };
-    if constexpr (kDsF16V)
-      narrow_block_softmax<kNJ, kMT, kThreads, wg.kWgs, kRawLazy<kMaxLogits>>(s, ok0, ok1, [&](int, int) { return p.scale_log2; },
-                                                                           buf, wq, g, c, m_run, l_run, o, wg.cw, tiles);
-    else
-      narrow_block_softmax<kNJ, kMT, kThreads, wg.kWgs, kRawLazy<kMaxLogits>>(s, ok0, ok1, [&](int, int) { return p.scale_log2; },
-                                                                           buf, wq, g, c, m_run, l_run, o, wg.cw);
+    auto tile_rescale = [&] {
+      if constexpr (kDsF16V) return tiles;
+      else return NoTileRescale{};
+    }();
+    narrow_block_softmax<kNJ, kMT, kThreads, wg.kWgs, kRawLazy<kMaxLogits>>(s, ok0, ok1, [&](int, int) { return p.scale_log2; },
+                                                                         buf, wq, g, c, m_run, l_run, o, wg.cw, tile_rescale);
 
     // ---- P^T_t = P . scale_t (bf16) at the keys' logical positions (the previous block's P V
     // completed in every warp before that warp reached this block's barrier above)
@@ -245,7 +242,7 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
 #pragma unroll
       for (int j = 0; j < kNJ; ++j)
 #pragma unroll
-        for (int k = 0; k < 4; ++k) o[mi][j][k] *= 1.152921504606846976e18f;  // 2^60
+        for (int k = 0; k < 4; ++k) o[mi][j][k] *= kDsIntVFactor;
   }
   const int col0 = 4 * (8 * wq + g);
   auto col = [&](int mi, int hf) { return 128 * (mi >> 1) + col0 + 2 * (mi & 1) + hf; };

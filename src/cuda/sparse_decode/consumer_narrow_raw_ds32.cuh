@@ -80,13 +80,7 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
         reg_fence(a[grp & 1]);
       }
       if (!rope) {
-#pragma unroll
-        for (int s4 = 0; s4 < 4; ++s4) {
-          a[grp & 1][s4][0] = e4m3x2_to_f16x2(wa[s4]);
-          a[grp & 1][s4][1] = e4m3x2_to_f16x2(wb[s4]);
-          a[grp & 1][s4][2] = e4m3x2_hi_to_f16x2(wa[s4]);
-          a[grp & 1][s4][3] = e4m3x2_hi_to_f16x2(wb[s4]);
-        }
+        key_words_to_frags(wa, wb, a[grp & 1]);
       } else {  // RoPE k-steps 2 cw, 2 cw + 1: this lane's words 4 cw .. 4 cw + 3 of its 32 bytes
 #pragma unroll
         for (int s2 = 0; s2 < 2; ++s2) {
@@ -142,7 +136,7 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
       for (int k = 0; k < 4; ++k) s[j][k] += other[(4 * j + k) * 128];
 
     // P^T's factors (kDsIntV: values enter as V 2^-120, so P^T takes 2^60 and O^T ends at 2^-60)
-    auto pscale = [](float x) { return kDsIntV ? x * 1.152921504606846976e18f : x; };
+    auto pscale = [](float x) { return kDsIntV ? x * kDsIntVFactor : x; };
     const bool ok0 = ok_bytes[slot * kKeys + ka] != 0, ok1 = ok_bytes[slot * kKeys + kb_] != 0;
     narrow_block_softmax<kNJ, kMT, kThreads, 1, kRawLazy<kMaxLogits>>(s, ok0, ok1, [&](int, int) { return p.scale_log2; },
                                                 s_max + (i & 1) * 128, wq, g, c, m_run, l_run, o, cw);
@@ -196,7 +190,7 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
 #pragma unroll
       for (int j = 0; j < kNJ; ++j)
 #pragma unroll
-        for (int k = 0; k < 4; ++k) o[mi][j][k] *= 1.152921504606846976e18f;  // 2^60
+        for (int k = 0; k < 4; ++k) o[mi][j][k] *= kDsIntVFactor;
   }
   const int col0 = 256 * cw + 4 * (8 * wq + g);
   auto col = [&](int mi, int hf) { return 128 * (mi >> 1) + col0 + 2 * (mi & 1) + hf; };
