@@ -43,12 +43,6 @@ __device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uin
                : "memory");
 }
 
-// `bytes` (a multiple of 16, 16-byte aligned) of global memory into L2 by the TMA unit: one
-// instruction, no registers or shared memory, nothing to wait for.
-__device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
-}
-
 // A box of a tensor map (3-D: coordinates c0 innermost) global -> shared by the TMA unit, laid
 // out (and swizzled) as the map says, completing as transaction bytes on the mbarrier at `bar`.
 // `map`: the address of a CUtensorMap in kernel parameter (grid-constant) or global memory.

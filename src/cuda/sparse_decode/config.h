@@ -355,16 +355,6 @@ inline constexpr int kRawRing = SMLA_SD_RAW_RING;
 #define SMLA_SD_E4M3_RUNS 0
 #endif
 inline constexpr bool kE4m3Runs = SMLA_SD_E4M3_RUNS != 0;
-// Measurement build SMLA_SD_RAW_L2_AHEAD=n (n > 0; prepared 2026-12-01, not yet run): a raw-ring
-// producer lane that copies its row of block i also has the TMA unit prefetch its row of block
-// i + n into L2 (cp.async.bulk.prefetch.L2, one instruction; the index loaded one block
-// earlier), so a slot's copy finds its rows in L2 when the slot comes free. The question: do
-// the 16-row fp8_ds_mla tiles wait on the gathers (consumers alone 52 of 68 µs, four slots at
-// ~3.2 µs per block and warpgroup against a ~4-5 µs round trip under load)? Try n = 4 and 6.
-#ifndef SMLA_SD_RAW_L2_AHEAD
-#define SMLA_SD_RAW_L2_AHEAD 0
-#endif
-inline constexpr int kRawL2Ahead = SMLA_SD_RAW_L2_AHEAD;
 // Measurement build SMLA_SD_RAW_NO_COPY=1 (wrong results): the raw ring's producer copies
 // nothing and hands over zeroed rows, so a run times the consumer warpgroups alone (2026-12-01,
 // against the full kernel: sparse V3.2 b128 h16 68.2 -> 51.9 µs, s_q2 h16 121.0 -> 98.9, b32 h16

@@ -19,6 +19,7 @@
 #include "cuda/common/wgmma.cuh"
 #include "cuda/sparse_decode/consumer_narrow_raw.cuh"
 #include "cuda/sparse_decode/narrow_softmax.cuh"
+#include "cuda/sparse_decode/timeline.cuh"
 
 namespace smla::cuda::sparse_decode_family {
 
@@ -57,6 +58,8 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
   for (int i = wg.cw; i < w.kb_end - w.kb_begin; i += wg.kWgs) {
     const int slot = i % S::kRing;
     mbar_wait(full + slot, (i / S::kRing) & 1);
+    if (kTimeline && i == 0 && threadIdx.x == 0) timeline_mark(4);
+    if (kBlockTimeline && threadIdx.x % 128 == 0) block_event(4, i);
     const uint8_t* blk = ring + slot * S::kSlotBytes;
     const uint8_t* row_a = blk + ka * kStride;
     const uint8_t* row_b = blk + kb_ * kStride;
@@ -109,6 +112,7 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
       wgmma_commit();
     }
     wgmma_wait<0>();
+    if (kBlockTimeline && threadIdx.x % 128 == 0) block_event(5, i);
 #pragma unroll
     for (int t = 0; t < kTiles; ++t) reg_fence(st[t]);
     reg_fence(sr);
@@ -223,7 +227,9 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
       wgmma_commit();
     }
     raw_block_end(o, a, empty + slot, lane);
+    if (kBlockTimeline && threadIdx.x % 128 == 0) block_event(6, i);
   }
+  if (kTimeline && threadIdx.x == 0) timeline_mark(5);
 
   // ---- row sums, lse (and max_logits), O^T out (s_l over P^T, O^T over the ring). Tile mi's
   // rows g and g + 8 of warp wq are value columns 128 (mi / 2) + 4 (8 wq + g) + 2 (mi % 2) and + 1.
@@ -249,6 +255,7 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
   narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits, decltype(col), wg.kWgs>(
       p, w, reinterpret_cast<float*>(s_p), reinterpret_cast<float*>(smem + S::ring), o, m_run, l_run, wq, g, c, col, wg.cw,
       reinterpret_cast<float*>(smem + S::heads));
+  if (kTimeline && threadIdx.x == 0) timeline_mark(6);
 }
 
 }  // namespace smla::cuda::sparse_decode_family

@@ -230,6 +230,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt>(), 1) sparse_decod
     if (wg < kRawWgs<kRows, kFmt>) {
       setmaxnreg_to<kRegsRawConsumer<kRows, kFmt>, kEntry>();
       load_q_f16<kRows, kFmt>(p, w, smem);
+      if (kTimeline && threadIdx.x == 0) timeline_mark(3);
       if constexpr (kRawSplitDv<kRows, kFmt>) consume_narrow_raw_ds32<kRows, kMaxLogits>(p, w, smem);
       else if constexpr (kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)) consume_narrow_raw_ds<kRows, kMaxLogits>(p, w, smem);
       else consume_narrow_raw<kRows>(p, w, smem);

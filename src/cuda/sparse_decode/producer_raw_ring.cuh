@@ -5,6 +5,10 @@
 // skipped key (past the length, causal, a missing page) is not copied: its slot row is zeroed
 // (stale or uninitialized bytes could be e4m3 NaN, and P V reads every row) and marked in `ok`.
 // The slot of block i is reissued for block i + kRawRing once the consumer warps released it.
+// Tried and removed (same-call A/Bs, 2026-12-01): loading the indices four blocks ahead instead
+// of one (level: sparse b128 h16 67.8 -> 68.4 µs, dense fp8 h16 177.3 -> 179.7); having the TMA
+// unit also prefetch each lane's row of block i + 4 / i + 6 into L2 (cp.async.bulk.prefetch.L2:
+// far slower, sparse h16 68.8 -> 92.5 / 100.2 µs, dense fp8 h16 180.7 -> 261.4 / 268.0).
 #pragma once
 
 #include <cstdint>
@@ -36,21 +40,13 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
   uint8_t* ok_bytes = smem + S::ok;
   uint8_t* ring = smem + S::ring;
   int32_t idx = blocks > 0 ? load_key_index<R::kDense>(p, w, w.kb_begin * kKeys + row) : -1;
-  // kRawL2Ahead: the index of this lane's row of block i + kRawL2Ahead, loaded one block earlier.
-  int32_t pf_idx = kRawL2Ahead > 0 && kRawL2Ahead < blocks ? load_key_index<R::kDense>(p, w, (w.kb_begin + kRawL2Ahead) * kKeys + row) : -1;
   for (int i = 0; i < blocks; ++i) {
     const int slot = i % S::kRing;
     const int v = (w.kb_begin + i) * kKeys + row;
     const KeyAddr a = key_addr(p, w, v, idx);
     if (i + 1 < blocks) idx = load_key_index<R::kDense>(p, w, v + kKeys);
-    if constexpr (kRawL2Ahead > 0) {
-      if (i + kRawL2Ahead < blocks) {
-        const KeyAddr f = key_addr(p, w, v + kRawL2Ahead * kKeys, pf_idx);
-        if (f.page != nullptr) bulk_prefetch_l2(R::row(f), R::kBytes);
-        pf_idx = i + kRawL2Ahead + 1 < blocks ? load_key_index<R::kDense>(p, w, v + (kRawL2Ahead + 1) * kKeys) : -1;
-      }
-    }
     if (i >= S::kRing) mbar_wait(empty + slot, ((i / S::kRing) - 1) & 1);
+    if (kBlockTimeline && pt == 0) block_event(1, i);
     const bool ok = a.page != nullptr;
     uint8_t* dst = ring + slot * S::kSlotBytes + row * kStride;
     if constexpr (kRawNoCopy) {  // consumers' speed alone: zeroed rows, nothing copied
@@ -82,7 +78,10 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
       mbar_arrive_expect_tx(full + slot, ok ? R::kBytes : 0);
       if (ok) bulk_copy_g2s(smem_addr(dst), R::row(a), R::kBytes, smem_addr(full + slot));
     }
+    if (kTimeline && pt == 0 && i == 0) timeline_mark(7);
+    if (kBlockTimeline && pt == 0) block_event(3, i);
   }
+  if (kTimeline && pt == 0) timeline_mark(8);
 }
 
 }  // namespace smla::cuda::sparse_decode_family
