@@ -355,6 +355,16 @@ inline constexpr int kRawRing = SMLA_SD_RAW_RING;
 #define SMLA_SD_E4M3_RUNS 0
 #endif
 inline constexpr bool kE4m3Runs = SMLA_SD_E4M3_RUNS != 0;
+// The 32-row fp8_ds_mla raw-ring consumer (kRawSplitDv) loads its 32 value words of a block's P V
+// into registers once S^T is whole and hands the slot back before its softmax: each of the three
+// slots is held about half as long. Same-call A/B (2026-12-01) against releasing after P V
+// (SMLA_SD_RAW_EARLY_V=0, a measurement build): sparse b128 h32 91.0 -> 89.4 µs (twice), s_q2
+// h32 173.8 -> 170.6, h24 90.0 -> 88.3. The 16-row tiles' four slots measured level to slower
+// with the same change (consumer_narrow_raw.cuh, raw_block_end).
+#ifndef SMLA_SD_RAW_EARLY_V
+#define SMLA_SD_RAW_EARLY_V 1
+#endif
+inline constexpr bool kRawEarlyV = SMLA_SD_RAW_EARLY_V != 0;
 // Measurement build SMLA_SD_RAW_NO_COPY=1 (wrong results): the raw ring's producer copies
 // nothing and hands over zeroed rows, so a run times the consumer warpgroups alone (2026-12-01,
 // against the full kernel: sparse V3.2 b128 h16 68.2 -> 51.9 µs, s_q2 h16 121.0 -> 98.9, b32 h16

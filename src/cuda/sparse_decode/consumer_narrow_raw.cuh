@@ -94,16 +94,24 @@ struct RawWg {
 
 // The end of a block's P V: the wgmmas drained, the slot released to the producer. (Releasing
 // it first, once every lane's reads have returned, measured level: dense fp8 h16 191.0 -> 191.1
-// µs, sparse V3.2 h16 69.6 -> 69.2, 2026-12-01.)
-template <int kMT, int kNJ>
+// µs, sparse V3.2 h16 69.6 -> 69.2, 2026-12-01. Releasing it before the softmax, the block's 64
+// value words per thread loaded into registers, measured level to slower in these 16-row tiles:
+// sparse h16 68.8 -> 68.3, s_q2 h16 118.5 -> 119.5, dense fp8 h16 178.3 -> 180.9, s_q2 h16
+// 324.1 -> 332.4; it pays in the 32-row fp8_ds_mla tiles' three slots, consumer_narrow_raw_ds32.cuh.)
+__device__ __forceinline__ void raw_slot_release(uint64_t* empty, int lane) {
+  __syncwarp();  // every lane's reads of the slot are ordered before lane 0's arrive
+  if (lane == 0) mbar_arrive(empty);
+}
+
+// kRelease false: the slot went back earlier (raw_slot_release, kRawEarlyV).
+template <int kMT, int kNJ, bool kRelease = true>
 __device__ __forceinline__ void raw_block_end(float (&o)[kMT][kNJ][4], uint32_t (&a)[2][4][4], uint64_t* empty, int lane) {
   wgmma_wait<0>();
 #pragma unroll
   for (int mi = 0; mi < kMT; ++mi) reg_fence(o[mi]);
   reg_fence(a[0]);
   reg_fence(a[1]);
-  __syncwarp();
-  if (lane == 0) mbar_arrive(empty);
+  if constexpr (kRelease) raw_slot_release(empty, lane);
 }
 
 // The A fragments of four S^T k-steps from one 16-byte piece of each of the thread's two keys

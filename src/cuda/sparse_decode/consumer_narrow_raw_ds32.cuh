@@ -120,6 +120,13 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
         s[j][e] = qv[j][e] * (sa[0] * st[0][j][e] + sa[1] * st[1][j][e]) + sr[j][e];
         s[j][2 + e] = qv[j][e] * (sb[0] * st[0][j][2 + e] + sb[1] * st[1][j][2 + e]) + sr[j][2 + e];
       }
+    // The value words of this warpgroup's P V (k-step kk, tiles 2 cw + tt; keys 16 kk + 4 r + c);
+    // kRawEarlyV: all of them now (the skip flags above too), and the slot goes back to the producer.
+    const uint8_t* vcol = blk + 256 * cw + 4 * (8 * wq + g) + c * kStride;
+    auto value_word = [&](int kk, int tt, int r) {
+      return *reinterpret_cast<const uint32_t*>(vcol + (16 * kk + 4 * r) * kStride + 128 * tt);
+    };
+    const bool ok0 = ok_bytes[slot * kKeys + ka] != 0, ok1 = ok_bytes[slot * kKeys + kb_] != 0;
     // ---- S^T = X_0 + X_1: this thread's 16 values through xchg (parity i % 2: a warpgroup
     // writes block i + 2's values only after the barrier of block i + 1, which the other
     // reaches only after reading block i's)
@@ -134,10 +141,19 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
     for (int j = 0; j < kNJ; ++j)
 #pragma unroll
       for (int k = 0; k < 4; ++k) s[j][k] += other[(4 * j + k) * 128];
+    uint32_t xv[kRawEarlyV ? 4 : 1][2][4];
+    if constexpr (kRawEarlyV) {
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int tt = 0; tt < 2; ++tt)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) xv[kk][tt][r] = value_word(kk, tt, r);
+      raw_slot_release(empty + slot, lane);
+    }
 
     // P^T's factors (kDsIntV: values enter as V 2^-120, so P^T takes 2^60 and O^T ends at 2^-60)
     auto pscale = [](float x) { return kDsIntV ? x * kDsIntVFactor : x; };
-    const bool ok0 = ok_bytes[slot * kKeys + ka] != 0, ok1 = ok_bytes[slot * kKeys + kb_] != 0;
     narrow_block_softmax<kNJ, kMT, kThreads, 1, kRawLazy<kMaxLogits>>(s, ok0, ok1, [&](int, int) { return p.scale_log2; },
                                                 s_max + (i & 1) * 128, wq, g, c, m_run, l_run, o, cw);
 
@@ -157,14 +173,13 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
 
     // ---- O^T += V^T P^T_t over this warpgroup's tiles 2 cw, 2 cw + 1: per k-step kk (16 keys)
     // one 4-byte word of four rows (keys 16 kk + 4 r + c) per tile, bytes paired and converted.
-    const uint8_t* vcol = blk + 256 * cw + 4 * (8 * wq + g) + c * kStride;
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       uint32_t x[2][4];
 #pragma unroll
       for (int tt = 0; tt < 2; ++tt)
 #pragma unroll
-        for (int r = 0; r < 4; ++r) x[tt][r] = *reinterpret_cast<const uint32_t*>(vcol + (16 * kk + 4 * r) * kStride + 128 * tt);
+        for (int r = 0; r < 4; ++r) x[tt][r] = kRawEarlyV ? xv[kRawEarlyV ? kk : 0][tt][r] : value_word(kk, tt, r);
       if (kk >= 2) {
         wgmma_wait<1>();
         reg_fence(a[kk & 1]);
@@ -179,7 +194,7 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
         wgmma_m64nNk16_rs<N, true>(o[m4], a[kk & 1][m4], desc_add(dp, (m4 >> 1) * kPTile16 + kk * 16), 1);
       wgmma_commit();
     }
-    raw_block_end(o, a, empty + slot, lane);
+    raw_block_end<kMT, kNJ, !kRawEarlyV>(o, a, empty + slot, lane);
   }
 
   // ---- row sums, lse (and max_logits), O^T out (s_l over P^T, O^T over the ring). Tile mi's
