@@ -365,15 +365,6 @@ inline constexpr bool kE4m3Runs = SMLA_SD_E4M3_RUNS != 0;
 #define SMLA_SD_RAW_EARLY_V 1
 #endif
 inline constexpr bool kRawEarlyV = SMLA_SD_RAW_EARLY_V != 0;
-// Measurement build SMLA_SD_RAW32_IDX_AHEAD=n: the 32-row fp8_ds_mla raw-ring tiles' producer
-// loads its lanes' key indices n blocks ahead of their copies (a register queue; 1: one block,
-// as every raw-ring producer). Four blocks ahead, before the early slot release, measured h32
-// 92.3 -> 90.8 µs and level on the 16-row tiles (2026-12-01).
-#ifndef SMLA_SD_RAW32_IDX_AHEAD
-#define SMLA_SD_RAW32_IDX_AHEAD 1
-#endif
-inline constexpr int kRaw32IdxAhead = SMLA_SD_RAW32_IDX_AHEAD;
-static_assert(kRaw32IdxAhead >= 1, "SMLA_SD_RAW32_IDX_AHEAD is at least one block");
 // Measurement build SMLA_SD_RAW_NO_COPY=1 (wrong results): the raw ring's producer copies
 // nothing and hands over zeroed rows, so a run times the consumer warpgroups alone (2026-12-01,
 // against the full kernel: sparse V3.2 b128 h16 68.2 -> 51.9 µs, s_q2 h16 121.0 -> 98.9, b32 h16

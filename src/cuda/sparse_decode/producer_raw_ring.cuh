@@ -39,22 +39,12 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
   uint64_t* empty = full + S::kRing;
   uint8_t* ok_bytes = smem + S::ok;
   uint8_t* ring = smem + S::ring;
-  // ids[k]: the index of this lane's row of block i + k (kAhead of them in flight).
-  constexpr int kAhead = kRawSplitDv<kRows, kFmt> ? kRaw32IdxAhead : 1;
-  int32_t ids[kAhead];
-#pragma unroll
-  for (int k = 0; k < kAhead; ++k) ids[k] = k < blocks ? load_key_index<R::kDense>(p, w, (w.kb_begin + k) * kKeys + row) : -1;
+  int32_t idx = blocks > 0 ? load_key_index<R::kDense>(p, w, w.kb_begin * kKeys + row) : -1;
   for (int i = 0; i < blocks; ++i) {
     const int slot = i % S::kRing;
     const int v = (w.kb_begin + i) * kKeys + row;
-    const KeyAddr a = key_addr(p, w, v, ids[0]);
-    if constexpr (kAhead == 1) {
-      if (i + 1 < blocks) ids[0] = load_key_index<R::kDense>(p, w, v + kKeys);
-    } else {
-#pragma unroll
-      for (int k = 0; k + 1 < kAhead; ++k) ids[k] = ids[k + 1];
-      ids[kAhead - 1] = i + kAhead < blocks ? load_key_index<R::kDense>(p, w, v + kAhead * kKeys) : -1;
-    }
+    const KeyAddr a = key_addr(p, w, v, idx);
+    if (i + 1 < blocks) idx = load_key_index<R::kDense>(p, w, v + kKeys);
     if (i >= S::kRing) mbar_wait(empty + slot, ((i / S::kRing) - 1) & 1);
     if (kBlockTimeline && pt == 0) block_event(1, i);
     const bool ok = a.page != nullptr;
