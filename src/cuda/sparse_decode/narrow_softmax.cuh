@@ -11,6 +11,7 @@
 #include "cuda/common/online_softmax.cuh"
 #include "cuda/sparse_decode/config.h"
 #include "cuda/sparse_decode/epilogue.cuh"
+#include "cuda/sparse_decode/timeline.cuh"
 
 namespace smla::cuda::sparse_decode_family {
 
@@ -132,6 +133,8 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
                                                 const float (&l_run)[kNJ][2], int wq, int g, int c, Col col,
                                                 int cw = 0, float* heads = nullptr) {
   auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
+  const bool marker = kTimeline && threadIdx.x == 128;
+  if (marker) timeline_mark(10);
   merge_bar_sync<kWgs>(cw, kThreads);
 #pragma unroll
   for (int j = 0; j < kNJ; ++j)
@@ -158,6 +161,7 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
       }
     named_bar_sync(kBarFinal, kWgs * kThreads);
   }
+  if (marker) timeline_mark(11);
   static_assert(kDvWgs == 1 || kWgs == 1, "value columns split among warpgroups that share one state");
   if constexpr (kDvWgs > 1) named_bar_sync(kBarFinal, kDvWgs * kThreads);  // both are past their ring reads
   float* ob = obuf + (kWgs > 1 ? cw * kRows * kStride : 0);
@@ -198,6 +202,7 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
     }
   if constexpr (kWgs > 1 || kDvWgs > 1) named_bar_sync(kBarFinal, kWgs * kDvWgs * kThreads);
   else merge_bar_sync<kWgs>(cw, kThreads);
+  if (marker) timeline_mark(12);
   for (int idx = threadIdx.x; idx < w.heads * (kDv / 4); idx += kWgs * kDvWgs * kThreads) {
     const int h = idx / (kDv / 4), cl = 4 * (idx % (kDv / 4));
     float4 v = *reinterpret_cast<const float4*>(obuf + h * kStride + cl);
@@ -208,6 +213,7 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
     }
     store_o4(p, w, w.head0 + h, cl, v);
   }
+  if (marker) timeline_mark(13);
 }
 
 }  // namespace smla::cuda::sparse_decode_family

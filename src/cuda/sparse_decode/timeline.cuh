@@ -2,7 +2,8 @@
 // two, the middle one and the last of grid.x, head tile 0, token 0), printed by each at its
 // exit: where a CTA's time goes outside its per-block loop. SMLA_SD_TIMELINE=2 adds per-block
 // events of the 16/32-row bulk-copy CTAs (where each block waits). Off (no code) in every other
-// build.
+// build. (ptxas serializes the wgmmas of the 32- and 64-row fp8_ds_mla kernels in these builds,
+// C7510, for the printf call: time those from the marks' differences only with care.)
 #pragma once
 
 #include <cstdint>
@@ -18,8 +19,10 @@ inline constexpr bool kBlockTimeline = SMLA_SD_TIMELINE == 2;
 
 // Marks: 0 entry, 1 after the grid-dependency wait, 2 barriers initialized, 3 Q in shared
 // memory (consumer), 4 first K tile full (consumer), 5 last block done (consumer), 6 consumer
-// warpgroup 0's epilogue issued, 7 first block stored (producer), 8 producer done, 9 exit.
-inline constexpr int kMarks = 10;
+// warpgroup 0's epilogue issued, 7 first block stored (producer), 8 producer done, 9 exit;
+// narrow_epilogue of the raw-ring tiles (thread 128, the second consumer warpgroup's first):
+// 10 entered, 11 both warpgroups' row states exchanged, 12 O^T in shared memory, 13 stored.
+inline constexpr int kMarks = 14;
 
 __device__ __forceinline__ uint64_t* timeline_slots() {
   __shared__ uint64_t slots[kMarks];
@@ -30,6 +33,8 @@ __device__ __forceinline__ void timeline_mark(int id) {
   if constexpr (kTimeline) {
     uint64_t t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (id == 0)  // marks a kernel never reaches print as +0
+      for (int k = 1; k < kMarks; ++k) timeline_slots()[k] = t;
     timeline_slots()[id] = t;
   }
 }
@@ -71,11 +76,12 @@ __device__ __forceinline__ void timeline_print(int blocks = 0) {
     asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
     const uint64_t* s = timeline_slots();
     printf("timeline cta %u sm %u entry %llu | +ns wait %lld init %lld q %lld first_full %lld loop_end %lld epilogue %lld "
-           "first_stored %lld producer_done %lld exit %lld\n",
+           "first_stored %lld producer_done %lld exit %lld | wg1 epilogue in %lld states %lld o_smem %lld stored %lld\n",
            blockIdx.x, sm, static_cast<unsigned long long>(s[0]), static_cast<long long>(s[1] - s[0]),
            static_cast<long long>(s[2] - s[0]), static_cast<long long>(s[3] - s[0]), static_cast<long long>(s[4] - s[0]),
            static_cast<long long>(s[5] - s[0]), static_cast<long long>(s[6] - s[0]), static_cast<long long>(s[7] - s[0]),
-           static_cast<long long>(s[8] - s[0]), static_cast<long long>(s[9] - s[0]));
+           static_cast<long long>(s[8] - s[0]), static_cast<long long>(s[9] - s[0]), static_cast<long long>(s[10] - s[0]),
+           static_cast<long long>(s[11] - s[0]), static_cast<long long>(s[12] - s[0]), static_cast<long long>(s[13] - s[0]));
   }
 }
 
