@@ -365,6 +365,14 @@ inline constexpr bool kE4m3Runs = SMLA_SD_E4M3_RUNS != 0;
 #define SMLA_SD_RAW_EARLY_V 1
 #endif
 inline constexpr bool kRawEarlyV = SMLA_SD_RAW_EARLY_V != 0;
+// Measurement build SMLA_SD_EPILOGUE_V4=1 (prepared 2026-12-01, not yet run): the raw-ring
+// tiles' epilogue writes O^T into shared memory as float4 (narrow_epilogue's kQuadCols) and reads
+// it back four rounds at a time. The timeline (b128 h16) found 1.2 µs in the scalar writes (4-way
+// bank conflicts) and 1.0 µs in the read-back and stores after the last block.
+#ifndef SMLA_SD_EPILOGUE_V4
+#define SMLA_SD_EPILOGUE_V4 0
+#endif
+inline constexpr bool kEpilogueV4 = SMLA_SD_EPILOGUE_V4 != 0;
 // Measurement build SMLA_SD_RAW_NO_COPY=1 (wrong results): the raw ring's producer copies
 // nothing and hands over zeroed rows, so a run times the consumer warpgroups alone (2026-12-01,
 // against the full kernel: sparse V3.2 b128 h16 68.2 -> 51.9 µs, s_q2 h16 121.0 -> 98.9, b32 h16
