@@ -552,6 +552,21 @@ TEST(GpuDenseDecode, Fp8CacheOnFamily) {
   run_dense_decode({CacheFormat::fp8_e4m3, DType::bf16, 576, 2, 2, 16, 1, 64, 128, true, false, -1, true});
 }
 
+// fp8_e4m3 caches above 32 heads, bf16 and fp8 q: the generic kernel, or with the measurement
+// build SMLA_SD_E4M3_WIDE=1 the family's 64-row tiles (pairs of them at 65-128 heads, the
+// persistent kernel beyond one wave): head tiles, causal tokens, odd pages, NaN bytes in every
+// slot a call must skip, one long request split over many CTAs.
+TEST(GpuDenseDecode, Fp8CacheWideHeads) {
+  for (int h : {40, 64, 96, 128})
+    for (int s_q : {1, 2})
+      for (DType qd : {DType::bf16, DType::fp8_e4m3})
+        run_dense_decode({CacheFormat::fp8_e4m3, qd, 576, 5, s_q, h, 1, 64, 10, s_q != 1, h % 3 == 0, -1, true});
+  for (int ps : {1, 16, 48, 256})
+    run_dense_decode({CacheFormat::fp8_e4m3, DType::fp8_e4m3, 576, 4, 3, 128, 1, ps, 640 / ps, true, true, -1, true});
+  run_dense_decode({CacheFormat::fp8_e4m3, DType::fp8_e4m3, 576, 1, 1, 128, 1, 64, 64, false, true, -1, true});
+  run_dense_decode({CacheFormat::fp8_e4m3, DType::bf16, 576, 140, 2, 128, 1, 64, 4, true, false, 3, true});
+}
+
 TEST(GpuDenseDecode, LongContextSampled) {
   run_dense_decode({CacheFormat::bf16, DType::bf16, 576, 8, 1, 128, 1, 64, 8192 / 64, true, false, 2});
   run_dense_decode({CacheFormat::bf16, DType::bf16, 576, 2, 2, 16, 1, 64, 32768 / 64, true, true, 1});

@@ -373,6 +373,16 @@ inline constexpr bool kRawEarlyV = SMLA_SD_RAW_EARLY_V != 0;
 #define SMLA_SD_EPILOGUE_V4 0
 #endif
 inline constexpr bool kEpilogueV4 = SMLA_SD_EPILOGUE_V4 != 0;
+// Measurement build SMLA_SD_E4M3_WIDE=1 (prepared 2026-12-01, not yet run on a device): dense
+// decode of an fp8_e4m3 cache at h_q > 32, with bf16 or fp8 q, on the 64-row tiles (two-CTA
+// pairs for 128 heads) instead of the generic kernel: the packed producer converts each row's
+// 576 e4m3 values exactly to bf16 (PackedRow<fp8_e4m3>, the per-tensor scale already in the
+// logits' scale and O's), and fp8 q converts exactly to bf16 in load_q. Off until its GPU tests
+// have run (GpuDenseDecode.* cover fp8 caches and fp8 q at h_q up to 128).
+#ifndef SMLA_SD_E4M3_WIDE
+#define SMLA_SD_E4M3_WIDE 0
+#endif
+inline constexpr bool kE4m3Wide = SMLA_SD_E4M3_WIDE != 0;
 // Measurement build SMLA_SD_RAW_NO_COPY=1 (wrong results): the raw ring's producer copies
 // nothing and hands over zeroed rows, so a run times the consumer warpgroups alone (2026-12-01,
 // against the full kernel: sparse V3.2 b128 h16 68.2 -> 51.9 µs, s_q2 h16 121.0 -> 98.9, b32 h16

@@ -35,20 +35,55 @@ namespace smla::cuda::sparse_decode_family {
 // scores are finite and they are never written out). The consumer warps load it while the
 // producer issues its first gathers; every load is issued before the first store (one round
 // trip), and the consumers meet at a named barrier before their first MMA reads it.
-template <int kRows, int kD>
+// kFp8Q (kernels that serve fp8 q: kE4m3Wide): with p.q_kind 2 each 8-value chunk is 8 e4m3
+// bytes, converted exactly to bf16 (q_scale is in the logits' scale); rows whose address is not
+// 8-byte aligned are read a byte at a time.
+template <int kRows, int kD, bool kFp8Q = false>
 __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8_t* smem) {
   constexpr int kChunks = kD / 8;
   constexpr int kTotal = kRows * kChunks;
   constexpr int kThreads = consumer_threads(kRows);
   constexpr int kPer = (kTotal + kThreads - 1) / kThreads;
-  const uint16_t* q = static_cast<const uint16_t*>(p.q) + w.req * p.q_sb + w.t * p.q_st + w.head0 * p.q_sh;
-  uint4 v[kPer];
+  if (kFp8Q && p.q_kind == 2) {
+    const uint8_t* q8 = static_cast<const uint8_t*>(p.q) + w.req * p.q_sb + w.t * p.q_st + w.head0 * p.q_sh;
+    uint2 b[kPer];  // converted at the stores: half the registers of bf16 chunks
 #pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    const int i = static_cast<int>(threadIdx.x) + k * kThreads;
-    const int r = i / kChunks, ch = i % kChunks;
-    v[k] = make_uint4(0, 0, 0, 0);
-    if (i < kTotal && r < w.heads) v[k] = __ldg(reinterpret_cast<const uint4*>(q + r * p.q_sh) + ch);
+    for (int k = 0; k < kPer; ++k) {
+      const int i = static_cast<int>(threadIdx.x) + k * kThreads;
+      const int r = i / kChunks, ch = i % kChunks;
+      b[k] = make_uint2(0, 0);
+      if (i < kTotal && r < w.heads) {
+        const uint8_t* src = q8 + r * p.q_sh + ch * 8;
+        if ((reinterpret_cast<uintptr_t>(src) & 7) == 0) {
+          b[k] = __ldg(reinterpret_cast<const uint2*>(src));
+        } else {
+#pragma unroll
+          for (int e = 0; e < 8; ++e) (e < 4 ? b[k].x : b[k].y) |= static_cast<uint32_t>(__ldg(src + e)) << (8 * (e & 3));
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int i = static_cast<int>(threadIdx.x) + k * kThreads;
+      const int r = i / kChunks, ch = i % kChunks;
+      uint4 lo, hi;
+      e4m3x16_to_bf16(make_uint4(b[k].x, b[k].y, 0, 0), 1.0f, lo, hi);
+      if (i < kTotal) *reinterpret_cast<uint4*>(smem + Smem<kRows, kD>::q + tile_offset<kD>(r, ch)) = lo;
+    }
+    fence_proxy_async();  // Q is read by wgmma
+    named_bar_sync(kBarQReady, kThreads);
+    return;
+  }
+  uint4 v[kPer];
+  {
+    const uint16_t* q = static_cast<const uint16_t*>(p.q) + w.req * p.q_sb + w.t * p.q_st + w.head0 * p.q_sh;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int i = static_cast<int>(threadIdx.x) + k * kThreads;
+      const int r = i / kChunks, ch = i % kChunks;
+      v[k] = make_uint4(0, 0, 0, 0);
+      if (i < kTotal && r < w.heads) v[k] = __ldg(reinterpret_cast<const uint4*>(q + r * p.q_sh) + ch);
+    }
   }
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {
@@ -130,13 +165,13 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
   if (wg == 0) {
     setmaxnreg_to<kRegsWg0, kEntry>();
     each_unit([&](const Work& w, int n0) {
-      load_q<kRows, kD>(p, w, smem);
+      load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3)>(p, w, smem);
       consume_wg0<kD, kPair, kSwizzled<kFmt>, kMaxLogits>(p, w, smem, n0);
     });
   } else if (wg == 1) {
     setmaxnreg_to<kRegsWg1, kEntry>();
     each_unit([&](const Work& w, int n0) {
-      load_q<kRows, kD>(p, w, smem);
+      load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3)>(p, w, smem);
       consume_wg1<kD, kPair, kSwizzled<kFmt>>(p, w, smem, n0);
     });
   } else {
@@ -213,12 +248,12 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt>(), 1) sparse_decod
   } else if constexpr (kRows == 64) {
     if (wg == 0) {
       setmaxnreg_to<kRegsWg0, kEntry>();
-      load_q<kRows, kD>(p, w, smem);
+      load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3)>(p, w, smem);
       if (kTimeline && threadIdx.x == 0) timeline_mark(3);
       consume_wg0<kD, kPair, kSw, kMaxLogits>(p, w, smem);
     } else if (wg == 1) {
       setmaxnreg_to<kRegsWg1, kEntry>();
-      load_q<kRows, kD>(p, w, smem);
+      load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3)>(p, w, smem);
       consume_wg1<kD, kPair, kSw>(p, w, smem);
     } else {
       setmaxnreg_to<kRegsProducerWide, kEntry>();

@@ -58,9 +58,13 @@ bool takes(int format, int extra_format, bool has_extra, int d_qk) {
 
 bool takes_dense(int q_kind, bool out_f16, int format, int h_kv, int row_elems, int d_qk, int64_t num_blocks,
                  int page_size, int h_q, const void* base, int64_t page_stride) {
-  if (q_kind != 0 || out_f16 || h_kv != 1 || row_elems != d_qk || num_blocks * page_size > 0x7fffffff) return false;
-  if (format == kE4) return d_qk == 576 && h_q <= 32 && aligned16(base, page_stride);
-  return format == kBf && (d_qk == 576 || d_qk == 512);
+  if (out_f16 || h_kv != 1 || row_elems != d_qk || num_blocks * page_size > 0x7fffffff) return false;
+  if (format == kE4) {
+    if (d_qk != 576 || !aligned16(base, page_stride)) return false;
+    // 16/32-row raw-ring tiles take bf16 q; kE4m3Wide: 64-row tiles above 32 heads, bf16 or fp8 q
+    return h_q <= 32 ? q_kind == 0 : kE4m3Wide && (q_kind == 0 || q_kind == 2);
+  }
+  return q_kind == 0 && format == kBf && (d_qk == 576 || d_qk == 512);
 }
 
 bool takes_prefill(const uint8_t* kv, int64_t row_stride_bytes, int d_qk) {
@@ -105,9 +109,14 @@ void launch(const AttnParams& p_in, int rows, dim3 grid, cudaStream_t stream) {
   // split-major order, which gains 15-19% at b = 128).
   p.dense_cta_order =
       p.dense && static_cast<int64_t>(grid.x) * grid.y * grid.z >= 2 * static_cast<int64_t>(current_device_info().sm_count);
-  if (fmt == kE4) {  // dense decode, 16/32-row tiles only (takes_dense)
+  if (fmt == kE4) {  // dense decode: 16/32-row tiles, and with kE4m3Wide 64-row ones (takes_dense)
     if (rows == 16) launch_instance<16, 576, kE4, false>(p, grid, false, stream);
-    else launch_instance<32, 576, kE4, false>(p, grid, false, stream);
+    else if (rows == 32) launch_instance<32, 576, kE4, false>(p, grid, false, stream);
+    else if constexpr (kE4m3Wide) {
+      // Pairs are clusters along grid.y, which the dense launch order (work.cuh) would split.
+      p.dense_cta_order = false;
+      by_rows<576, kE4>(p, rows, grid, stream);
+    }
     return;
   }
   if (dense_tma_map(p)) {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/common/barriers.cuh"
 #include "cuda/common/cluster.cuh"
@@ -38,6 +39,7 @@ struct PackedRow<static_cast<int>(CacheFormat::fp8_ds_mla)> {
   using L = DsMlaLayout;
   static constexpr int kD = L::d_qk;
   static constexpr int kLatentChunks = L::d_latent / 64;  // 64-byte chunks of e4m3
+  static constexpr bool kRope = true;                    // 64 bf16 RoPE values after them
   using Scales = float4;
   __device__ static const uint8_t* row(const KeyAddr& a) {
     return a.page + static_cast<int64_t>(a.off) * L::bytes_per_token;
@@ -66,6 +68,7 @@ struct PackedRow<static_cast<int>(CacheFormat::fp8_model1)> {
   using L = Model1Layout;
   static constexpr int kD = L::d_qk;
   static constexpr int kLatentChunks = L::d_latent / 64;
+  static constexpr bool kRope = true;
   using Scales = uint2;  // 7 UE8M0 bytes and a pad byte
   __device__ static const uint8_t* row(const KeyAddr& a) { return a.page + L::data_offset(a.off); }
   __device__ static const uint8_t* rope(const uint8_t* row) { return row + L::rope_offset; }
@@ -81,6 +84,26 @@ struct PackedRow<static_cast<int>(CacheFormat::fp8_model1)> {
     prefetch_l2_line(r + q * 128);
     prefetch_l2_line(r + min((q + 4) * 128, L::data_bytes - 1));
     if (q == 0) prefetch_l2_line(a.page + L::scales_offset(a.page_size, a.off));
+  }
+};
+
+// fp8_e4m3 (dense decode, kE4m3Wide): all 576 values e4m3 under one per-tensor scale that the
+// launch folds into the logits' scale and O's, so every 64-byte chunk (the RoPE part the ninth)
+// converts exactly with no multiply; no RoPE part of its own.
+template <>
+struct PackedRow<static_cast<int>(CacheFormat::fp8_e4m3)> {
+  static constexpr int kD = 576;
+  static constexpr int kLatentChunks = kD / 64;
+  static constexpr bool kRope = false;
+  struct Scales {};
+  __device__ static const uint8_t* row(const KeyAddr& a) { return a.page + static_cast<int64_t>(a.off) * kD; }
+  __device__ static const uint8_t* rope(const uint8_t* row) { return row + kD; }  // none
+  __device__ static Scales load_scales(const KeyAddr&, const uint8_t*) { return {}; }
+  __device__ static float scale(const Scales&, int) { return 1.0f; }
+  __device__ static void prefetch_lines(const KeyAddr& a, int q) {
+    const uint8_t* r = row(a);
+    prefetch_l2_line(r + q * 128);
+    prefetch_l2_line(r + min((q + 4) * 128, kD - 1));
   }
 };
 
@@ -206,9 +229,9 @@ struct PackedRound {
       for (int i = 0; i < F::kLatentChunks; ++i) lat[i] = make_uint4(z + 16 * i, z + 16 * i + 1, z + 16 * i + 2, z + 16 * i + 3);
       rope[0] = make_uint4(z, z, z, z);
       rope[1] = rope[0];
-      if constexpr (sizeof(sc) == sizeof(float4)) {
+      if constexpr (std::is_same_v<typename F::Scales, float4>) {
         sc = make_float4(__uint_as_float(z + 1), __uint_as_float(z + 2), __uint_as_float(z + 3), __uint_as_float(z + 4));
-      } else {
+      } else if constexpr (std::is_same_v<typename F::Scales, uint2>) {
         sc = make_uint2(z + 1, z + 2);
       }
       return;
@@ -217,8 +240,10 @@ struct PackedRound {
       const uint8_t* r = F::row(a);
 #pragma unroll
       for (int i = 0; i < F::kLatentChunks; ++i) lat[i] = ldg_nc_v4_l2_256(r + i * 64 + pl.q * 16);
-      rope[0] = ldg_nc_v4(F::rope(r) + pl.q * 32);
-      rope[1] = ldg_nc_v4(F::rope(r) + pl.q * 32 + 16);
+      if constexpr (F::kRope) {
+        rope[0] = ldg_nc_v4(F::rope(r) + pl.q * 32);
+        rope[1] = ldg_nc_v4(F::rope(r) + pl.q * 32 + 16);
+      }
       sc = F::load_scales(a, r);
     } else {  // zeros convert to zeros: store() needs no branch per chunk
 #pragma unroll
@@ -256,9 +281,11 @@ struct PackedRound {
       put(c, lo);
       put(c + 1, hi);
     }
-    const int c = F::kLatentChunks * 8 + 2 * pl.q;
-    put(c, rope[0]);
-    put(c + 1, rope[1]);
+    if constexpr (F::kRope) {
+      const int c = F::kLatentChunks * 8 + 2 * pl.q;
+      put(c, rope[0]);
+      put(c + 1, rope[1]);
+    }
   }
 };
 
@@ -305,7 +332,7 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
   IndexQueue iq[kRounds];
 #pragma unroll
   for (int r = 0; r < kRounds; ++r) {
-    init_queue(iq[r], p, w, pl, r);
+    init_queue<serves_dense(kFmt)>(iq[r], p, w, pl, r);
     for (int d = 0; d < 2 + kAhead; ++d) prefetch_key<kRows, kFmt>(p, w, pl, r, w.kb_begin + d, iq[r].v[d]);
   }
   Round ra[kRounds], rb[kRounds];
@@ -325,7 +352,7 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
 #pragma unroll
     for (int r = 0; r < kRounds; ++r) {
       prefetch_key<kRows, kFmt>(p, w, pl, r, kb + 2 + kAhead, iq[r].v[2 + kAhead]);
-      rotate_queue(iq[r], p, w, pl, r, kb);
+      rotate_queue<serves_dense(kFmt)>(iq[r], p, w, pl, r, kb);
     }
     PeerStage peer;
     if constexpr (kPeer) {
