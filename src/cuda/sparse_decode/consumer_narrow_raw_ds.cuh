@@ -235,20 +235,10 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
   // rows g and g + 8 of warp wq are value columns 128 (mi / 2) + 4 (8 wq + g) + 2 (mi % 2) and + 1.
   if constexpr (kDsF16V) {
 #pragma unroll
-    for (int mi = 0; mi < kMT; ++mi) {
-      const float inv = __int_as_float((max(e_run[mi >> 1], 7) - 6) << 23);  // 2^(e_run - 133)
-#pragma unroll
-      for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-        for (int k = 0; k < 4; ++k) o[mi][j][k] *= inv;
-    }
+    for (int mi = 0; mi < kMT; ++mi) scale_tile(o[mi], __int_as_float((max(e_run[mi >> 1], 7) - 6) << 23));  // 2^(e_run - 133)
   } else if constexpr (kDsIntV) {
 #pragma unroll
-    for (int mi = 0; mi < kMT; ++mi)
-#pragma unroll
-      for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-        for (int k = 0; k < 4; ++k) o[mi][j][k] *= kDsIntVFactor;
+    for (int mi = 0; mi < kMT; ++mi) scale_tile(o[mi], kDsIntVFactor);
   }
   const int col0 = 4 * (8 * wq + g);
   auto col = [&](int mi, int hf) { return 128 * (mi >> 1) + col0 + 2 * (mi & 1) + hf; };

@@ -115,6 +115,15 @@ __device__ __forceinline__ void narrow_block_softmax(float (&s)[kNJ][4], bool ok
   }
 }
 
+// Every element of one O^T tile times f.
+template <int kNJ>
+__device__ __forceinline__ void scale_tile(float (&t)[kNJ][4], float f) {
+#pragma unroll
+  for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+    for (int k = 0; k < 4; ++k) t[j][k] *= f;
+}
+
 // The end of a narrow tile: each head's row sum over the lanes and warps (through s_l[4][32]),
 // lse (and with kMaxLogits max_logits: m_run is exact here), then O^T scaled by each head's final
 // factor into obuf ([head][512 + 4] floats; col(mi, half): the value column of tile mi's
