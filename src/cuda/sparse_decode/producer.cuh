@@ -416,10 +416,11 @@ struct RawRow<static_cast<int>(CacheFormat::fp8_ds_mla)> {
 // convert exactly with no multiply.
 template <>
 struct RawRow<static_cast<int>(CacheFormat::fp8_e4m3)> {
-  static constexpr int kD = 576;
+  using F = PackedRow<static_cast<int>(CacheFormat::fp8_e4m3)>;
+  static constexpr int kD = F::kD;
   static constexpr int kBytes = kD;
   static constexpr bool kDense = true;
-  __device__ static const uint8_t* row(const KeyAddr& a) { return a.page + static_cast<int64_t>(a.off) * kBytes; }
+  __device__ static const uint8_t* row(const KeyAddr& a) { return F::row(a); }
   __device__ static void convert(const uint8_t* r, bool ok, int q, uint4 (&out)[kD / 32]) {
 #pragma unroll
     for (int c = 0; c < kD / 64; ++c) {
