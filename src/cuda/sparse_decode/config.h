@@ -365,22 +365,14 @@ inline constexpr bool kE4m3Runs = SMLA_SD_E4M3_RUNS != 0;
 #define SMLA_SD_RAW_EARLY_V 1
 #endif
 inline constexpr bool kRawEarlyV = SMLA_SD_RAW_EARLY_V != 0;
-// Measurement build SMLA_SD_EPILOGUE_V4=1 (prepared 2026-12-01, not yet run): the raw-ring
-// tiles' epilogue writes O^T into shared memory as float4 (narrow_epilogue's kQuadCols) and reads
-// it back four rounds at a time. The timeline (b128 h16) found 1.2 µs in the scalar writes (4-way
-// bank conflicts) and 1.0 µs in the read-back and stores after the last block.
-#ifndef SMLA_SD_EPILOGUE_V4
-#define SMLA_SD_EPILOGUE_V4 0
-#endif
-inline constexpr bool kEpilogueV4 = SMLA_SD_EPILOGUE_V4 != 0;
-// Measurement build SMLA_SD_E4M3_WIDE=1 (prepared 2026-12-01, not yet run on a device): dense
-// decode of an fp8_e4m3 cache at h_q > 32, with bf16 or fp8 q, on the 64-row tiles (two-CTA
-// pairs for 128 heads) instead of the generic kernel: the packed producer converts each row's
-// 576 e4m3 values exactly to bf16 (PackedRow<fp8_e4m3>, the per-tensor scale already in the
-// logits' scale and O's), and fp8 q converts exactly to bf16 in load_q. Off until its GPU tests
-// have run (GpuDenseDecode.* cover fp8 caches and fp8 q at h_q up to 128).
+// SMLA_SD_E4M3_WIDE (default 1): dense decode of an fp8_e4m3 cache at h_q > 32, with bf16 or
+// fp8 q, on the 64-row tiles (two-CTA pairs for 128 heads) instead of the generic kernel: the
+// packed producer converts each row's 576 e4m3 values exactly to bf16 (PackedRow<fp8_e4m3>, the
+// per-tensor scale already in the logits' scale and O's), and fp8 q converts exactly to bf16 in
+// load_q. Same-call A/B (2026-12-01, b128 L8192 page 64): fp8 q s_q2 h128 3501 -> 1384 µs, bf16
+// q s_q1 h128 1763 -> 699; fp8 q b1 h128 59.3 -> 78.2 (see takes_dense for small batches).
 #ifndef SMLA_SD_E4M3_WIDE
-#define SMLA_SD_E4M3_WIDE 0
+#define SMLA_SD_E4M3_WIDE 1
 #endif
 inline constexpr bool kE4m3Wide = SMLA_SD_E4M3_WIDE != 0;
 // Measurement build SMLA_SD_RAW_NO_COPY=1 (wrong results): the raw ring's producer copies

@@ -387,7 +387,7 @@ __device__ void consume_narrow_raw(const AttnParams& p, const Work& w, uint8_t* 
   // 16 (8 wq + g) + 2 mi and + 1.
   const int col0 = 16 * (8 * wq + g);
   auto col = [&](int mi, int half) { return col0 + 2 * mi + half; };
-  narrow_epilogue<kNJ, kMT, kThreads, false, decltype(col), wg.kWgs, 1, kEpilogueV4 && wg.kWgs < 3>(
+  narrow_epilogue<kNJ, kMT, kThreads, false, decltype(col), wg.kWgs>(
       p, w, reinterpret_cast<float*>(s_p), reinterpret_cast<float*>(smem + S::ring), o, m_run, l_run, wq, g, c, col, wg.cw,
       reinterpret_cast<float*>(smem + S::heads));
 }

@@ -136,13 +136,7 @@ __device__ __forceinline__ void scale_tile(float (&t)[kNJ][4], float f) {
 // write the sums of the buffers. kDvWgs 2 (kWgs 1): two warpgroups with the same state that
 // hold disjoint value columns (col) of O^T write them into one obuf between two barriers over
 // both, and all their threads write it out.
-// kQuadCols (the raw-ring tiles with kEpilogueV4): col(2m, 0), col(2m, 1), col(2m + 1, 0),
-// col(2m + 1, 1) are four consecutive columns from a multiple of four, so a thread writes them
-// as one float4 (a 516-float head row puts the 8 lanes of each quarter-warp of the fp8_ds_mla
-// tiles on distinct 16-byte bank groups; scalar stores met on 8 banks), and the rows are read
-// back four rounds at a time, every load before the first global store.
-template <int kNJ, int kMT, int kThreads, bool kMaxLogits, class Col, int kWgs = 1, int kDvWgs = 1,
-          bool kQuadCols = false>
+template <int kNJ, int kMT, int kThreads, bool kMaxLogits, class Col, int kWgs = 1, int kDvWgs = 1>
 __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work& w, float* s_l, float* obuf,
                                                 const float (&o)[kMT][kNJ][4], const float (&m_run)[kNJ][2],
                                                 const float (&l_run)[kNJ][2], int wq, int g, int c, Col col,
@@ -209,61 +203,24 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
       if (real && cw == 0 && wq == 0 && g == 0) store_lse(p, w, w.head0 + h, res.lse);
       if (kMaxLogits && real && cw == 0 && wq == 0 && g == 0) store_max_logit(p, w, w.head0 + h, m);
       const float f = res.factor * mine;
-      if constexpr (kQuadCols) {
-        static_assert(kMT % 2 == 0, "pairs of O^T tiles");
 #pragma unroll
-        for (int m2 = 0; m2 < kMT / 2; ++m2)
-          *reinterpret_cast<float4*>(ob + h * kStride + col(2 * m2, 0)) =
-              make_float4(o[2 * m2][j][e] * f, o[2 * m2][j][2 + e] * f, o[2 * m2 + 1][j][e] * f, o[2 * m2 + 1][j][2 + e] * f);
-      } else {
-#pragma unroll
-        for (int mi = 0; mi < kMT; ++mi) {
-          ob[h * kStride + col(mi, 0)] = o[mi][j][e] * f;
-          ob[h * kStride + col(mi, 1)] = o[mi][j][2 + e] * f;
-        }
+      for (int mi = 0; mi < kMT; ++mi) {
+        ob[h * kStride + col(mi, 0)] = o[mi][j][e] * f;
+        ob[h * kStride + col(mi, 1)] = o[mi][j][2 + e] * f;
       }
     }
   if constexpr (kWgs > 1 || kDvWgs > 1) named_bar_sync(kBarFinal, kWgs * kDvWgs * kThreads);
   else merge_bar_sync<kWgs>(cw, kThreads);
   if (marker) timeline_mark(12);
-  constexpr int kAll = kWgs * kDvWgs * kThreads;
-  if constexpr (kQuadCols) {
-    auto summed = [&](int h, int cl) {
-      float4 v = *reinterpret_cast<const float4*>(obuf + h * kStride + cl);
+  for (int idx = threadIdx.x; idx < w.heads * (kDv / 4); idx += kWgs * kDvWgs * kThreads) {
+    const int h = idx / (kDv / 4), cl = 4 * (idx % (kDv / 4));
+    float4 v = *reinterpret_cast<const float4*>(obuf + h * kStride + cl);
 #pragma unroll
-      for (int b = 1; b < kWgs; ++b) {
-        const float4 u = *reinterpret_cast<const float4*>(obuf + b * kRows * kStride + h * kStride + cl);
-        v.x += u.x, v.y += u.y, v.z += u.z, v.w += u.w;
-      }
-      return v;
-    };
-    constexpr int kRounds = kRows * (kDv / 4) / kAll, kChunk = 4;
-    static_assert(kRows * (kDv / 4) % kAll == 0 && kRounds % kChunk == 0, "whole rounds");
-#pragma unroll
-    for (int r0 = 0; r0 < kRounds; r0 += kChunk) {
-      float4 v[kChunk];
-#pragma unroll
-      for (int r = 0; r < kChunk; ++r) {
-        const int idx = static_cast<int>(threadIdx.x) + (r0 + r) * kAll, h = idx / (kDv / 4);
-        v[r] = h < w.heads ? summed(h, 4 * (idx % (kDv / 4))) : make_float4(0.f, 0.f, 0.f, 0.f);
-      }
-#pragma unroll
-      for (int r = 0; r < kChunk; ++r) {
-        const int idx = static_cast<int>(threadIdx.x) + (r0 + r) * kAll, h = idx / (kDv / 4);
-        if (h < w.heads) store_o4(p, w, w.head0 + h, 4 * (idx % (kDv / 4)), v[r]);
-      }
+    for (int b = 1; b < kWgs; ++b) {
+      const float4 u = *reinterpret_cast<const float4*>(obuf + b * kRows * kStride + h * kStride + cl);
+      v.x += u.x, v.y += u.y, v.z += u.z, v.w += u.w;
     }
-  } else {
-    for (int idx = threadIdx.x; idx < w.heads * (kDv / 4); idx += kAll) {
-      const int h = idx / (kDv / 4), cl = 4 * (idx % (kDv / 4));
-      float4 v = *reinterpret_cast<const float4*>(obuf + h * kStride + cl);
-#pragma unroll
-      for (int b = 1; b < kWgs; ++b) {
-        const float4 u = *reinterpret_cast<const float4*>(obuf + b * kRows * kStride + h * kStride + cl);
-        v.x += u.x, v.y += u.y, v.z += u.z, v.w += u.w;
-      }
-      store_o4(p, w, w.head0 + h, cl, v);
-    }
+    store_o4(p, w, w.head0 + h, cl, v);
   }
   if (marker) timeline_mark(13);
 }
