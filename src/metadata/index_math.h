@@ -136,6 +136,11 @@ SMLA_HD int64_t split_key_blocks(int64_t len, int64_t max_keys, int64_t block_n)
 SMLA_HD int64_t split_per_unit(int64_t total, int64_t num_units) {
   return max64(1, ceil_div(total, num_units));
 }
+// The same with a floor of min_blocks per split (dense decode on the sm_90a family: 4). A larger
+// per_unit only shrinks each n_i, so the bound on sum_i n_i below still holds.
+SMLA_HD int64_t split_per_unit_at_least(int64_t total, int64_t num_units, int64_t min_blocks) {
+  return max64(min_blocks, split_per_unit(total, num_units));
+}
 // Splits of one request: max(1, ceil(blocks / per_unit)). Since each request contributes
 // blocks_i + 1 to total, sum_i n_i <= b + total / per_unit <= b + num_units.
 SMLA_HD int64_t split_count(int64_t blocks, int64_t per_unit) {

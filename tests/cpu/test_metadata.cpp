@@ -829,6 +829,32 @@ TEST(MetaSplitSchedule, Example) {
   EXPECT_EQ(off0, std::vector<int32_t>{0});
 }
 
+// A floor on the blocks per split (dense decode on the sm_90a family) keeps every split
+// non-empty and the total within b + num_units, and sets the b = 1 schedule it was chosen for.
+TEST(MetaSplitSchedule, FloorOnBlocksPerSplitKeepsTheBound) {
+  for (int round = 0; round < 200; ++round) {
+    const int64_t b = t::uniform_int(1, 40), units = t::uniform_int(1, 300), floor = t::uniform_int(1, 8);
+    std::vector<int64_t> blocks(b);
+    int64_t total = 0;
+    for (auto& k : blocks) total += (k = t::uniform_int(0, 600)) + 1;
+    const int64_t per_unit = meta::split_per_unit_at_least(total, units, floor);
+    ASSERT_GE(per_unit, floor);
+    ASSERT_GE(per_unit, meta::split_per_unit(total, units));
+    int64_t sum = 0;
+    for (int64_t k : blocks) {
+      const int64_t n = meta::split_count(k, per_unit), c = meta::split_chunk(k, n);
+      if (k > 0) ASSERT_LT((n - 1) * c, k) << "empty last split";
+      sum += n;
+    }
+    ASSERT_LE(sum, max_total_splits(b, static_cast<int>(units))) << "b " << b << " units " << units;
+  }
+  // b = 1, 8192 keys in 128 blocks, 66 units (h128 on 132 SMs): 66 splits of 2 blocks without
+  // the floor, 32 splits of 4 with it.
+  EXPECT_EQ(meta::split_count(128, meta::split_per_unit(129, 66)), 64);
+  EXPECT_EQ(meta::split_count(128, meta::split_per_unit_at_least(129, 66, 4)), 32);
+  EXPECT_EQ(meta::split_per_unit_at_least(16512, 66, 4), 251);  // b = 128: no change
+}
+
 // The launch's unit count: one split per request once the requests cover all but a sixteenth
 // of the units.
 TEST(MetaSplitSchedule, UnitsAtFullOccupancy) {

@@ -44,9 +44,8 @@ int64_t uniform_key_count(const AttnParams& p) {
 }
 
 // The split-KV schedule of metadata.h (decode_split_schedule), computed from the lengths the
-// attention kernel itself will see, with at least min_blocks key blocks per split (a larger
-// per_unit keeps sum n_i <= b + num_units). One CTA: requests are split into contiguous runs per
-// thread.
+// attention kernel itself will see, with at least min_blocks key blocks per split
+// (meta::split_per_unit_at_least). One CTA: requests are split into contiguous runs per thread.
 __global__ void __launch_bounds__(kPlanThreads) split_plan_kernel(const AttnParams p, int num_units, int min_blocks,
                                                                   int32_t* offsets) {
   pdl_launch_dependents();  // the attention kernel starts and waits (pdl_wait) for these offsets
@@ -61,7 +60,7 @@ __global__ void __launch_bounds__(kPlanThreads) split_plan_kernel(const AttnPara
   Scan(scan_tmp).ExclusiveSum(cost, cost, total);
   if (threadIdx.x == 0) s_total = total;
   __syncthreads();
-  const int64_t per_unit = max(static_cast<int64_t>(min_blocks), meta::split_per_unit(s_total, num_units));
+  const int64_t per_unit = meta::split_per_unit_at_least(s_total, num_units, min_blocks);
   int64_t n = 0;
   for (int r = r0; r < r1; ++r) n += meta::split_count(meta::split_key_blocks(request_keys(p, r), kMaxKeys, kBlockN), per_unit);
   int64_t before;
@@ -219,8 +218,8 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
   } else if (plan.split) {
     // Dense decode on the family's kernels: 4 key blocks a split at least. Small batches would
     // otherwise cut each request into num_units splits of 1-2 blocks, whose fp32 partials (2 KB
-    // a head) cost more than the keys they spread (bf16 b1 h128 L8192: 66 splits 37.0 µs, 32
-    // splits 28.7, 16 splits 35.5; the sparse kernels' one-block splits measured best).
+    // a head) cost more than the keys they spread (bf16 b1 h128 L8192: 64 splits 37.0 µs, 32
+    // splits 28.7, 15 splits 35.5; the sparse kernels' one-block splits measured best).
     const int min_blocks = plan.family == AttentionPlan::Family::sparse_decode && p.dense ? 4 : 1;
     split_plan_kernel<<<1, kPlanThreads, 0, stream>>>(p, plan.num_units, min_blocks,
                                                       const_cast<int32_t*>(p.split_offsets));
@@ -228,7 +227,7 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
     grid.x = static_cast<unsigned>(plan.max_splits);
     // The device makes this schedule, but its splits sum to at most max_splits = b + num_units:
     // requests that average 8 splits or more (small batches) merge each head with several warps,
-    // as uniform ones do at n >= 8 (dense b1 h128, 66 splits: one warp per head took 44 µs).
+    // as uniform ones do at n >= 8 (dense b1 h128, 64 splits: one warp per head took 44 µs).
     combine_warps_per_head = plan.max_splits >= 8 * static_cast<int64_t>(p.b) ? kCombineWarps : 1;
   }
   // Measurement knob: SMLA_COMBINE_WARPS=1 or 4 forces the warps per head. Read once per process.
