@@ -78,6 +78,12 @@ __device__ void produce_dense_tma(const AttnParams& p, const Work& w, uint8_t* s
       st.valid[lane] = (bal >> (8 * (lane & 3))) & 0xffu;
     }
     __syncwarp();
+    if constexpr (kProducerIdle) {  // experiment (variant 8): the tile handed over unloaded
+      if (lane == 0) mbar_arrive(st.full);
+      cur = nxt;
+      nxt = ahead;
+      continue;
+    }
     const uint32_t tile = smem_addr(st.tile);
     const int row0 = ps > kKeys ? (kb * kKeys) % ps : 0;
     const uint32_t bar = whole ? smem_addr(st.full) : aux_addr;
