@@ -74,6 +74,9 @@ inline constexpr int kBarRawFree = 6;  // kNarrowBulk producers: every one has r
 inline constexpr int kBarPairRows = 7; // kBf16Pairs producers: every one's rows of a block are in
 inline constexpr int kBarAltReady = 8;  // kAlt: + block parity; the block's owner -> the other: P, m
 inline constexpr int kBarAltPRead = 10; // kAlt: + warpgroup; its four warps have read P
+inline constexpr int kBarSeeS0 = 8;     // kSeesaw: WG0 -> WG1: P0, M and a0 of an even block
+inline constexpr int kBarSeeS1 = 9;     // kSeesaw: WG1 -> WG0: P1, M and a1 of an odd block
+inline constexpr int kBarSeeQ = 11;     // kSeesawStagger: WG0 -> WG1: WG0's QK^T is done
 
 // Which keys of a block are real: one 32-bit ballot per (32-key round, producer warp) whose low
 // byte holds that warp's eight keys (32 bits so that a peer CTA's producer can st.async it).
@@ -513,6 +516,13 @@ constexpr int tile_offset(int r, int ch) {
 #endif
 template <int kRows, int kFmt>
 inline constexpr bool kAlt = SMLA_SD_ALT != 0 && kRows == 64 && kFmt == kDenseTma;
+// SMLA_SD_ALT=2: d_qk 576 runs the seesaw consumers instead (consumer_seesaw.cuh).
+template <int kD>
+inline constexpr bool kSeesaw = SMLA_SD_ALT == 2 && kD == 576;
+#ifndef SMLA_SD_SEESAW_STAGGER
+#define SMLA_SD_SEESAW_STAGGER 0
+#endif
+inline constexpr bool kSeesawStagger = SMLA_SD_SEESAW_STAGGER != 0;
 // Registers of the alternating consumers (each holds half of O, S and P) and their producer.
 inline constexpr int kRegsAlt = 208, kRegsProducerAlt = 88;
 static_assert(2 * kRegsAlt + kRegsProducerAlt <= 3 * launch_regs(cta_threads(64)), "alternating register budget");

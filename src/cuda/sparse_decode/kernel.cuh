@@ -22,6 +22,7 @@
 #include "cuda/sparse_decode/consumer_narrow_raw_ds.cuh"
 #include "cuda/sparse_decode/consumer_narrow_raw_ds32.cuh"
 #include "cuda/sparse_decode/consumer_narrow_wgmma.cuh"
+#include "cuda/sparse_decode/consumer_seesaw.cuh"
 #include "cuda/sparse_decode/consumer_wide.cuh"
 #include "cuda/sparse_decode/producer.cuh"
 #include "cuda/sparse_decode/producer_dense_tma.cuh"
@@ -108,13 +109,13 @@ __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
     uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::bars);
     for (int s = 0; s < kStages; ++s) {
       mbar_init(bars + s, kTma ? 1 : producer_threads(kRows));
-      mbar_init(bars + kStages + s, kAlt ? alt_empty_count(s, 0) : (consumer_threads(kRows) / 32) * (pair ? kPairCtas : 1));
+      mbar_init(bars + kStages + s, kAlt ? (kSeesaw<kD> ? seesaw_empty_count(s, 0) : alt_empty_count(s, 0)) : (consumer_threads(kRows) / 32) * (pair ? kPairCtas : 1));
     }
     if constexpr (kAlt) {
       uint64_t* bars_b = reinterpret_cast<uint64_t*>(smem + S::alt_bars);
       for (int s = 0; s < kStages; ++s) {
         mbar_init(bars_b + s, 1);
-        mbar_init(bars_b + kStages + s, alt_empty_count(s, 1));
+        mbar_init(bars_b + kStages + s, kSeesaw<kD> ? seesaw_empty_count(s, 1) : alt_empty_count(s, 1));
       }
       mbar_init(bars_b + 2 * kStages, 1);
     }
@@ -236,11 +237,13 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt>(), 1) sparse_decod
     if (wg == 0) {
       setmaxnreg_to<kRegsAlt, kEntry>();
       load_q<kRows, kD>(p, w, smem);
-      consume_alt<kD, kSw, kMaxLogits, 0>(p, w, smem);
+      if constexpr (kSeesaw<kD>) consume_seesaw<kD, 0>(p, w, smem);
+      else consume_alt<kD, kSw, kMaxLogits, 0>(p, w, smem);
     } else if (wg == 1) {
       setmaxnreg_to<kRegsAlt, kEntry>();
       load_q<kRows, kD>(p, w, smem);
-      consume_alt<kD, kSw, kMaxLogits, 1>(p, w, smem);
+      if constexpr (kSeesaw<kD>) consume_seesaw<kD, 1>(p, w, smem);
+      else consume_alt<kD, kSw, kMaxLogits, 1>(p, w, smem);
     } else {
       setmaxnreg_to<kRegsProducerAlt, kEntry>();
       produce_dense_tma<kRows, kD, true>(p, w, smem);
