@@ -59,42 +59,6 @@ __device__ __forceinline__ void seesaw_qk(float (&sc)[8][4], uint8_t* smem, int 
   wgmma_commit();
 }
 
-// O[:, half] += P V, P from registers (issued and committed).
-template <int kD>
-__device__ __forceinline__ void seesaw_pv_rs(float (&o)[32][4], const uint32_t (&pk)[8][2], uint64_t dv) {
-  using T = WideTiles<kD, true>;
-  uint32_t a[4][4];
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    a[kk][0] = pk[2 * kk][0];
-    a[kk][1] = pk[2 * kk][1];
-    a[kk][2] = pk[2 * kk + 1][0];
-    a[kk][3] = pk[2 * kk + 1][1];
-  }
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    const uint64_t d = desc_add(dv, kk * T::kVKStep);
-    wgmma_m64n128k16_rs(o_lo(o), a[kk], d);
-    wgmma_m64n128k16_rs(o_hi(o), a[kk], desc_add(d, T::kVHi));
-  }
-  wgmma_commit();
-}
-
-// O[:, half] += P V, P from a swizzled tile (issued and committed).
-template <int kD>
-__device__ __forceinline__ void seesaw_pv_ss(float (&o)[32][4], uint64_t dp, uint64_t dv) {
-  using T = WideTiles<kD, true>;
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    const uint64_t d = desc_add(dv, kk * T::kVKStep);
-    wgmma_m64n128k16_ss_tb(o_lo(o), desc_add(dp, kk * 2), d, 1);
-    wgmma_m64n128k16_ss_tb(o_hi(o), desc_add(dp, kk * 2), desc_add(d, T::kVHi), 1);
-  }
-  wgmma_commit();
-}
-
 // This thread's P fragment (rows r0 = 16 wq + g and r0 + 8) into a swizzled P tile: element
 // (r, key) at (r / 8) * 1024 + (r % 8) * 128 + ((key / 8) ^ (r % 8)) * 16 + (key % 8) * 2.
 __device__ __forceinline__ void seesaw_store_p(uint8_t* tile, const uint32_t (&pk)[8][2], int r0, int g, int c) {
@@ -128,6 +92,15 @@ __device__ void consume_seesaw(const AttnParams& p, const Work& w, uint8_t* smem
   float l0 = 0.f, l1 = 0.f;              // sums of this warpgroup's P, this thread's columns, against M
   const int nb = w.kb_end - w.kb_begin;
   const AltStage<kD> k0(smem, 0), k1(smem, 1);
+  // The rows' maxima and factors for the other warpgroup.
+  auto publish = [&](float* s_m, float* s_a, float a0, float a1) {
+    if (c == 0) {
+      s_m[r0] = m0;
+      s_m[r1] = m1;
+      s_a[r0] = a0;
+      s_a[r1] = a1;
+    }
+  };
   auto wait_tile = [&](const AltStage<kD>& st, int j) {
     mbar_wait(st.full(0), j & 1);
     mbar_wait(st.full(1), j & 1);
@@ -148,6 +121,16 @@ __device__ void consume_seesaw(const AttnParams& p, const Work& w, uint8_t* smem
     m0 = n0;
     m1 = n1;
   };
+  // Softmax of the block in stage s, its P into that tile's RoPE box and the maxima and factors
+  // into shared memory, then "ready" to the other warpgroup (which reads P with wgmma).
+  auto hand_over = [&](const AltStage<kD>& st, int s, float ma0, float ma1, uint32_t (&pk)[8][2], float& a0, float& a1,
+                       float* s_m, float* s_a, int bar) {
+    softmax(st, ma0, ma1, pk, a0, a1);
+    seesaw_store_p(T::p_tile(smem, s), pk, r0, g, c);
+    publish(s_m, s_a, a0, a1);
+    fence_proxy_async();
+    named_bar_arrive(bar, kConsumerThreads);
+  };
 
   if constexpr (kWg == 0) {
     if (nb > 0) {
@@ -162,19 +145,10 @@ __device__ void consume_seesaw(const AttnParams& p, const Work& w, uint8_t* smem
       constexpr bool kHas1 = decltype(has1_c)::value, kNext = decltype(next_c)::value;
       uint32_t pk[8][2];
       float a0, a1;
-      softmax(k0, m0, m1, pk, a0, a1);
-      seesaw_store_p(T::p_tile(smem, 0), pk, r0, g, c);
-      if (c == 0) {
-        s_m0[r0] = m0;
-        s_m0[r1] = m1;
-        s_a0[r0] = a0;
-        s_a0[r1] = a1;
-      }
-      fence_proxy_async();  // WG1 reads P0 with wgmma
-      named_bar_arrive(kBarSeeS0, kConsumerThreads);
+      hand_over(k0, 0, m0, m1, pk, a0, a1, s_m0, s_a0, kBarSeeS0);
       k0.release(1, lane);
       rescale_o(o, a0, a1);
-      seesaw_pv_rs<kD>(o, pk, T::v(smem, 0, 0));
+      issue_pv_from_registers<WideTiles<kD, true>>(o, pk, T::v(smem, 0, 0));
       if constexpr (kHas1) {
         named_bar_sync(kBarSeeS1, kConsumerThreads);
         const float b0 = s_a1[r0], b1 = s_a1[r1];
@@ -186,7 +160,7 @@ __device__ void consume_seesaw(const AttnParams& p, const Work& w, uint8_t* smem
         l0 *= b0;
         l1 *= b1;
         rescale_o(o, b0, b1);
-        seesaw_pv_ss<kD>(o, T::p_desc(smem, 1), T::v(smem, 1, 0));
+        issue_pv_from_shared<WideTiles<kD, true>, 2>(o, T::p_desc(smem, 1), T::v(smem, 1, 0));
         wgmma_wait<0>();
         reg_fence(o);
         k1.release(0, lane);
@@ -231,25 +205,16 @@ __device__ void consume_seesaw(const AttnParams& p, const Work& w, uint8_t* smem
       l0 *= e0;
       l1 *= e1;
       rescale_o(o, e0, e1);
-      seesaw_pv_ss<kD>(o, T::p_desc(smem, 0), T::v(smem, 0, 1));
+      issue_pv_from_shared<WideTiles<kD, true>, 2>(o, T::p_desc(smem, 0), T::v(smem, 0, 1));
       if constexpr (kHas1) {
         uint32_t pk[8][2];
         float a0, a1;
-        softmax(k1, n0, n1, pk, a0, a1);
-        seesaw_store_p(T::p_tile(smem, 1), pk, r0, g, c);
-        if (c == 0) {
-          s_m1[r0] = m0;
-          s_m1[r1] = m1;
-          s_a1[r0] = a0;
-          s_a1[r1] = a1;
-        }
-        fence_proxy_async();  // WG0 reads P1 with wgmma
-        named_bar_arrive(kBarSeeS1, kConsumerThreads);
+        hand_over(k1, 1, n0, n1, pk, a0, a1, s_m1, s_a1, kBarSeeS1);
         wgmma_wait<0>();
         reg_fence(o);
         k0.release(1, lane);
         rescale_o(o, a0, a1);
-        seesaw_pv_rs<kD>(o, pk, T::v(smem, 1, 1));
+        issue_pv_from_registers<WideTiles<kD, true>>(o, pk, T::v(smem, 1, 1));
         wgmma_wait<0>();
         reg_fence(o);
         k1.release(1, lane);

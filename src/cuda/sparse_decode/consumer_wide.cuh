@@ -63,25 +63,26 @@ __device__ __forceinline__ void exp_pack_p(const float (&sc)[8][4], float m0, fl
   }
 }
 
-// Issues O[:, half] += P V with P from shared memory (descriptor dp) and V from dv; commits
-// the group without waiting for it.
-template <class T>
+// Issues O[:, half] += P V with P from shared memory (descriptor dp; kPStep: 16-byte units
+// from one 16-key step of P to the next, 16 for core matrices, 2 for the 128-byte swizzle) and
+// V from dv; commits the group without waiting for it.
+template <class T, uint32_t kPStep = 16>
 __device__ __forceinline__ void issue_pv_from_shared(float (&o)[32][4], uint64_t dp, uint64_t dv) {
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
     const uint64_t d = desc_add(dv, kk * T::kVKStep);
-    wgmma_m64n128k16_ss_tb(o_lo(o), desc_add(dp, kk * 16), d, 1);
-    wgmma_m64n128k16_ss_tb(o_hi(o), desc_add(dp, kk * 16), desc_add(d, T::kVHi), 1);
+    wgmma_m64n128k16_ss_tb(o_lo(o), desc_add(dp, kk * kPStep), d, 1);
+    wgmma_m64n128k16_ss_tb(o_hi(o), desc_add(dp, kk * kPStep), desc_add(d, T::kVHi), 1);
   }
   wgmma_commit();
 }
 
-// O[:, half] += P V with P from registers (pk: the softmax's packed bf16 pairs, this thread's
-// accumulator fragment of the 64 x 64 P) and V from the descriptor dv (keys 0..15 of the half);
-// waits for the wgmmas.
+// Issues O[:, half] += P V with P from registers (pk: the softmax's packed bf16 pairs, this
+// thread's accumulator fragment of the 64 x 64 P) and V from the descriptor dv (keys 0..15 of
+// the half); commits the group without waiting for it.
 template <class T>
-__device__ __forceinline__ void pv_from_registers(float (&o)[32][4], const uint32_t (&pk)[8][2], uint64_t dv) {
+__device__ __forceinline__ void issue_pv_from_registers(float (&o)[32][4], const uint32_t (&pk)[8][2], uint64_t dv) {
   uint32_t a[4][4];
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
@@ -98,9 +99,14 @@ __device__ __forceinline__ void pv_from_registers(float (&o)[32][4], const uint3
     wgmma_m64n128k16_rs(o_hi(o), a[kk], desc_add(d, T::kVHi));
   }
   wgmma_commit();
+}
+
+// The same, waiting for the wgmmas.
+template <class T>
+__device__ __forceinline__ void pv_from_registers(float (&o)[32][4], const uint32_t (&pk)[8][2], uint64_t dv) {
+  issue_pv_from_registers<T>(o, pk, dv);
   wgmma_wait<0>();
   reg_fence(o);
-  reg_fence(a);
 }
 
 // n0: K blocks the CTA handled before this unit (persistent CTAs; stage and phase continue).
