@@ -70,4 +70,15 @@ __device__ __forceinline__ float ue8m0_to_float(uint32_t byte) {
   return byte == 0 ? 5.877471754111438e-39f : __uint_as_float(byte << 23);
 }
 
+// A 4 x 4 byte transpose: a, b, c, d hold four bytes each of rows 0-3 (byte j: column j);
+// out[j] holds column j's four bytes (byte i: row i).
+__device__ __forceinline__ void transpose_4x4_bytes(uint32_t a, uint32_t b, uint32_t c, uint32_t d, uint32_t (&out)[4]) {
+  const uint32_t ab_lo = __byte_perm(a, b, 0x5140), ab_hi = __byte_perm(a, b, 0x7362);
+  const uint32_t cd_lo = __byte_perm(c, d, 0x5140), cd_hi = __byte_perm(c, d, 0x7362);
+  out[0] = __byte_perm(ab_lo, cd_lo, 0x5410);
+  out[1] = __byte_perm(ab_lo, cd_lo, 0x7632);
+  out[2] = __byte_perm(ab_hi, cd_hi, 0x5410);
+  out[3] = __byte_perm(ab_hi, cd_hi, 0x7632);
+}
+
 }  // namespace smla::cuda

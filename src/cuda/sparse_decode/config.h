@@ -77,6 +77,7 @@ inline constexpr int kBarAltPRead = 10; // kAlt: + warpgroup; its four warps hav
 inline constexpr int kBarSeeS0 = 8;     // kSeesaw: WG0 -> WG1: P0, M and a0 of an even block
 inline constexpr int kBarSeeS1 = 9;     // kSeesaw: WG1 -> WG0: P1, M and a1 of an odd block
 inline constexpr int kBarSeeQ = 11;     // kSeesawStagger: WG0 -> WG1: WG0's QK^T is done
+inline constexpr int kBarFp8POwn = kBarMerge;  // kDenseE4m3Fp8 (no narrow merge there): WG0's P is in
 
 // Which keys of a block are real: one 32-bit ballot per (32-key round, producer warp) whose low
 // byte holds that warp's eight keys (32 bits so that a peer CTA's producer can st.async it).
@@ -451,6 +452,17 @@ inline constexpr int kRawRowBytes = kFmt == static_cast<int>(CacheFormat::fp8_e4
 // the swizzled layout (kSwizzled) and the consumers' descriptors follow it. Pages of 16, 32
 // or a multiple of 64 tokens (a box never crosses a page); other pages take the bf16 kernels.
 inline constexpr int kDenseTma = 100;
+// Measurement build SMLA_SD_E4M3_FP8=1: dense decode of an fp8_e4m3 cache (d_qk 576) with fp8 q
+// above 32 heads on FP8 tensor cores (consumer_fp8.cuh), the kernel template's pseudo-format
+// kDenseE4m3Fp8: pages by the TMA unit as raw e4m3 (boxes of 64 one-byte columns, 64-byte
+// swizzle) into three K tiles, QK^T as e4m3 wgmmas on Q and K as they are, the producer
+// warpgroup transposing each block's values into K-major V^T (FP8 wgmma reads B K-major only),
+// and P V as e4m3 wgmmas on P split into hi + lo parts (P x 256 in e4m3, then the rest).
+#ifndef SMLA_SD_E4M3_FP8
+#define SMLA_SD_E4M3_FP8 0
+#endif
+inline constexpr bool kE4m3Fp8 = SMLA_SD_E4M3_FP8 != 0;
+inline constexpr int kDenseE4m3Fp8 = 101;
 // The bf16 gather producer (sparse prefill, sparse decode of a bf16 cache, dense decode off the
 // TMA path) writes the same 128-byte-swizzled layout, eight lanes per row, so that each
 // warp-wide copy reads four whole 128-byte lines and the eight lanes of a row land on distinct
@@ -492,9 +504,12 @@ static_assert(!(kBf16Pairs && kBf16Sw128), "SMLA_SD_BF16_PAIRS=1 needs SMLA_SD_B
 // persistent only with kBf16Persistent, and neither on the TMA path).
 constexpr bool bf16_rows(int fmt) { return fmt == static_cast<int>(CacheFormat::bf16) || fmt == kDenseTma; }
 // Kernels that also serve dense decode (keys from the block table, work.cuh).
-constexpr bool serves_dense(int fmt) { return bf16_rows(fmt) || fmt == static_cast<int>(CacheFormat::fp8_e4m3); }
+constexpr bool serves_dense(int fmt) {
+  return bf16_rows(fmt) || fmt == static_cast<int>(CacheFormat::fp8_e4m3) || fmt == kDenseE4m3Fp8;
+}
 constexpr bool has_persistent(int rows, int fmt) {
-  return rows == 64 && (!bf16_rows(fmt) || (kBf16Persistent && fmt == static_cast<int>(CacheFormat::bf16)));
+  return rows == 64 && fmt != kDenseE4m3Fp8 &&
+         (!bf16_rows(fmt) || (kBf16Persistent && fmt == static_cast<int>(CacheFormat::bf16)));
 }
 
 // Shared memory, in bytes from the dynamic base (no swizzle: 16-byte alignment suffices). Q and K tiles are wgmma core-
@@ -561,9 +576,34 @@ struct Smem {
 };
 
 // Dynamic shared memory of the kernel for these rows, d_qk and format.
+// Shared memory of the FP8 tiles (kDenseE4m3Fp8, d_qk 576, 64 rows): Q and three K tiles of
+// e4m3 as nine boxes of 64 rows x 64 bytes each, two V^T tiles (512 value columns x 64 keys),
+// the P hi and lo tiles (64 x 64 e4m3), the row factors and valid-key words, and the barriers:
+// K full / empty [3], V^T full / empty [2], aux. Every tile on a 1024-byte boundary.
+struct Fp8Smem {
+  static constexpr int kKStages = 3, kVStages = 2;
+  static constexpr size_t kBox = 64 * 64;
+  static constexpr size_t kKBytes = 9 * kBox, kVtBytes = 512 * 64, kPBytes = 64 * 64;
+  static constexpr size_t q = 0;
+  static constexpr size_t k = q + kKBytes;
+  static constexpr size_t vt = k + kKStages * kKBytes;
+  static constexpr size_t p = vt + kVStages * kVtBytes;  // P hi, then P lo
+  static constexpr size_t scale = p + 2 * kPBytes;         // float[64] row rescale factors
+  static constexpr size_t factor = scale + 64 * 4;         // float[64] final row factors
+  static constexpr size_t valid = factor + 64 * 4;         // uint32[kKStages][8] key masks
+  static constexpr size_t bars = valid + kValidBytes * kKStages;
+  static constexpr size_t bytes = bars + (2 * kKStages + 2 * kVStages + 1) * 8;
+  static_assert(bars % 8 == 0 && bytes <= 232448, "FP8 shared-memory plan");
+};
+// Registers of the FP8 tiles' roles: WG0 (S, O[:, 0:256], P's conversion), WG1 (O[:, 256:512]),
+// the producer warpgroup (the TMA issue and the V transpose: 16 rows of 16 bytes a thread).
+inline constexpr int kRegsFp8Wg0 = 224, kRegsFp8Wg1 = 160, kRegsFp8Producer = 120;
+static_assert(kRegsFp8Wg0 + kRegsFp8Wg1 + kRegsFp8Producer <= 3 * launch_regs(cta_threads(64)), "FP8 register budget");
+
 template <int kRows, int kD, int kFmt>
 constexpr size_t smem_bytes() {
-  if constexpr (kRawConsumer<kRows, kFmt>) return RingSmem<kRows, kFmt>::bytes;
+  if constexpr (kFmt == kDenseE4m3Fp8) return Fp8Smem::bytes;
+  else if constexpr (kRawConsumer<kRows, kFmt>) return RingSmem<kRows, kFmt>::bytes;
   else return Smem<kRows, kD, raw_slots<kRows, kFmt>(), kRawRowBytes<kFmt>>::bytes;
 }
 

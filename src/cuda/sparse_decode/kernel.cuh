@@ -18,6 +18,7 @@
 #include "cuda/common/pdl.cuh"
 #include "cuda/sparse_decode/config.h"
 #include "cuda/sparse_decode/consumer_alt.cuh"
+#include "cuda/sparse_decode/consumer_fp8.cuh"
 #include "cuda/sparse_decode/consumer_narrow_raw.cuh"
 #include "cuda/sparse_decode/consumer_narrow_raw_ds.cuh"
 #include "cuda/sparse_decode/consumer_narrow_raw_ds32.cuh"
@@ -26,6 +27,7 @@
 #include "cuda/sparse_decode/consumer_wide.cuh"
 #include "cuda/sparse_decode/producer.cuh"
 #include "cuda/sparse_decode/producer_dense_tma.cuh"
+#include "cuda/sparse_decode/producer_e4m3_fp8.cuh"
 #include "cuda/sparse_decode/producer_raw_ring.cuh"
 #include "cuda/sparse_decode/timeline.cuh"
 #include "cuda/sparse_decode/work.cuh"
@@ -185,6 +187,28 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
   if constexpr (kPair) cluster_sync();  // no CTA leaves while its peer may still write or arrive in its shared memory
 }
 
+// The FP8 tiles' roles (kDenseE4m3Fp8, consumer_fp8.cuh): two consumer warpgroups, the producer
+// warpgroup (TMA pages and the V transpose).
+template <int kRows, int kFmt>
+__device__ void fp8_tile_roles(const AttnParams& p, const Work& w, uint8_t* smem) {
+  init_fp8_barriers(smem);
+  __syncthreads();
+  const int wg = threadIdx.x / 128;
+  constexpr int kEntry = launch_regs(kernel_threads<kRows, kFmt>());
+  if (wg == 0) {
+    setmaxnreg_to<kRegsFp8Wg0, kEntry>();
+    load_q_e4m3(p, w, smem);
+    consume_fp8_wg0(p, w, smem);
+  } else if (wg == 1) {
+    setmaxnreg_to<kRegsFp8Wg1, kEntry>();
+    load_q_e4m3(p, w, smem);
+    consume_fp8_wg1(p, w, smem);
+  } else {
+    setmaxnreg_to<kRegsFp8Producer, kEntry>();
+    produce_e4m3_fp8(p, w, smem);
+  }
+}
+
 // kPair: launched as two-CTA clusters along grid.y (config.h, kPairCtas). A separate
 // instantiation, so that kernels which never pair carry none of its code. kPersist: the CTA
 // walks the unit grid p.unit_g{x,y,z} (persistent_units). kLogits: the consumers also keep each
@@ -208,6 +232,9 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt>(), 1) sparse_decod
   }
   Work w = make_work<serves_dense(kFmt)>(p);
   if (!w.active) return;  // uniform across the CTA (and across a pair: both own the same keys)
+  if constexpr (kFmt == kDenseE4m3Fp8) {
+    fp8_tile_roles<kRows, kFmt>(p, w, smem);
+  } else {
   if constexpr (kPair) {
     w.pair = true;
     w.rank = static_cast<int>(cluster_ctarank());
@@ -298,6 +325,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt>(), 1) sparse_decod
     }
   }
   if constexpr (kPair) cluster_sync();  // no CTA leaves while its peer may still write or arrive in its shared memory
+  }
 }
 
 }  // namespace smla::cuda::sparse_decode_family

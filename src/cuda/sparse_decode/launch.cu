@@ -73,8 +73,10 @@ bool takes_prefill(const uint8_t* kv, int64_t row_stride_bytes, int d_qk) {
 
 // Dense decode on the TMA producer: pages a box never crosses (16, 32 or a multiple of 64
 // tokens) and addresses the TMA unit takes (16-byte aligned base and page stride), unless
-// SMLA_DENSE_DECODE_KERNEL=gather asks for the cp.async producer. Fills p.kv_map.
-bool dense_tma_map(AttnParams& p) {
+// SMLA_DENSE_DECODE_KERNEL=gather asks for the cp.async producer. Fills p.kv_map: boxes of 64
+// bf16 columns in the 128-byte swizzle, or (e4m3, the FP8 tiles) 64 one-byte columns in the
+// 64-byte swizzle.
+bool dense_tma_map(AttnParams& p, bool e4m3 = false) {
   static const bool gather = env_is("SMLA_DENSE_DECODE_KERNEL", "gather");
   const int ps = p.main.page_size;
   if (!p.dense || gather || !(ps == 16 || ps == 32 || ps % 64 == 0) || !aligned16(p.main.base, p.main.page_stride))
@@ -93,11 +95,12 @@ bool dense_tma_map(AttnParams& p) {
   if (encode == nullptr) return false;
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(p.d_qk), static_cast<cuuint64_t>(ps),
                               static_cast<cuuint64_t>(p.main.num_blocks)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(p.d_qk) * 2, static_cast<cuuint64_t>(p.main.page_stride)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(p.d_qk) * (e4m3 ? 1 : 2), static_cast<cuuint64_t>(p.main.page_stride)};
   const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(ps < 64 ? ps : 64), 1};
   const cuuint32_t unit[3] = {1, 1, 1};
-  return encode(&p.kv_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<uint8_t*>(p.main.base), dims, strides, box,
-                unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+  return encode(&p.kv_map, e4m3 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
+                const_cast<uint8_t*>(p.main.base), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                e4m3 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
@@ -110,6 +113,12 @@ void launch(const AttnParams& p_in, int rows, dim3 grid, cudaStream_t stream) {
   p.dense_cta_order =
       p.dense && static_cast<int64_t>(grid.x) * grid.y * grid.z >= 2 * static_cast<int64_t>(current_device_info().sm_count);
   if (fmt == kE4) {  // dense decode: 16/32-row tiles, and with kE4m3Wide 64-row ones (takes_dense)
+    if constexpr (kE4m3Fp8) {  // fp8 q above 32 heads on FP8 tensor cores (consumer_fp8.cuh)
+      if (rows == 64 && p.q_kind == 2 && p.d_qk == 576 && dense_tma_map(p, true)) {
+        launch_instance<64, 576, kDenseE4m3Fp8, false>(p, grid, false, stream);
+        return;
+      }
+    }
     if (rows == 16) launch_instance<16, 576, kE4, false>(p, grid, false, stream);
     else if (rows == 32) launch_instance<32, 576, kE4, false>(p, grid, false, stream);
     else if constexpr (kE4m3Wide) {
