@@ -97,7 +97,7 @@ __device__ void consume_fp8_wg0(const AttnParams& p, const Work& w, uint8_t* sme
     reg_fence(sc);
     const uint64_t valid = block_valid_mask(t.valid(sk));
     __syncwarp();
-    if (lane == 0) mbar_arrive(t.k_empty(sk));  // its V^T is the producer's (it also arrives)
+    if (lane == 0) mbar_arrive(t.k_empty(sk));  // QK^T is done with the tile (the transpose arrives too)
 
     // ---- mask, online softmax (log2 domain; exact maxima: P <= 1)
     float mx0, mx1;
