@@ -552,10 +552,11 @@ TEST(GpuDenseDecode, Fp8CacheOnFamily) {
   run_dense_decode({CacheFormat::fp8_e4m3, DType::bf16, 576, 2, 2, 16, 1, 64, 128, true, false, -1, true});
 }
 
-// fp8_e4m3 caches above 32 heads, bf16 and fp8 q: the generic kernel, or with the measurement
-// build SMLA_SD_E4M3_WIDE=1 the family's 64-row tiles (pairs of them at 65-128 heads, the
-// persistent kernel beyond one wave): head tiles, causal tokens, odd pages, NaN bytes in every
-// slot a call must skip, one long request split over many CTAs.
+// fp8_e4m3 caches above 32 heads, bf16 and fp8 q: the family's 64-row tiles (pairs of them at
+// 65-128 heads, the persistent kernel beyond one wave; SMLA_SD_E4M3_WIDE=0 builds the generic
+// kernel; with the measurement build SMLA_SD_E4M3_FP8=1, fp8 q on pages of 16, 32 or 64k tokens
+// runs the FP8 tiles): head tiles, causal tokens, odd pages, NaN bytes in every slot a call must
+// skip, one long request split over many CTAs.
 TEST(GpuDenseDecode, Fp8CacheWideHeads) {
   for (int h : {40, 64, 96, 128})
     for (int s_q : {1, 2})
