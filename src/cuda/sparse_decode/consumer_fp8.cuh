@@ -69,7 +69,7 @@ __device__ __forceinline__ void pv_fp8(float (&o)[32][4], const Fp8Tiles& t, int
   wgmma_commit();
 }
 
-__device__ void consume_fp8_wg0(const AttnParams& p, const Work& w, uint8_t* smem) {
+inline __device__ void consume_fp8_wg0(const AttnParams& p, const Work& w, uint8_t* smem) {
   const Fp8Tiles t{smem};
   const int lane = threadIdx.x & 31, wq = (threadIdx.x >> 5) & 3;
   const int g = lane >> 2, c = lane & 3;
@@ -156,7 +156,7 @@ __device__ void consume_fp8_wg0(const AttnParams& p, const Work& w, uint8_t* sme
   }
 }
 
-__device__ void consume_fp8_wg1(const AttnParams& p, const Work& w, uint8_t* smem) {
+inline __device__ void consume_fp8_wg1(const AttnParams& p, const Work& w, uint8_t* smem) {
   const Fp8Tiles t{smem};
   const int lane = threadIdx.x & 31, wq = (threadIdx.x >> 5) & 3;
   const int r0 = 16 * wq + (lane >> 2), r1 = r0 + 8;

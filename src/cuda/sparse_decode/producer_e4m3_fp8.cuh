@@ -38,7 +38,7 @@ __device__ __forceinline__ void transpose_values(const uint8_t* k, uint8_t* vt, 
   }
 }
 
-__device__ void produce_e4m3_fp8(const AttnParams& p, const Work& w, uint8_t* smem) {
+inline __device__ void produce_e4m3_fp8(const AttnParams& p, const Work& w, uint8_t* smem) {
   constexpr int kK = Fp8Smem::kKStages, kBoxes = 576 / 64;
   const Fp8Tiles t{smem};
   const int pt = static_cast<int>(threadIdx.x) - kConsumerThreads, warp = pt >> 5, lane = pt & 31;
