@@ -462,6 +462,10 @@ inline constexpr int kDenseTma = 100;
 #define SMLA_SD_E4M3_FP8 0
 #endif
 inline constexpr bool kE4m3Fp8 = SMLA_SD_E4M3_FP8 != 0;
+#ifndef SMLA_SD_E4M3_FP8_PROMOTE
+#define SMLA_SD_E4M3_FP8_PROMOTE 0
+#endif
+inline constexpr bool kFp8Promote = SMLA_SD_E4M3_FP8_PROMOTE != 0;
 inline constexpr int kDenseE4m3Fp8 = 101;
 // The bf16 gather producer (sparse prefill, sparse decode of a bf16 cache, dense decode off the
 // TMA path) writes the same 128-byte-swizzled layout, eight lanes per row, so that each

@@ -8,6 +8,8 @@
 // 2^-17 (bench/micro/fp8_pv_transpose.cu checked the V^T layout and the product); O comes out
 // 256 times too large, which the final factor takes back. The row sums use P in float32.
 // Q (e4m3, q_scale in the logits' scale) is loaded once into nine boxes of the K tiles' layout.
+// SMLA_SD_E4M3_FP8_PROMOTE=1: QK^T in three sums of 192 values added in float32 (the tensor
+// cores' own sum of e4m3 products keeps fewer bits), for when lse needs it.
 #pragma once
 
 #include <cuda_fp8.h>
@@ -88,13 +90,31 @@ inline __device__ void consume_fp8_wg0(const AttnParams& p, const Work& w, uint8
     // ---- S = Q K^T: 64 heads x 64 keys
     float sc[8][4];
     const uint64_t dk = gmma_desc_sw64(smem_addr(t.k_tile(sk)));
-    wgmma_fence();
+    if constexpr (kFp8Promote) {  // three sums of 192 values, added in float32
+      float part[8][4];
 #pragma unroll
-    for (int ks = 0; ks < 576 / 32; ++ks)
-      wgmma_m64n64k32_ss_e4m3(sc, desc_add(dq, Fp8Tiles::qk_step(ks)), desc_add(dk, Fp8Tiles::qk_step(ks)), ks > 0);
-    wgmma_commit();
-    wgmma_wait<0>();
-    reg_fence(sc);
+      for (int chunk = 0; chunk < 3; ++chunk) {
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 6 * chunk; ks < 6 * chunk + 6; ++ks)
+          wgmma_m64n64k32_ss_e4m3(part, desc_add(dq, Fp8Tiles::qk_step(ks)), desc_add(dk, Fp8Tiles::qk_step(ks)), ks > 6 * chunk);
+        wgmma_commit();
+        wgmma_wait<0>();
+        reg_fence(part);
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) sc[nt][e] = chunk == 0 ? part[nt][e] : sc[nt][e] + part[nt][e];
+      }
+    } else {
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < 576 / 32; ++ks)
+        wgmma_m64n64k32_ss_e4m3(sc, desc_add(dq, Fp8Tiles::qk_step(ks)), desc_add(dk, Fp8Tiles::qk_step(ks)), ks > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      reg_fence(sc);
+    }
     const uint64_t valid = block_valid_mask(t.valid(sk));
     __syncwarp();
     if (lane == 0) mbar_arrive(t.k_empty(sk));  // QK^T is done with the tile (the transpose arrives too)
