@@ -579,7 +579,6 @@ struct Smem {
   static_assert(bytes <= 232448, "shared-memory plan exceeds the 227 KB opt-in limit");
 };
 
-// Dynamic shared memory of the kernel for these rows, d_qk and format.
 // Shared memory of the FP8 tiles (kDenseE4m3Fp8, d_qk 576, 64 rows): Q and three K tiles of
 // e4m3 as nine boxes of 64 rows x 64 bytes each, two V^T tiles (512 value columns x 64 keys),
 // the P hi and lo tiles (64 x 64 e4m3), the row factors and valid-key words, and the barriers:
@@ -604,6 +603,7 @@ struct Fp8Smem {
 inline constexpr int kRegsFp8Wg0 = 224, kRegsFp8Wg1 = 160, kRegsFp8Producer = 120;
 static_assert(kRegsFp8Wg0 + kRegsFp8Wg1 + kRegsFp8Producer <= 3 * launch_regs(cta_threads(64)), "FP8 register budget");
 
+// Dynamic shared memory of the kernel for these rows, d_qk and format.
 template <int kRows, int kD, int kFmt>
 constexpr size_t smem_bytes() {
   if constexpr (kFmt == kDenseE4m3Fp8) return Fp8Smem::bytes;

@@ -90,30 +90,25 @@ inline __device__ void consume_fp8_wg0(const AttnParams& p, const Work& w, uint8
     // ---- S = Q K^T: 64 heads x 64 keys
     float sc[8][4];
     const uint64_t dk = gmma_desc_sw64(smem_addr(t.k_tile(sk)));
-    if constexpr (kFp8Promote) {  // three sums of 192 values, added in float32
-      float part[8][4];
+    // kFp8Promote: three sums of 192 values (into `part`), added in float32; else one of 576
+    constexpr int kChunks = kFp8Promote ? 3 : 1, kSteps = 576 / 32 / kChunks;
+    float part[8][4];
+    float (&acc)[8][4] = kFp8Promote ? part : sc;
 #pragma unroll
-      for (int chunk = 0; chunk < 3; ++chunk) {
-        wgmma_fence();
+    for (int chunk = 0; chunk < kChunks; ++chunk) {
+      wgmma_fence();
 #pragma unroll
-        for (int ks = 6 * chunk; ks < 6 * chunk + 6; ++ks)
-          wgmma_m64n64k32_ss_e4m3(part, desc_add(dq, Fp8Tiles::qk_step(ks)), desc_add(dk, Fp8Tiles::qk_step(ks)), ks > 6 * chunk);
-        wgmma_commit();
-        wgmma_wait<0>();
-        reg_fence(part);
+      for (int ks = kSteps * chunk; ks < kSteps * (chunk + 1); ++ks)
+        wgmma_m64n64k32_ss_e4m3(acc, desc_add(dq, Fp8Tiles::qk_step(ks)), desc_add(dk, Fp8Tiles::qk_step(ks)), ks > kSteps * chunk);
+      wgmma_commit();
+      wgmma_wait<0>();
+      reg_fence(acc);
+      if constexpr (kFp8Promote) {
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
           for (int e = 0; e < 4; ++e) sc[nt][e] = chunk == 0 ? part[nt][e] : sc[nt][e] + part[nt][e];
       }
-    } else {
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < 576 / 32; ++ks)
-        wgmma_m64n64k32_ss_e4m3(sc, desc_add(dq, Fp8Tiles::qk_step(ks)), desc_add(dk, Fp8Tiles::qk_step(ks)), ks > 0);
-      wgmma_commit();
-      wgmma_wait<0>();
-      reg_fence(sc);
     }
     const uint64_t valid = block_valid_mask(t.valid(sk));
     __syncwarp();
@@ -161,17 +156,18 @@ inline __device__ void consume_fp8_wg0(const AttnParams& p, const Work& w, uint8
   st1.l = quad_sum(st1.l);
   const RowResult res0 = finish_row(p, w, w.head0 + r0, st0.m, st0.l, r0 < w.heads);
   const RowResult res1 = finish_row(p, w, w.head0 + r1, st1.m, st1.l, r1 < w.heads);
+  const float f0 = res0.factor / kFp8PScale, f1 = res1.factor / kFp8PScale;  // O is 256 times P V
   if (c == 0) {
-    s_factor[r0] = res0.factor / kFp8PScale;
-    s_factor[r1] = res1.factor / kFp8PScale;
+    s_factor[r0] = f0;
+    s_factor[r1] = f1;
   }
   named_bar_arrive(kBarFinal, kConsumerThreads);
   if (r0 < w.heads) {
-    store_o_row(p, w, w.head0 + r0, 0, o, 0, res0.factor / kFp8PScale);
+    store_o_row(p, w, w.head0 + r0, 0, o, 0, f0);
     if (c == 0) store_lse(p, w, w.head0 + r0, res0.lse);
   }
   if (r1 < w.heads) {
-    store_o_row(p, w, w.head0 + r1, 0, o, 1, res1.factor / kFp8PScale);
+    store_o_row(p, w, w.head0 + r1, 0, o, 1, f1);
     if (c == 0) store_lse(p, w, w.head0 + r1, res1.lse);
   }
 }

@@ -235,96 +235,96 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt>(), 1) sparse_decod
   if constexpr (kFmt == kDenseE4m3Fp8) {
     fp8_tile_roles<kRows, kFmt>(p, w, smem);
   } else {
-  if constexpr (kPair) {
-    w.pair = true;
-    w.rank = static_cast<int>(cluster_ctarank());
-  }
+    if constexpr (kPair) {
+      w.pair = true;
+      w.rank = static_cast<int>(cluster_ctarank());
+    }
 
-  constexpr int kRaw = raw_slots<kRows, kFmt>();
-  if constexpr (kRawConsumer<kRows, kFmt>) {
-    if (threadIdx.x == 0) {
-      using RS = RingSmem<kRows, kFmt>;
-      uint64_t* bars = reinterpret_cast<uint64_t*>(smem + RS::bars);
-      for (int s = 0; s < RS::kRing; ++s) {
-        mbar_init(bars + s, kKeys);                                    // full: one arrive per copying lane
-        mbar_init(bars + RS::kRing + s, RS::kSplitDv ? 8 : 4);  // empty: one per warp that reads the slot
+    constexpr int kRaw = raw_slots<kRows, kFmt>();
+    if constexpr (kRawConsumer<kRows, kFmt>) {
+      if (threadIdx.x == 0) {
+        using RS = RingSmem<kRows, kFmt>;
+        uint64_t* bars = reinterpret_cast<uint64_t*>(smem + RS::bars);
+        for (int s = 0; s < RS::kRing; ++s) {
+          mbar_init(bars + s, kKeys);                                    // full: one arrive per copying lane
+          mbar_init(bars + RS::kRing + s, RS::kSplitDv ? 8 : 4);  // empty: one per warp that reads the slot
+        }
+        fence_mbarrier_init();  // the bulk copies complete on "full"
       }
-      fence_mbarrier_init();  // the bulk copies complete on "full"
-    }
-  } else {
-    init_stage_barriers<kRows, kD, kRaw, kTma, kAlt<kRows, kFmt>>(smem, w.pair);
-  }
-  __syncthreads();
-  if constexpr (kPair) cluster_sync();  // the peer's barriers are initialized before anyone writes or arrives there
-  if (kTimeline && threadIdx.x == 0) timeline_mark(2);
-
-  const int wg = threadIdx.x / 128;
-  constexpr int kEntry = launch_regs(kernel_threads<kRows, kFmt>());
-  if constexpr (kAlt<kRows, kFmt>) {
-    if (wg == 0) {
-      setmaxnreg_to<kRegsAlt, kEntry>();
-      load_q<kRows, kD>(p, w, smem);
-      if constexpr (kSeesaw<kD>) consume_seesaw<kD, 0>(p, w, smem);
-      else consume_alt<kD, kSw, kMaxLogits, 0>(p, w, smem);
-    } else if (wg == 1) {
-      setmaxnreg_to<kRegsAlt, kEntry>();
-      load_q<kRows, kD>(p, w, smem);
-      if constexpr (kSeesaw<kD>) consume_seesaw<kD, 1>(p, w, smem);
-      else consume_alt<kD, kSw, kMaxLogits, 1>(p, w, smem);
     } else {
-      setmaxnreg_to<kRegsProducerAlt, kEntry>();
-      produce_dense_tma<kRows, kD, true>(p, w, smem);
+      init_stage_barriers<kRows, kD, kRaw, kTma, kAlt<kRows, kFmt>>(smem, w.pair);
     }
-  } else if constexpr (kRows == 64) {
-    if (wg == 0) {
-      setmaxnreg_to<kRegsWg0, kEntry>();
-      load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3)>(p, w, smem);
-      if (kTimeline && threadIdx.x == 0) timeline_mark(3);
-      consume_wg0<kD, kPair, kSw, kMaxLogits>(p, w, smem);
-    } else if (wg == 1) {
-      setmaxnreg_to<kRegsWg1, kEntry>();
-      load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3)>(p, w, smem);
-      consume_wg1<kD, kPair, kSw>(p, w, smem);
-    } else {
-      setmaxnreg_to<kRegsProducerWide, kEntry>();
-      if constexpr (kTma) produce_dense_tma<kRows, kD>(p, w, smem);
-      else if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
-      else produce_packed<kRows, kFmt>(p, w, smem);
-    }
-  } else if constexpr (kRawConsumer<kRows, kFmt>) {
-    if (wg < kRawWgs<kRows, kFmt>) {
-      setmaxnreg_to<kRegsRawConsumer<kRows, kFmt>, kEntry>();
-      load_q_f16<kRows, kFmt>(p, w, smem);
-      if (kTimeline && threadIdx.x == 0) timeline_mark(3);
-      if constexpr (kRawSplitDv<kRows, kFmt>) consume_narrow_raw_ds32<kRows, kMaxLogits>(p, w, smem);
-      else if constexpr (kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)) consume_narrow_raw_ds<kRows, kMaxLogits>(p, w, smem);
-      else consume_narrow_raw<kRows>(p, w, smem);
-    } else {
-      setmaxnreg_to<kRegsRawProducer<kRows, kFmt>, kEntry>();
-      produce_raw_ring<kRows, kFmt>(p, w, smem);
-    }
-  } else {
-    if (wg < consumer_threads(kRows) / 128) {
-      setmaxnreg_to<kRegsConsumerNarrow, kEntry>();
-      load_q<kRows, kD>(p, w, smem);
-      if (kTimeline && threadIdx.x == 0) timeline_mark(3);
-      consume_narrow_wgmma<kRows, kD, kRaw, kSw, kMaxLogits>(p, w, smem);
-    } else {
-      setmaxnreg_to<kRegsProducerNarrow, kEntry>();
-      if constexpr (kTma) produce_dense_tma<kRows, kD>(p, w, smem);
-      else if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
-      else if constexpr (kRaw > 0) produce_narrow_bulk<kRows, kFmt>(p, w, smem);
-      else produce_packed<kRows, kFmt>(p, w, smem);
-    }
-  }
-  if constexpr (kTimeline) {
     __syncthreads();
-    if (threadIdx.x == 0) {
-      timeline_mark(9);
-      timeline_print(w.kb_end - w.kb_begin);
+    if constexpr (kPair) cluster_sync();  // the peer's barriers are initialized before anyone writes or arrives there
+    if (kTimeline && threadIdx.x == 0) timeline_mark(2);
+
+    const int wg = threadIdx.x / 128;
+    constexpr int kEntry = launch_regs(kernel_threads<kRows, kFmt>());
+    if constexpr (kAlt<kRows, kFmt>) {
+      if (wg == 0) {
+        setmaxnreg_to<kRegsAlt, kEntry>();
+        load_q<kRows, kD>(p, w, smem);
+        if constexpr (kSeesaw<kD>) consume_seesaw<kD, 0>(p, w, smem);
+        else consume_alt<kD, kSw, kMaxLogits, 0>(p, w, smem);
+      } else if (wg == 1) {
+        setmaxnreg_to<kRegsAlt, kEntry>();
+        load_q<kRows, kD>(p, w, smem);
+        if constexpr (kSeesaw<kD>) consume_seesaw<kD, 1>(p, w, smem);
+        else consume_alt<kD, kSw, kMaxLogits, 1>(p, w, smem);
+      } else {
+        setmaxnreg_to<kRegsProducerAlt, kEntry>();
+        produce_dense_tma<kRows, kD, true>(p, w, smem);
+      }
+    } else if constexpr (kRows == 64) {
+      if (wg == 0) {
+        setmaxnreg_to<kRegsWg0, kEntry>();
+        load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3)>(p, w, smem);
+        if (kTimeline && threadIdx.x == 0) timeline_mark(3);
+        consume_wg0<kD, kPair, kSw, kMaxLogits>(p, w, smem);
+      } else if (wg == 1) {
+        setmaxnreg_to<kRegsWg1, kEntry>();
+        load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3)>(p, w, smem);
+        consume_wg1<kD, kPair, kSw>(p, w, smem);
+      } else {
+        setmaxnreg_to<kRegsProducerWide, kEntry>();
+        if constexpr (kTma) produce_dense_tma<kRows, kD>(p, w, smem);
+        else if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
+        else produce_packed<kRows, kFmt>(p, w, smem);
+      }
+    } else if constexpr (kRawConsumer<kRows, kFmt>) {
+      if (wg < kRawWgs<kRows, kFmt>) {
+        setmaxnreg_to<kRegsRawConsumer<kRows, kFmt>, kEntry>();
+        load_q_f16<kRows, kFmt>(p, w, smem);
+        if (kTimeline && threadIdx.x == 0) timeline_mark(3);
+        if constexpr (kRawSplitDv<kRows, kFmt>) consume_narrow_raw_ds32<kRows, kMaxLogits>(p, w, smem);
+        else if constexpr (kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)) consume_narrow_raw_ds<kRows, kMaxLogits>(p, w, smem);
+        else consume_narrow_raw<kRows>(p, w, smem);
+      } else {
+        setmaxnreg_to<kRegsRawProducer<kRows, kFmt>, kEntry>();
+        produce_raw_ring<kRows, kFmt>(p, w, smem);
+      }
+    } else {
+      if (wg < consumer_threads(kRows) / 128) {
+        setmaxnreg_to<kRegsConsumerNarrow, kEntry>();
+        load_q<kRows, kD>(p, w, smem);
+        if (kTimeline && threadIdx.x == 0) timeline_mark(3);
+        consume_narrow_wgmma<kRows, kD, kRaw, kSw, kMaxLogits>(p, w, smem);
+      } else {
+        setmaxnreg_to<kRegsProducerNarrow, kEntry>();
+        if constexpr (kTma) produce_dense_tma<kRows, kD>(p, w, smem);
+        else if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
+        else if constexpr (kRaw > 0) produce_narrow_bulk<kRows, kFmt>(p, w, smem);
+        else produce_packed<kRows, kFmt>(p, w, smem);
+      }
     }
-  }
-  if constexpr (kPair) cluster_sync();  // no CTA leaves while its peer may still write or arrive in its shared memory
+    if constexpr (kTimeline) {
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        timeline_mark(9);
+        timeline_print(w.kb_end - w.kb_begin);
+      }
+    }
+    if constexpr (kPair) cluster_sync();  // no CTA leaves while its peer may still write or arrive in its shared memory
   }
 }
 
