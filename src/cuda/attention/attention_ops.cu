@@ -2,6 +2,7 @@
 // AttnParams and a plan, the warp-specialized family (src/cuda/sparse_decode/) where it takes
 // the call, else the generic gather-attention kernel.
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 
 #include "cuda/attention/attention_launch.h"
@@ -43,8 +44,12 @@ void set_outputs(AttnParams& p, const TensorView& out, const TensorView& lse) {
 // AttnParams::q_kind of a query dtype: 0 bf16, 1 fp16, 2 fp8_e4m3.
 int q_kind(DType t) { return t == DType::f16 ? 1 : (t == DType::fp8_e4m3 ? 2 : 0); }
 
+// The kernels' masked logits are -inf times this scale: a product of positive scales that
+// underflows to 0 is kept at the smallest normal float, so -inf stays -inf (not NaN).
+float positive_scale(float s) { return std::max(s, FLT_MIN); }
+
 float scale_log2(const std::optional<float>& s, int d_qk) {
-  return (s ? *s : 1.0f / std::sqrt(static_cast<float>(d_qk))) * kLog2e;
+  return positive_scale((s ? *s : 1.0f / std::sqrt(static_cast<float>(d_qk))) * kLog2e);
 }
 
 AttnParams sparse_decode_params(const SparseDecodeArgs& a) {
@@ -160,11 +165,11 @@ AttnParams dense_decode_params(const DenseDecodeArgs& a) {
   // fp8 values convert to 16 bits exactly; their scales go to the fp32 logits and output
   // instead, so the tensor cores see the dequantized inputs without a second rounding.
   if (p.q_kind == 2) {
-    p.scale_log2 *= p.q_scale;
+    p.scale_log2 = positive_scale(p.scale_log2 * p.q_scale);
     p.q_scale = 1.0f;
   }
   if (a.cache.format == CacheFormat::fp8_e4m3) {
-    p.scale_log2 *= p.main.k_scale;
+    p.scale_log2 = positive_scale(p.scale_log2 * p.main.k_scale);
     p.out_scale = p.main.k_scale;
     p.main.k_scale = 1.0f;
   }

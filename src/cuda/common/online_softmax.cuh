@@ -44,6 +44,40 @@ __device__ __forceinline__ void mask_scale_rowmax(float (&sc)[kNT][4], uint64_t 
   }
 }
 
+// The block's masked keys (bit nt * 8 + 2 c + e of `valid` clear, 2 c the thread's first column)
+// become -inf, unscaled; a block whose keys are all valid (most of them, and the test is
+// uniform across the CTA) skips the bit tests. Returns each row's maximum over this thread's
+// raw logits: the scale (positive) enters later, with each exponent's FFMA.
+template <int kNT>
+__device__ __forceinline__ void mask_rowmax(float (&sc)[kNT][4], uint64_t valid, int c, float& mx0, float& mx1) {
+  constexpr uint64_t kAll = kNT >= 8 ? ~0ull : (1ull << (8 * kNT)) - 1;
+  if ((valid & kAll) != kAll) {
+    const uint64_t v = valid >> (2 * c);
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        if (!((v >> (nt * 8 + e)) & 1u)) sc[nt][e] = sc[nt][2 + e] = -INFINITY;
+      }
+    }
+  }
+  mx0 = -INFINITY;
+  mx1 = -INFINITY;
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt) {
+    mx0 = fmaxf(mx0, fmaxf(sc[nt][0], sc[nt][1]));
+    mx1 = fmaxf(mx1, fmaxf(sc[nt][2], sc[nt][3]));
+  }
+}
+
+// 2^x on the MUFU unit alone: results below 2^-126 become 0 (next to the row maximum's 1 they
+// add nothing), where exp2f wraps each MUFU.EX2 in four instructions for subnormal results.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Moves the running maximum to include `block_max`; returns the factor the row's earlier O and
 // l are scaled by, and sets `m_use`, the maximum the block's exponentials are taken against.
 __device__ __forceinline__ float update_max(RowState& st, float block_max, float& m_use) {

@@ -155,7 +155,7 @@ __device__ void consume_alt(const AttnParams& p, const Work& w, uint8_t* smem) {
       const float u0 = nm0 == -INFINITY ? 0.f : nm0, u1 = nm1 == -INFINITY ? 0.f : nm1;  // exponents' reference
       uint32_t pk[8][2];
       float rs0, rs1;
-      exp_pack_p(sc, u0, u1, pk, rs0, rs1);
+      exp_pack_p(sc, 1.f, u0, u1, pk, rs0, rs1);
       if constexpr (kOther) {  // the other's P V is done: its half of block n - 1 is free, and so is P
         wgmma_wait<0>();
         reg_fence(o);

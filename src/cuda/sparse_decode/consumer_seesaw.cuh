@@ -108,14 +108,14 @@ __device__ void consume_seesaw(const AttnParams& p, const Work& w, uint8_t* smem
   // Softmax of sc against the maxima (ma0, ma1) -> pk, the new maxima and factors; l updated.
   auto softmax = [&](const AltStage<kD>& st, float ma0, float ma1, uint32_t (&pk)[8][2], float& a0, float& a1) {
     float mx0, mx1;
-    mask_scale_rowmax(sc, st.valid_mask() >> (2 * c), p.scale_log2, mx0, mx1);
-    mx0 = quad_max(mx0);
-    mx1 = quad_max(mx1);
+    mask_rowmax(sc, st.valid_mask(), c, mx0, mx1);
+    mx0 = quad_max(mx0) * p.scale_log2;
+    mx1 = quad_max(mx1) * p.scale_log2;
     const float n0 = alt_new_max(ma0, mx0), n1 = alt_new_max(ma1, mx1);
     a0 = alt_alpha(ma0, n0);
     a1 = alt_alpha(ma1, n1);
     float rs0, rs1;
-    exp_pack_p(sc, n0 == -INFINITY ? 0.f : n0, n1 == -INFINITY ? 0.f : n1, pk, rs0, rs1);
+    exp_pack_p(sc, p.scale_log2, n0 == -INFINITY ? 0.f : n0, n1 == -INFINITY ? 0.f : n1, pk, rs0, rs1);
     l0 = l0 * a0 + rs0;
     l1 = l1 * a1 + rs1;
     m0 = n0;

@@ -46,16 +46,17 @@ struct WideTiles {
 __device__ __forceinline__ float (&o_lo(float (&o)[32][4]))[16][4] { return *reinterpret_cast<float(*)[16][4]>(&o[0]); }
 __device__ __forceinline__ float (&o_hi(float (&o)[32][4]))[16][4] { return *reinterpret_cast<float(*)[16][4]>(&o[16]); }
 
-// P = exp2(S - m) of this thread's fragment rows (m0: row g, m1: row g + 8) as packed bf16
-// pairs, and the rows' sums over this thread's columns.
-__device__ __forceinline__ void exp_pack_p(const float (&sc)[8][4], float m0, float m1, uint32_t (&pk)[8][2], float& rs0,
-                                           float& rs1) {
+// P = exp2(scale S - m) of this thread's fragment rows (m0: row g, m1: row g + 8; one FFMA and
+// one MUFU.EX2 a value) as packed bf16 pairs, and the rows' sums over this thread's columns.
+// Masked logits are -inf and scale > 0 (the host keeps it at FLT_MIN at least), so they give 0.
+__device__ __forceinline__ void exp_pack_p(const float (&sc)[8][4], float scale, float m0, float m1, uint32_t (&pk)[8][2],
+                                           float& rs0, float& rs1) {
   rs0 = 0.f;
   rs1 = 0.f;
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) {
-    const float e0 = exp2f(sc[nt][0] - m0), e1 = exp2f(sc[nt][1] - m0);
-    const float e2 = exp2f(sc[nt][2] - m1), e3 = exp2f(sc[nt][3] - m1);
+    const float e0 = exp2_ftz(fmaf(sc[nt][0], scale, -m0)), e1 = exp2_ftz(fmaf(sc[nt][1], scale, -m0));
+    const float e2 = exp2_ftz(fmaf(sc[nt][2], scale, -m1)), e3 = exp2_ftz(fmaf(sc[nt][3], scale, -m1));
     rs0 += e0 + e1;
     rs1 += e2 + e3;
     pk[nt][0] = pack2<false>(e0, e1);
@@ -159,17 +160,20 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     wgmma_wait<0>();
     reg_fence(sc);
 
-    // ---- mask, online softmax (log2 domain)
+    // ---- mask, online softmax (log2 domain: the rows' maxima scaled here, each logit in its
+    // exponent's FFMA)
     float mx0, mx1;
-    mask_scale_rowmax(sc, stage.valid_mask() >> (2 * c), p.scale_log2, mx0, mx1);
+    mask_rowmax(sc, stage.valid_mask(), c, mx0, mx1);
+    mx0 = quad_max(mx0) * p.scale_log2;
+    mx1 = quad_max(mx1) * p.scale_log2;
     float m0, m1;
     // kExactMax: no lazy rescale, so st.m is each row's exact maximum (no extra registers).
-    if constexpr (kMaxLogits && !kExactMax) top0 = fmaxf(top0, quad_max(mx0)), top1 = fmaxf(top1, quad_max(mx1));
-    const float a0 = kLazyRescale && !kExactMax ? update_max_lazy(st0, quad_max(mx0), m0) : update_max(st0, quad_max(mx0), m0);
-    const float a1 = kLazyRescale && !kExactMax ? update_max_lazy(st1, quad_max(mx1), m1) : update_max(st1, quad_max(mx1), m1);
+    if constexpr (kMaxLogits && !kExactMax) top0 = fmaxf(top0, mx0), top1 = fmaxf(top1, mx1);
+    const float a0 = kLazyRescale && !kExactMax ? update_max_lazy(st0, mx0, m0) : update_max(st0, mx0, m0);
+    const float a1 = kLazyRescale && !kExactMax ? update_max_lazy(st1, mx1, m1) : update_max(st1, mx1, m1);
     uint32_t pk[8][2];
     float rs0, rs1;
-    exp_pack_p(sc, m0, m1, pk, rs0, rs1);
+    exp_pack_p(sc, p.scale_log2, m0, m1, pk, rs0, rs1);
     st0.l = st0.l * a0 + rs0;
     st1.l = st1.l * a1 + rs1;
 
