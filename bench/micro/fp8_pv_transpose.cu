@@ -10,7 +10,7 @@
 // One JSON line per result. (Run on 2026-12-01 with a 128-byte-swizzled source: transpose 1603
 // cycles a block, 2195 with the wgmmas; max |Δ| 3e-4 of max |O|.)
 // Build and run on the GPU machine:
-//   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -I src \
+//   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -I src -I include \
 //     bench/micro/fp8_pv_transpose.cu -o fp8_pv_transpose && ./fp8_pv_transpose
 #include <cuda_runtime.h>
 

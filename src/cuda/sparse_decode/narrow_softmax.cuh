@@ -93,11 +93,11 @@ __device__ __forceinline__ void narrow_block_softmax(float (&s)[kNJ][4], bool ok
       const float bm = fmaxf(fmaxf(buf[h], buf[32 + h]), fmaxf(buf[64 + h], buf[96 + h]));
       const float m_new = kLazy ? (bm > m_run[j][e] + kLazyRescaleLog2 ? bm : m_run[j][e]) : fmaxf(m_run[j][e], bm);
       const float m_use = m_new == -INFINITY ? 0.f : m_new;
-      alpha[j][e] = exp2f(m_run[j][e] - m_use);
+      alpha[j][e] = exp2_ftz(m_run[j][e] - m_use);
       moved |= alpha[j][e] != 1.f;
       m_run[j][e] = m_new;
-      s[j][e] = exp2f(s[j][e] - m_use);
-      s[j][2 + e] = exp2f(s[j][2 + e] - m_use);
+      s[j][e] = exp2_ftz(s[j][e] - m_use);
+      s[j][2 + e] = exp2_ftz(s[j][2 + e] - m_use);
       l_run[j][e] = l_run[j][e] * alpha[j][e] + s[j][e] + s[j][2 + e];
     }
   // O^T columns are heads: rescale only when some head of the warp moved its maximum.
