@@ -7,8 +7,10 @@
 // m64n256k32 e4m3 wgmmas (P from registers in the k32 A-fragment layout, two k-steps, two
 // halves of N) against a host float64 reference. Part 2 (cost): cycles per 64-key block of
 // the transpose alone and of transpose + the four wgmmas, one CTA per SM, the median over CTAs.
+// Both parts for the plain transpose and the bank-spread one (config.h kFp8SpreadTranspose).
 // One JSON line per result. (Run on 2026-12-01 with a 128-byte-swizzled source: transpose 1603
-// cycles a block, 2195 with the wgmmas; max |Δ| 3e-4 of max |O|.)
+// cycles a block, 2195 with the wgmmas; max |Δ| 3e-4 of max |O|. The spread transpose and the
+// 64-byte-swizzled source: not yet run.)
 // Build and run on the GPU machine:
 //   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -I src -I include \
 //     bench/micro/fp8_pv_transpose.cu -o fp8_pv_transpose && ./fp8_pv_transpose
@@ -63,13 +65,15 @@ __device__ __forceinline__ void fill_src(const uint8_t* v, uint8_t* src) {
   }
 }
 
-// Part 1: O = P V (64 x 512, float) through the transposed tile.
+// Part 1: O = P V (64 x 512, float) through the transposed tile. kSpread: the transpose's
+// bank-spread order (transpose_values).
+template <bool kSpread>
 __global__ void __launch_bounds__(128, 1) pv_check(const uint8_t* v, const uint8_t* p, float* o) {
   extern __shared__ __align__(1024) uint8_t smem[];
   uint8_t *src = smem, *dst = smem + kSrcBytes;
   fill_src(v, src);
   __syncthreads();
-  sparse_decode_family::transpose_values(src, dst, threadIdx.x);
+  sparse_decode_family::transpose_values<kSpread>(src, dst, threadIdx.x);
   fence_proxy_async();
   __syncthreads();
   uint32_t a[2][4];
@@ -98,7 +102,7 @@ __global__ void __launch_bounds__(128, 1) pv_check(const uint8_t* v, const uint8
 // per accumulator set, as one consumer warpgroup of a 64-row tile would run half the columns
 // twice... here both halves into one accumulator set, so the tensor work per block is the
 // whole 64 x 512 x 64).
-template <bool kMma>
+template <bool kMma, bool kSpread>
 __global__ void __launch_bounds__(128, 1) cost(const uint8_t* v, const uint8_t* p, long long* cycles, float* sink) {
   extern __shared__ __align__(1024) uint8_t smem[];
   uint8_t *src = smem, *dst = smem + kSrcBytes;
@@ -110,7 +114,7 @@ __global__ void __launch_bounds__(128, 1) cost(const uint8_t* v, const uint8_t* 
   float d[32][4] = {};
   const long long t0 = clock64();
   for (int r = 0; r < kReps; ++r) {
-    sparse_decode_family::transpose_values(src, dst, threadIdx.x);
+    sparse_decode_family::transpose_values<kSpread>(src, dst, threadIdx.x);
     if constexpr (kMma) {
       fence_proxy_async();
       named_bar_sync(1, 128);
@@ -146,11 +150,12 @@ uint8_t random_e4m3(std::mt19937& rng, int max_exp) {  // finite, |x| < 2^(max_e
   return static_cast<uint8_t>((b & 0x87) | (e << 3));
 }
 
+template <bool kSpread>
 void check(const uint8_t* dv, const uint8_t* dp, float* dout, const std::vector<uint8_t>& v, const std::vector<uint8_t>& p) {
   const size_t smem = 2 * kSrcBytes;
-  cudaFuncSetAttribute(pv_check, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  cudaFuncSetAttribute(pv_check<kSpread>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   cudaMemset(dout, 0xff, kHeads * kCols * sizeof(float));  // NaN poison
-  pv_check<<<1, 128, smem>>>(dv, dp, dout);
+  pv_check<kSpread><<<1, 128, smem>>>(dv, dp, dout);
   const cudaError_t err = cudaDeviceSynchronize();
   std::vector<float> o(kHeads * kCols);
   cudaMemcpy(o.data(), dout, o.size() * sizeof(float), cudaMemcpyDeviceToHost);
@@ -167,23 +172,24 @@ void check(const uint8_t* dv, const uint8_t* dp, float* dout, const std::vector<
     }
   // ok: within 1e-3 of the largest |O| (the FP8 wgmma's accumulation errs in absolute terms);
   // "bad": elements outside 1e-3 relative + 1e-4, for the record.
-  std::printf("{\"part\": \"check\", \"max_abs_err\": %.3g, \"max_abs_ref\": %.3g, \"bad\": %d, \"ok\": %s, "
-              "\"error\": \"%s\"}\n",
-              max_err, max_ref, bad, max_err <= 1e-3 * max_ref ? "true" : "false", cudaGetErrorString(err));
+  std::printf("{\"part\": \"check\", \"spread\": %s, \"max_abs_err\": %.3g, \"max_abs_ref\": %.3g, \"bad\": %d, "
+              "\"ok\": %s, \"error\": \"%s\"}\n",
+              kSpread ? "true" : "false", max_err, max_ref, bad, max_err <= 1e-3 * max_ref ? "true" : "false",
+              cudaGetErrorString(err));
 }
 
-template <bool kMma>
+template <bool kMma, bool kSpread>
 void time_it(int sms, const uint8_t* dv, const uint8_t* dp, long long* dcyc, float* dsink) {
   const size_t smem = 2 * kSrcBytes;
-  cudaFuncSetAttribute(cost<kMma>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  cost<kMma><<<sms, 128, smem>>>(dv, dp, dcyc, dsink);
-  cost<kMma><<<sms, 128, smem>>>(dv, dp, dcyc, dsink);  // the second launch is timed
+  cudaFuncSetAttribute(cost<kMma, kSpread>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  cost<kMma, kSpread><<<sms, 128, smem>>>(dv, dp, dcyc, dsink);
+  cost<kMma, kSpread><<<sms, 128, smem>>>(dv, dp, dcyc, dsink);  // the second launch is timed
   const cudaError_t err = cudaDeviceSynchronize();
   std::vector<long long> c(sms);
   cudaMemcpy(c.data(), dcyc, sms * sizeof(long long), cudaMemcpyDeviceToHost);
   std::sort(c.begin(), c.end());
-  std::printf("{\"part\": \"cost\", \"with_wgmma\": %s, \"cycles_per_block\": %.1f, \"error\": \"%s\"}\n",
-              kMma ? "true" : "false", double(c[sms / 2]) / kReps, cudaGetErrorString(err));
+  std::printf("{\"part\": \"cost\", \"spread\": %s, \"with_wgmma\": %s, \"cycles_per_block\": %.1f, \"error\": \"%s\"}\n",
+              kSpread ? "true" : "false", kMma ? "true" : "false", double(c[sms / 2]) / kReps, cudaGetErrorString(err));
 }
 
 }  // namespace
@@ -205,9 +211,12 @@ int main() {
   cudaMalloc(&dcyc, sms * sizeof(long long));
   cudaMemcpy(dv, v.data(), v.size(), cudaMemcpyHostToDevice);
   cudaMemcpy(dp, p.data(), p.size(), cudaMemcpyHostToDevice);
-  check(dv, dp, dout, v, p);
-  time_it<false>(sms, dv, dp, dcyc, dsink);
-  time_it<true>(sms, dv, dp, dcyc, dsink);
+  check<false>(dv, dp, dout, v, p);
+  check<true>(dv, dp, dout, v, p);
+  time_it<false, false>(sms, dv, dp, dcyc, dsink);
+  time_it<false, true>(sms, dv, dp, dcyc, dsink);
+  time_it<true, false>(sms, dv, dp, dcyc, dsink);
+  time_it<true, true>(sms, dv, dp, dcyc, dsink);
   cudaFree(dv);
   cudaFree(dp);
   cudaFree(dout);

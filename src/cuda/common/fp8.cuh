@@ -72,13 +72,18 @@ __device__ __forceinline__ float ue8m0_to_float(uint32_t byte) {
 
 // A 4 x 4 byte transpose: a, b, c, d hold four bytes each of rows 0-3 (byte j: column j);
 // out[j] holds column j's four bytes (byte i: row i).
-__device__ __forceinline__ void transpose_4x4_bytes(uint32_t a, uint32_t b, uint32_t c, uint32_t d, uint32_t (&out)[4]) {
-  const uint32_t ab_lo = __byte_perm(a, b, 0x5140), ab_hi = __byte_perm(a, b, 0x7362);
-  const uint32_t cd_lo = __byte_perm(c, d, 0x5140), cd_hi = __byte_perm(c, d, 0x7362);
-  out[0] = __byte_perm(ab_lo, cd_lo, 0x5410);
-  out[1] = __byte_perm(ab_lo, cd_lo, 0x7632);
-  out[2] = __byte_perm(ab_hi, cd_hi, 0x5410);
-  out[3] = __byte_perm(ab_hi, cd_hi, 0x7632);
+// The selectors may be passed permuted (the FP8 tiles' spread transpose): s_lo, s_hi pair the
+// columns (0x4051 / 0x6273 swap columns 0 <-> 1 and 2 <-> 3 in out), s_even, s_odd take the
+// rows in another order.
+__device__ __forceinline__ void transpose_4x4_bytes(uint32_t a, uint32_t b, uint32_t c, uint32_t d, uint32_t (&out)[4],
+                                                    uint32_t s_even = 0x5410, uint32_t s_odd = 0x7632,
+                                                    uint32_t s_lo = 0x5140, uint32_t s_hi = 0x7362) {
+  const uint32_t ab_lo = __byte_perm(a, b, s_lo), ab_hi = __byte_perm(a, b, s_hi);
+  const uint32_t cd_lo = __byte_perm(c, d, s_lo), cd_hi = __byte_perm(c, d, s_hi);
+  out[0] = __byte_perm(ab_lo, cd_lo, s_even);
+  out[1] = __byte_perm(ab_lo, cd_lo, s_odd);
+  out[2] = __byte_perm(ab_hi, cd_hi, s_even);
+  out[3] = __byte_perm(ab_hi, cd_hi, s_odd);
 }
 
 }  // namespace smla::cuda

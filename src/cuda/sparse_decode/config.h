@@ -467,6 +467,13 @@ inline constexpr bool kE4m3Fp8 = SMLA_SD_E4M3_FP8 != 0;
 #endif
 inline constexpr bool kFp8Promote = SMLA_SD_E4M3_FP8_PROMOTE != 0;
 inline constexpr int kDenseE4m3Fp8 = 101;
+// The FP8 tiles' V transpose with each warp's loads and stores spread over all banks
+// (SMLA_SD_FP8_SPREAD=1, transpose_values; prepared, not yet run on a device) or in the plain
+// order measured first (0: 19-way conflicts on the shared loads under ncu).
+#ifndef SMLA_SD_FP8_SPREAD
+#define SMLA_SD_FP8_SPREAD 1
+#endif
+inline constexpr bool kFp8SpreadTranspose = SMLA_SD_FP8_SPREAD != 0;
 // The bf16 gather producer (sparse prefill, sparse decode of a bf16 cache, dense decode off the
 // TMA path) writes the same 128-byte-swizzled layout, eight lanes per row, so that each
 // warp-wide copy reads four whole 128-byte lines and the eight lanes of a row land on distinct
