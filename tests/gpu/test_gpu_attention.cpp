@@ -405,6 +405,7 @@ struct DenseCase {
   // Each request gets pages of its own, and the slots of positions past its seqlen (and every
   // page no request names) are NaN bytes: a kernel that reads a key it must skip shows NaN.
   bool poison = false;
+  std::optional<float> softmax_scale;  // default d_qk^-0.5
 };
 
 void run_dense_decode(const DenseCase& c) {
@@ -471,6 +472,7 @@ void run_dense_decode(const DenseCase& c) {
   a.seqlens = make_view(seq.data(), DType::i32, {c.b});
   a.causal = c.causal;
   a.q_scale = c.q_dtype == DType::fp8_e4m3 ? 0.05f : 1.0f;
+  a.softmax_scale = c.softmax_scale;
   if (c.sink) a.attn_sink = make_view(sink.data(), DType::f32, {c.h_q});
   const size_t n_out = static_cast<size_t>(c.b) * c.s_q * c.h_q * kDv, n_l = static_cast<size_t>(c.b) * c.s_q * c.h_q;
   DeviceBuffer dq = upload(q), dbt = upload(bt), dseq = upload(seq), dsink = upload(sink);
@@ -566,6 +568,19 @@ TEST(GpuDenseDecode, Fp8CacheWideHeads) {
     run_dense_decode({CacheFormat::fp8_e4m3, DType::fp8_e4m3, 576, 4, 3, 128, 1, ps, 640 / ps, true, true, -1, true});
   run_dense_decode({CacheFormat::fp8_e4m3, DType::fp8_e4m3, 576, 1, 1, 128, 1, 64, 64, false, true, -1, true});
   run_dense_decode({CacheFormat::fp8_e4m3, DType::bf16, 576, 140, 2, 128, 1, 64, 4, true, false, 3, true});
+}
+
+// A softmax scale so small that its product with the fp8 scales underflows in float (a legal
+// input: positive and finite): every key weighs the same, and masked keys (causal tokens, the
+// last partial page, NaN bytes past each length) still weigh nothing, not NaN, on the 64-row
+// tiles and the narrow ones.
+TEST(GpuDenseDecode, UnderflowingScaleProduct) {
+  for (int h : {16, 64})
+    for (DType qd : {DType::bf16, DType::fp8_e4m3}) {
+      DenseCase c{CacheFormat::fp8_e4m3, qd, 576, 3, 2, h, 1, 64, 6, true, false, -1, true};
+      c.softmax_scale = 1e-44f;
+      run_dense_decode(c);
+    }
 }
 
 TEST(GpuDenseDecode, LongContextSampled) {
