@@ -22,30 +22,9 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-// Scores of kNT 8-key column tiles (accumulator fragment: elements e and 2 + e of tile nt are
-// rows g and g + 8 at key nt * 8 + e of this thread's column pair): keys whose bit
-// nt * 8 + e of `valid` is clear become -inf, the rest are scaled into the log2 domain.
-// Returns each row's maximum over this thread's columns in mx0, mx1.
-template <int kNT>
-__device__ __forceinline__ void mask_scale_rowmax(float (&sc)[kNT][4], uint64_t valid, float scale_log2, float& mx0,
-                                                  float& mx1) {
-  mx0 = -INFINITY;
-  mx1 = -INFINITY;
-#pragma unroll
-  for (int nt = 0; nt < kNT; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const bool ok = (valid >> (nt * 8 + e)) & 1u;
-      sc[nt][e] = ok ? sc[nt][e] * scale_log2 : -INFINITY;
-      sc[nt][2 + e] = ok ? sc[nt][2 + e] * scale_log2 : -INFINITY;
-      mx0 = fmaxf(mx0, sc[nt][e]);
-      mx1 = fmaxf(mx1, sc[nt][2 + e]);
-    }
-  }
-}
-
-// The block's masked keys (bit nt * 8 + 2 c + e of `valid` clear, 2 c the thread's first column)
-// become -inf, unscaled; a block whose keys are all valid (most of them, and the test is
+// Scores of kNT 8-key column tiles in the accumulator fragment (elements e and 2 + e of tile nt
+// are rows g and g + 8 at key nt * 8 + 2 c + e). The block's masked keys (their bit of `valid`
+// clear) become -inf, unscaled; a block whose keys are all valid (most of them, and the test is
 // uniform across the CTA) skips the bit tests. Returns each row's maximum over this thread's
 // raw logits: the scale (positive) enters later, with each exponent's FFMA.
 template <int kNT>

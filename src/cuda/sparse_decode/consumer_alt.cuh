@@ -77,6 +77,40 @@ __device__ __forceinline__ float alt_new_max(float m_old, float block_max) {
 
 
 
+// The end of a 64-row tile whose two warpgroups hold O's column halves against the same row
+// maxima (m0, m1: alternating and seesaw consumers): each row's sums of both warpgroups added
+// through s_l[2][64] (kMaxLogits: the two running maxima through s_top[2][64]), then warpgroup
+// wg's half of O; WG0 also writes lse (and max_logits).
+template <bool kMaxLogits>
+__device__ __forceinline__ void two_half_epilogue(const AttnParams& p, const Work& w, int wg, int r0, int r1, int c,
+                                                  float m0, float m1, float l0, float l1, float top0, float top1,
+                                                  float* s_l, float* s_top, const float (&o)[32][4]) {
+  l0 = quad_sum(l0);
+  l1 = quad_sum(l1);
+  if (c == 0) {
+    s_l[wg * 64 + r0] = l0;
+    s_l[wg * 64 + r1] = l1;
+    if constexpr (kMaxLogits) {
+      s_top[wg * 64 + r0] = top0;
+      s_top[wg * 64 + r1] = top1;
+    }
+  }
+  named_bar_sync(kBarFinal, kConsumerThreads);
+  const float t0 = s_l[r0] + s_l[64 + r0], t1 = s_l[r1] + s_l[64 + r1];
+  const RowResult res0 = finish_row(p, w, w.head0 + r0, m0, t0, r0 < w.heads);
+  const RowResult res1 = finish_row(p, w, w.head0 + r1, m1, t1, r1 < w.heads);
+  if (r0 < w.heads) {
+    store_o_row(p, w, w.head0 + r0, 256 * wg, o, 0, res0.factor);
+    if (wg == 0 && c == 0) store_lse(p, w, w.head0 + r0, res0.lse);
+    if (kMaxLogits && wg == 0 && c == 0) store_max_logit(p, w, w.head0 + r0, fmaxf(s_top[r0], s_top[64 + r0]));
+  }
+  if (r1 < w.heads) {
+    store_o_row(p, w, w.head0 + r1, 256 * wg, o, 1, res1.factor);
+    if (wg == 0 && c == 0) store_lse(p, w, w.head0 + r1, res1.lse);
+    if (kMaxLogits && wg == 0 && c == 0) store_max_logit(p, w, w.head0 + r1, fmaxf(s_top[r1], s_top[64 + r1]));
+  }
+}
+
 // kWg: this warpgroup (its half of O, its blocks' parity), a template argument so that every
 // branch around the wgmmas depends on uniform values only (ptxas serializes them otherwise).
 template <int kD, bool kSw, bool kMaxLogits, int kWg>
@@ -146,16 +180,16 @@ __device__ void consume_alt(const AttnParams& p, const Work& w, uint8_t* smem) {
       reg_fence(sc);
       so.release(g_wg ^ 1, lane);
       float mx0, mx1;
-      mask_scale_rowmax(sc, so.valid_mask() >> (2 * c), p.scale_log2, mx0, mx1);
-      mx0 = quad_max(mx0);
-      mx1 = quad_max(mx1);
+      mask_rowmax(sc, so.valid_mask(), c, mx0, mx1);
+      mx0 = quad_max(mx0) * p.scale_log2;
+      mx1 = quad_max(mx1) * p.scale_log2;
       if constexpr (kMaxLogits) top0 = fmaxf(top0, mx0), top1 = fmaxf(top1, mx1);
       const float nm0 = alt_new_max(m0, mx0), nm1 = alt_new_max(m1, mx1);
       const float a0 = alt_alpha(m0, nm0), a1 = alt_alpha(m1, nm1);
       const float u0 = nm0 == -INFINITY ? 0.f : nm0, u1 = nm1 == -INFINITY ? 0.f : nm1;  // exponents' reference
       uint32_t pk[8][2];
       float rs0, rs1;
-      exp_pack_p(sc, 1.f, u0, u1, pk, rs0, rs1);
+      exp_pack_p(sc, p.scale_log2, u0, u1, pk, rs0, rs1);
       if constexpr (kOther) {  // the other's P V is done: its half of block n - 1 is free, and so is P
         wgmma_wait<0>();
         reg_fence(o);
@@ -189,29 +223,8 @@ __device__ void consume_alt(const AttnParams& p, const Work& w, uint8_t* smem) {
   for (int n = kWg == 0 ? 2 : 1; n < blocks; n += 2) step(True{}, True{}, n);
   if (blocks > 0 && (blocks & 1) == kWg) step(False{}, True{}, blocks);
 
-  // ---- epilogue: both warpgroups end with the same maxima; add the two row sums
-  l0 = quad_sum(l0);
-  l1 = quad_sum(l1);
-  if (c == 0) {
-    s_l[g_wg * 64 + r0] = l0;
-    s_l[g_wg * 64 + r1] = l1;
-    s_top[g_wg * 64 + r0] = top0;
-    s_top[g_wg * 64 + r1] = top1;
-  }
-  named_bar_sync(kBarFinal, kConsumerThreads);
-  const float t0 = s_l[r0] + s_l[64 + r0], t1 = s_l[r1] + s_l[64 + r1];
-  const RowResult res0 = finish_row(p, w, w.head0 + r0, m0, t0, r0 < w.heads);
-  const RowResult res1 = finish_row(p, w, w.head0 + r1, m1, t1, r1 < w.heads);
-  if (r0 < w.heads) {
-    store_o_row(p, w, w.head0 + r0, 256 * g_wg, o, 0, res0.factor);
-    if (g_wg == 0 && c == 0) store_lse(p, w, w.head0 + r0, res0.lse);
-    if (kMaxLogits && g_wg == 0 && c == 0) store_max_logit(p, w, w.head0 + r0, fmaxf(s_top[r0], s_top[64 + r0]));
-  }
-  if (r1 < w.heads) {
-    store_o_row(p, w, w.head0 + r1, 256 * g_wg, o, 1, res1.factor);
-    if (g_wg == 0 && c == 0) store_lse(p, w, w.head0 + r1, res1.lse);
-    if (kMaxLogits && g_wg == 0 && c == 0) store_max_logit(p, w, w.head0 + r1, fmaxf(s_top[r1], s_top[64 + r1]));
-  }
+  // ---- epilogue: both warpgroups end with the same maxima
+  two_half_epilogue<kMaxLogits>(p, w, g_wg, r0, r1, c, m0, m1, l0, l1, top0, top1, s_l, s_top, o);
 }
 
 }  // namespace smla::cuda::sparse_decode_family

@@ -116,9 +116,13 @@ inline __device__ void consume_fp8_wg0(const AttnParams& p, const Work& w, uint8
 
     // ---- mask, online softmax (log2 domain; exact maxima: P <= 1)
     float mx0, mx1;
-    mask_scale_rowmax(sc, valid >> (2 * c), p.scale_log2, mx0, mx1);
+    mask_rowmax(sc, valid, c, mx0, mx1);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)  // scaled in place: the exponents' FFMA form spills the promoted build
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sc[nt][e] *= p.scale_log2;
     float m0, m1;
-    const float a0 = update_max(st0, quad_max(mx0), m0), a1 = update_max(st1, quad_max(mx1), m1);
+    const float a0 = update_max(st0, quad_max(mx0) * p.scale_log2, m0), a1 = update_max(st1, quad_max(mx1) * p.scale_log2, m1);
     if (i > 0) named_bar_sync(kBarPFree, kConsumerThreads);  // WG1 has read the last P
     float rs0 = 0.f, rs1 = 0.f;
 #pragma unroll

@@ -242,25 +242,8 @@ __device__ void consume_seesaw(const AttnParams& p, const Work& w, uint8_t* smem
     if (nb & 1) step(False{}, False{}, pairs);
   }
 
-  // ---- epilogue: both warpgroups end with the same maxima; add the two row sums
-  l0 = quad_sum(l0);
-  l1 = quad_sum(l1);
-  if (c == 0) {
-    s_l[kWg * 64 + r0] = l0;
-    s_l[kWg * 64 + r1] = l1;
-  }
-  named_bar_sync(kBarFinal, kConsumerThreads);
-  const float t0 = s_l[r0] + s_l[64 + r0], t1 = s_l[r1] + s_l[64 + r1];
-  const RowResult res0 = finish_row(p, w, w.head0 + r0, m0, t0, r0 < w.heads);
-  const RowResult res1 = finish_row(p, w, w.head0 + r1, m1, t1, r1 < w.heads);
-  if (r0 < w.heads) {
-    store_o_row(p, w, w.head0 + r0, 256 * kWg, o, 0, res0.factor);
-    if (kWg == 0 && c == 0) store_lse(p, w, w.head0 + r0, res0.lse);
-  }
-  if (r1 < w.heads) {
-    store_o_row(p, w, w.head0 + r1, 256 * kWg, o, 1, res1.factor);
-    if (kWg == 0 && c == 0) store_lse(p, w, w.head0 + r1, res1.lse);
-  }
+  // ---- epilogue: both warpgroups end with the same maxima
+  two_half_epilogue<false>(p, w, kWg, r0, r1, c, m0, m1, l0, l1, 0.f, 0.f, s_l, nullptr, o);
 }
 
 }  // namespace smla::cuda::sparse_decode_family
