@@ -79,14 +79,15 @@ void expect_out_close(const std::vector<float>& got, const std::vector<double>& 
   else EXPECT_LE(std::sqrt(err2), 1e-3) << what << ": reference is zero";
 }
 
-void expect_lse_close(const std::vector<float>& got, const std::vector<double>& ref, const std::string& what) {
+void expect_lse_close(const std::vector<float>& got, const std::vector<double>& ref, const std::string& what, double rel,
+                      double abs) {
   ASSERT_EQ(got.size(), ref.size()) << what;
   size_t bad = 0;
   std::ostringstream first;
   for (size_t i = 0; i < got.size(); ++i) {
     bool ok;
     if (std::isinf(ref[i])) ok = std::isinf(got[i]) && ((got[i] > 0) == (ref[i] > 0));
-    else ok = std::isfinite(got[i]) && std::fabs(got[i] - ref[i]) <= 1e-4 * std::fabs(ref[i]) + 1e-5;
+    else ok = std::isfinite(got[i]) && std::fabs(got[i] - ref[i]) <= rel * std::fabs(ref[i]) + abs;
     if (!ok && bad++ == 0) first << " first at " << i << " got " << got[i] << " ref " << ref[i];
   }
   EXPECT_EQ(bad, 0u) << what << ": " << bad << " values off;" << first.str();

@@ -507,7 +507,9 @@ void run_dense_decode(const DenseCase& c) {
   out_gpu.resize(out_ref.size());
   lse_gpu.resize(lse_ref.size());
   expect_out_close(to_f(out_gpu), to_double(to_f(out_ref)), "out");
-  expect_lse_close(lse_gpu, to_double(lse_ref), "lse");
+  // fp8 q: the FP8 tensor cores' short accumulator is the caller's bargain (SPEC §6).
+  if (c.q_dtype == DType::fp8_e4m3) expect_lse_close(lse_gpu, to_double(lse_ref), "lse", 1e-3, 1e-4);
+  else expect_lse_close(lse_gpu, to_double(lse_ref), "lse");
 }
 
 TEST(GpuDenseDecode, PageSizesAndCausal) {

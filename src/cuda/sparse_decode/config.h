@@ -119,6 +119,18 @@ inline constexpr bool kPrefetch = SMLA_SD_PREFETCH == 1 || (SMLA_SD_PREFETCH == 
 #endif
 inline constexpr bool kLazyRescale = SMLA_SD_LAZY_RESCALE != 0;
 
+// 64-row consumers on swizzled tiles (dense decode by the TMA unit, bf16 rows, prefill) and the
+// FP8 tiles: the block's valid-key words are read from shared memory before its QK^T is
+// issued, so the load's latency (long while the producers' traffic fills the shared-memory
+// pipe; 7% of WG0's samples in the FP8 tiles' profile) hides behind the MMAs. Same call: dense
+// bf16 s_q2 h128 924.8 -> 914.4 µs, h128 486.8 -> 482.2, prefill d576 5774 -> 5746, FP8 tiles
+// 1031 -> 1012; the packed sparse tiles level to slower (V3.2 h64 140.4 -> 141.9), so they read
+// it after the QK^T wait as before. SMLA_SD_MASK_EARLY=0: after the wait everywhere.
+#ifndef SMLA_SD_MASK_EARLY
+#define SMLA_SD_MASK_EARLY 1
+#endif
+inline constexpr bool kMaskEarly = SMLA_SD_MASK_EARLY != 0;
+
 // Persistent CTAs: 64-row tiles of the packed formats also have a persistent kernel (pairs as
 // persistent clusters), at most one CTA per SM, each walking work units blockIdx.x, + gridDim.x,
 // ...: the producer gathers the next unit's first blocks while the consumers finish the current
@@ -453,11 +465,15 @@ inline constexpr int kRawRowBytes = kFmt == static_cast<int>(CacheFormat::fp8_e4
 // or a multiple of 64 tokens (a box never crosses a page); other pages take the bf16 kernels.
 inline constexpr int kDenseTma = 100;
 // Measurement build SMLA_SD_E4M3_FP8=1: dense decode of an fp8_e4m3 cache (d_qk 576) with fp8 q
-// above 32 heads on FP8 tensor cores (consumer_fp8.cuh), the kernel template's pseudo-format
-// kDenseE4m3Fp8: pages by the TMA unit as raw e4m3 (boxes of 64 one-byte columns, 64-byte
-// swizzle) into three K tiles, QK^T as e4m3 wgmmas on Q and K as they are, the producer
-// warpgroup transposing each block's values into K-major V^T (FP8 wgmma reads B K-major only),
-// and P V as e4m3 wgmmas on P split into hi + lo parts (P x 256 in e4m3, then the rest).
+// above 32 heads on pages of 16, 32 or 64k tokens runs on FP8 tensor cores (consumer_fp8.cuh),
+// the kernel template's pseudo-format kDenseE4m3Fp8: pages by the TMA unit as raw e4m3 (boxes of
+// 64 one-byte columns, 64-byte swizzle) into three K tiles, QK^T as e4m3 wgmmas on Q and K as
+// they are, the producer warpgroup transposing each block's values into K-major V^T (FP8 wgmma
+// reads B K-major only), and P V as e4m3 wgmmas on P split into hi + lo parts (P x 256 in e4m3,
+// then the rest). dd_fp8q b128 s_q2 h128: 1012 µs against the shipped route's ~1380
+// (eighteenth pass), but lse errs up to 1.7e-4 absolute where |lse| < 0.05 (the e4m3 QK^T's
+// short accumulator), past SPEC §6's bound for fp8 q (1e-3 |lse| + 1e-4): not shipped until
+// its QK^T is summed more exactly.
 #ifndef SMLA_SD_E4M3_FP8
 #define SMLA_SD_E4M3_FP8 0
 #endif
@@ -468,8 +484,9 @@ inline constexpr bool kE4m3Fp8 = SMLA_SD_E4M3_FP8 != 0;
 inline constexpr bool kFp8Promote = SMLA_SD_E4M3_FP8_PROMOTE != 0;
 inline constexpr int kDenseE4m3Fp8 = 101;
 // The FP8 tiles' V transpose with each warp's loads and stores spread over all banks
-// (SMLA_SD_FP8_SPREAD=1, transpose_values; prepared, not yet run on a device) or in the plain
-// order measured first (0: 19-way conflicts on the shared loads under ncu).
+// (SMLA_SD_FP8_SPREAD=1, transpose_values: 1594 -> 846 cycles a block in the micro, dd_fp8q
+// 1196 -> 1035 µs) or in the plain order measured first (0: 19-way conflicts on the shared
+// loads under ncu).
 #ifndef SMLA_SD_FP8_SPREAD
 #define SMLA_SD_FP8_SPREAD 1
 #endif

@@ -87,7 +87,8 @@ inline __device__ void consume_fp8_wg0(const AttnParams& p, const Work& w, uint8
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, sk = i % Fp8Smem::kKStages, sv = i & 1;
     mbar_wait(t.k_full(sk), (i / Fp8Smem::kKStages) & 1);
-    // ---- S = Q K^T: 64 heads x 64 keys
+    // ---- S = Q K^T: 64 heads x 64 keys (the valid-key words read first: config.h kMaskEarly)
+    const uint64_t valid_early = kMaskEarly ? block_valid_mask(t.valid(sk)) : 0;
     float sc[8][4];
     const uint64_t dk = gmma_desc_sw64(smem_addr(t.k_tile(sk)));
     // kFp8Promote: three sums of 192 values (into `part`), added in float32; else one of 576
@@ -110,7 +111,7 @@ inline __device__ void consume_fp8_wg0(const AttnParams& p, const Work& w, uint8
           for (int e = 0; e < 4; ++e) sc[nt][e] = chunk == 0 ? part[nt][e] : sc[nt][e] + part[nt][e];
       }
     }
-    const uint64_t valid = block_valid_mask(t.valid(sk));
+    const uint64_t valid = kMaskEarly ? valid_early : block_valid_mask(t.valid(sk));
     __syncwarp();
     if (lane == 0) mbar_arrive(t.k_empty(sk));  // QK^T is done with the tile (the transpose arrives too)
 

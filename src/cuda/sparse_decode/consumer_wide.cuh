@@ -150,7 +150,9 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
       continue;
     }
 
-    // ---- S = Q K^T: 64 heads x 64 keys
+    // ---- S = Q K^T: 64 heads x 64 keys (swizzled tiles read the valid-key words first: config.h kMaskEarly)
+    constexpr bool kEarly = kMaskEarly && kSw;
+    const uint64_t valid_early = kEarly ? stage.valid_mask() : 0;
     float sc[8][4];
     const uint64_t dk = T::k(smem, s);
     wgmma_fence();
@@ -163,7 +165,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     // ---- mask, online softmax (log2 domain: the rows' maxima scaled here, each logit in its
     // exponent's FFMA)
     float mx0, mx1;
-    mask_rowmax(sc, stage.valid_mask(), c, mx0, mx1);
+    mask_rowmax(sc, kEarly ? valid_early : stage.valid_mask(), c, mx0, mx1);
     mx0 = quad_max(mx0) * p.scale_log2;
     mx1 = quad_max(mx1) * p.scale_log2;
     float m0, m1;
