@@ -559,6 +559,18 @@ constexpr int tile_offset(int r, int ch) {
 #endif
 template <int kRows, int kFmt>
 inline constexpr bool kAlt = SMLA_SD_ALT != 0 && kRows == 64 && kFmt == kDenseTma;
+// Measurement build SMLA_SD_HALVES=1: the shipped 64-row consumers on dense TMA pages with each
+// K tile handed over in the alternating build's two halves (A: boxes 0-3, the values of O's
+// left half; B: the rest): WG0 issues QK^T's first 16 k-steps once A is in and waits for B
+// only then; A is released by WG0 after its P V, B by WG0 after QK^T and by WG1 after its P V,
+// so a tile's halves reload as soon as their own readers are done.
+#ifndef SMLA_SD_HALVES
+#define SMLA_SD_HALVES 0
+#endif
+template <int kRows, int kFmt>
+inline constexpr bool kHalves = SMLA_SD_HALVES != 0 && SMLA_SD_ALT == 0 && kRows == 64 && kFmt == kDenseTma;
+// Empty-barrier counts of kHalves' K halves (consumer warps): A read by WG0, B by both.
+constexpr int halves_empty_count(int half) { return half ? 8 : 4; }
 // SMLA_SD_ALT=2: d_qk 576 runs the seesaw consumers instead (consumer_seesaw.cuh).
 template <int kD>
 inline constexpr bool kSeesaw = SMLA_SD_ALT == 2 && kD == 576;

@@ -21,6 +21,7 @@
 #include "cuda/common/online_softmax.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "cuda/sparse_decode/consumer_wide.cuh"
+#include "cuda/sparse_decode/half_stage.cuh"
 #include "cuda/sparse_decode/epilogue.cuh"
 #include "cuda/sparse_decode/producer.cuh"
 
@@ -31,29 +32,6 @@ namespace smla::cuda::sparse_decode_family {
 // warpgroup 1. A half that only its owner reads has one reader warpgroup.
 __device__ __forceinline__ int alt_empty_count(int stage, int half) { return (stage == half ? 1 : 2) * 4; }
 
-template <int kD>
-struct AltStage {
-  uint64_t* bars;    // full[kStages], empty[kStages] of the A halves
-  uint64_t* bars_b;  // the same of the B halves
-  int s;
-  uint32_t* valid;
-  uint32_t tile;
-  __device__ AltStage(uint8_t* smem, int stage) : s(stage) {
-    using S = Smem<64, kD>;
-    bars = reinterpret_cast<uint64_t*>(smem + S::bars);
-    bars_b = reinterpret_cast<uint64_t*>(smem + S::alt_bars);
-    valid = reinterpret_cast<uint32_t*>(smem + S::valid + kValidBytes * s);
-    tile = smem_addr(smem + S::k + s * S::kKBytes);
-  }
-  // (Selected by arithmetic, not by indexing an array of pointers, which would live in local memory.)
-  __device__ uint64_t* full(int half) const { return (half ? bars_b : bars) + s; }
-  __device__ uint64_t* empty(int half) const { return (half ? bars_b : bars) + kStages + s; }
-  __device__ void release(int half, int lane) const {
-    __syncwarp();
-    mbar_arrive_if(empty(half), lane == 0);
-  }
-  __device__ uint64_t valid_mask() const { return block_valid_mask(valid); }
-};
 
 // exp2 with no branch around it (ex2.approx, as exp2f compiles to).
 __device__ __forceinline__ float alt_exp2(float x) {
