@@ -117,7 +117,7 @@ __device__ __forceinline__ void pv_from_registers(float (&o)[32][4], const uint3
 // kMaxLogits: also keep each row's exact maximum (the lazy rescale's m may lag it) for
 // sparse prefill's max_logits (bf16 kernels).
 // kHalves (config.h, dense TMA pages): the K tile in two halves (A: boxes 0-3, B: the rest,
-// consumer_alt.cuh AltStage), QK^T's steps on B issued once B is in.
+// half_stage.cuh), QK^T's steps on B issued once B is in.
 template <int kD, bool kPair, bool kSw = false, bool kMaxLogits = false, bool kHalves = false>
 __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   using T = WideTiles<kD, kSw>;
@@ -146,8 +146,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
     const Stage<64, kD> stage(smem, s);
-    const AltStage<kD> halves(smem, s);  // kHalves
-    if constexpr (kHalves) mbar_wait(halves.full(0), (n / kStages) & 1);
+    if constexpr (kHalves) mbar_wait(AltStage<kD>(smem, s).full(0), (n / kStages) & 1);
     else stage.wait_full(n, kPair && kPairConsumerFence);
     if (kTimeline && i == 0 && threadIdx.x == 0) timeline_mark(4);
     if constexpr (kConsumersIdle) {
@@ -165,7 +164,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
 #pragma unroll
       for (int ks = 0; ks < 16; ++ks) wgmma_m64n64k16_ss(sc, desc_add(dq, ks * 16), desc_add(dk, T::k_step(ks)), ks > 0);
       wgmma_commit();
-      mbar_wait(halves.full(1), (n / kStages) & 1);
+      mbar_wait(AltStage<kD>(smem, s).full(1), (n / kStages) & 1);
       wgmma_fence();
 #pragma unroll
       for (int ks = 16; ks < kD / 16; ++ks) wgmma_m64n64k16_ss(sc, desc_add(dq, ks * 16), desc_add(dk, T::k_step(ks)), 1);
@@ -178,7 +177,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     }
     wgmma_wait<0>();
     reg_fence(sc);
-    if constexpr (kHalves) halves.release(1, lane);  // QK^T was WG0's last read of the B half
+    if constexpr (kHalves) AltStage<kD>(smem, s).release(1, lane);  // QK^T was WG0's last read of the B half
 
     // ---- mask, online softmax (log2 domain: the rows' maxima scaled here, each logit in its
     // exponent's FFMA)
@@ -234,7 +233,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     wgmma_wait<0>();
     reg_fence(o);
     reg_fence(a);
-    if constexpr (kHalves) halves.release(0, lane);
+    if constexpr (kHalves) AltStage<kD>(smem, s).release(0, lane);
     else stage.release(w, lane);
   }
 
@@ -280,8 +279,8 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
     const Stage<64, kD> stage(smem, s);
-    const AltStage<kD> halves(smem, s);  // kHalves: this warpgroup reads the B half only
-    if constexpr (kHalves) mbar_wait(halves.full(1), (n / kStages) & 1);
+    // kHalves: this warpgroup reads the B half only
+    if constexpr (kHalves) mbar_wait(AltStage<kD>(smem, s).full(1), (n / kStages) & 1);
     else stage.wait_full(n, kPair && kPairConsumerFence);
     if constexpr (kConsumersIdle) {
       stage.release(w, lane);
@@ -293,7 +292,7 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
     wgmma_wait<0>();
     reg_fence(o);
     named_bar_arrive(kBarPFree, kConsumerThreads);
-    if constexpr (kHalves) halves.release(1, lane);
+    if constexpr (kHalves) AltStage<kD>(smem, s).release(1, lane);
     else stage.release(w, lane);
   }
 
