@@ -146,6 +146,8 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
     const Stage<64, kD> stage(smem, s);
+    // kHalves: the half stage is made inside each kHalves branch (a named one, even unused,
+    // moved the packed kernels' SASS).
     if constexpr (kHalves) mbar_wait(AltStage<kD>(smem, s).full(0), (n / kStages) & 1);
     else stage.wait_full(n, kPair && kPairConsumerFence);
     if (kTimeline && i == 0 && threadIdx.x == 0) timeline_mark(4);
