@@ -93,6 +93,12 @@ inline constexpr int kPairCtas = 2;
 #define SMLA_SD_PAIR_AHEAD 1
 #endif
 inline constexpr int kPairAhead = SMLA_SD_PAIR_AHEAD;
+// (An unpaired 64-row CTA's producer thread holds two keys of a block and no block ahead. Round
+// r's loads of block kb + 1 issued as soon as round r of block kb was stored, so that round 0's
+// rows travel while round 1 is converted, measured slower (same-call A/B, 2026-12-02): V3.2 b128
+// h64 140.7 -> 146.0 µs (143.7 with the L2 prefetch one block nearer), V4 h64 54.0 -> 55.1, V4
+// s_q2 h64 95.9 -> 99.7, dense fp8 h64 411 -> 430; the producer alone (variant 7) 117.7 ->
+// 118.6. Its pace is not the loads' latency; removed.)
 // Pairs: the producers arrive on "full" without the proxy fence, whose MEMBAR.ALL.CTA also
 // waits for their st.async copies to the peer and the next block's loads; each consumer thread
 // fences after its wait instead, before its wgmmas (b128 s_q2 h128 414.0 -> 399.7 µs, s_q1 h128
@@ -478,6 +484,13 @@ inline constexpr int kDenseTma = 100;
 #define SMLA_SD_E4M3_FP8 0
 #endif
 inline constexpr bool kE4m3Fp8 = SMLA_SD_E4M3_FP8 != 0;
+// SMLA_SD_E4M3_FP8_PROMOTE=1: the FP8 tiles' QK^T in three chains of 6 k-steps added in float32.
+// bench/micro/fp8_qk_accuracy.cu on the test's inputs, max raw error (of sums up to 5.2e4; ~2 is
+// SPEC's fp8-q lse bound there) for chains of 18 / 6 / 3 / 2 / 1 k-steps: 27.9 / 10.2 / 6.7 /
+// 5.4 / 2.1 (2026-12-02): the tensor cores' e4m3 sum loses bits at every step, and even a lone
+// k-step's 32 products err. Chains of 1 or 2 alternating between two accumulators need more
+// registers than WG0 has beside its half of O (ptxas: spills and serialized wgmmas at 224 and
+// at 240), so the FP8 tiles stay a measurement build.
 #ifndef SMLA_SD_E4M3_FP8_PROMOTE
 #define SMLA_SD_E4M3_FP8_PROMOTE 0
 #endif
@@ -559,18 +572,10 @@ constexpr int tile_offset(int r, int ch) {
 #endif
 template <int kRows, int kFmt>
 inline constexpr bool kAlt = SMLA_SD_ALT != 0 && kRows == 64 && kFmt == kDenseTma;
-// Measurement build SMLA_SD_HALVES=1: the shipped 64-row consumers on dense TMA pages with each
-// K tile handed over in the alternating build's two halves (A: boxes 0-3, the values of O's
-// left half; B: the rest): WG0 issues QK^T's first 16 k-steps once A is in and waits for B
-// only then; A is released by WG0 after its P V, B by WG0 after QK^T and by WG1 after its P V,
-// so a tile's halves reload as soon as their own readers are done.
-#ifndef SMLA_SD_HALVES
-#define SMLA_SD_HALVES 0
-#endif
-template <int kRows, int kFmt>
-inline constexpr bool kHalves = SMLA_SD_HALVES != 0 && SMLA_SD_ALT == 0 && kRows == 64 && kFmt == kDenseTma;
-// Empty-barrier counts of kHalves' K halves (consumer warps): A read by WG0, B by both.
-constexpr int halves_empty_count(int half) { return half ? 8 : 4; }
+// (SMLA_SD_HALVES=1, the shipped 64-row consumers with each K tile handed over and released in
+// the two halves above, QK^T's steps on B issued once B is in: slower in a same-call A/B,
+// 2026-12-02: dense bf16 s_q2 h128 913.3 -> 931.2 µs, h128 484.5 -> 489.0, b1 level, s_q2 h128
+// L32k 3734 -> 4065; removed.)
 // SMLA_SD_ALT=2: d_qk 576 runs the seesaw consumers instead (consumer_seesaw.cuh).
 template <int kD>
 inline constexpr bool kSeesaw = SMLA_SD_ALT == 2 && kD == 576;

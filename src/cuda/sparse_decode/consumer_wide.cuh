@@ -14,7 +14,6 @@
 #include "cuda/common/online_softmax.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "cuda/sparse_decode/epilogue.cuh"
-#include "cuda/sparse_decode/half_stage.cuh"
 #include "cuda/sparse_decode/k_tile.cuh"
 #include "cuda/sparse_decode/producer.cuh"
 #include "cuda/sparse_decode/timeline.cuh"
@@ -116,9 +115,7 @@ __device__ __forceinline__ void pv_from_registers(float (&o)[32][4], const uint3
 // kSw: the K tiles are TMA boxes with the 128-byte swizzle (dense decode, config.h kSwizzled).
 // kMaxLogits: also keep each row's exact maximum (the lazy rescale's m may lag it) for
 // sparse prefill's max_logits (bf16 kernels).
-// kHalves (config.h, dense TMA pages): the K tile in two halves (A: boxes 0-3, B: the rest,
-// half_stage.cuh), QK^T's steps on B issued once B is in.
-template <int kD, bool kPair, bool kSw = false, bool kMaxLogits = false, bool kHalves = false>
+template <int kD, bool kPair, bool kSw = false, bool kMaxLogits = false>
 __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   using T = WideTiles<kD, kSw>;
   using S = Smem<64, kD>;
@@ -146,10 +143,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
     const Stage<64, kD> stage(smem, s);
-    // kHalves: the half stage is made inside each kHalves branch (a named one, even unused,
-    // moved the packed kernels' SASS).
-    if constexpr (kHalves) mbar_wait(AltStage<kD>(smem, s).full(0), (n / kStages) & 1);
-    else stage.wait_full(n, kPair && kPairConsumerFence);
+    stage.wait_full(n, kPair && kPairConsumerFence);
     if (kTimeline && i == 0 && threadIdx.x == 0) timeline_mark(4);
     if constexpr (kConsumersIdle) {
       stage.release(w, lane);
@@ -161,25 +155,12 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     const uint64_t valid_early = kEarly ? stage.valid_mask() : 0;
     float sc[8][4];
     const uint64_t dk = T::k(smem, s);
-    if constexpr (kHalves) {
-      wgmma_fence();
+    wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < 16; ++ks) wgmma_m64n64k16_ss(sc, desc_add(dq, ks * 16), desc_add(dk, T::k_step(ks)), ks > 0);
-      wgmma_commit();
-      mbar_wait(AltStage<kD>(smem, s).full(1), (n / kStages) & 1);
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 16; ks < kD / 16; ++ks) wgmma_m64n64k16_ss(sc, desc_add(dq, ks * 16), desc_add(dk, T::k_step(ks)), 1);
-      wgmma_commit();
-    } else {
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < kD / 16; ++ks) wgmma_m64n64k16_ss(sc, desc_add(dq, ks * 16), desc_add(dk, T::k_step(ks)), ks > 0);
-      wgmma_commit();
-    }
+    for (int ks = 0; ks < kD / 16; ++ks) wgmma_m64n64k16_ss(sc, desc_add(dq, ks * 16), desc_add(dk, T::k_step(ks)), ks > 0);
+    wgmma_commit();
     wgmma_wait<0>();
     reg_fence(sc);
-    if constexpr (kHalves) AltStage<kD>(smem, s).release(1, lane);  // QK^T was WG0's last read of the B half
 
     // ---- mask, online softmax (log2 domain: the rows' maxima scaled here, each logit in its
     // exponent's FFMA)
@@ -235,8 +216,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     wgmma_wait<0>();
     reg_fence(o);
     reg_fence(a);
-    if constexpr (kHalves) AltStage<kD>(smem, s).release(0, lane);
-    else stage.release(w, lane);
+    stage.release(w, lane);
   }
 
   if (kTimeline && threadIdx.x == 0) timeline_mark(5);
@@ -264,7 +244,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   if (kTimeline && threadIdx.x == 0) timeline_mark(6);
 }
 
-template <int kD, bool kPair, bool kSw = false, bool kHalves = false>
+template <int kD, bool kPair, bool kSw = false>
 __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   using T = WideTiles<kD, kSw>;
   using S = Smem<64, kD>;
@@ -281,9 +261,7 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
     const Stage<64, kD> stage(smem, s);
-    // kHalves: this warpgroup reads the B half only
-    if constexpr (kHalves) mbar_wait(AltStage<kD>(smem, s).full(1), (n / kStages) & 1);
-    else stage.wait_full(n, kPair && kPairConsumerFence);
+    stage.wait_full(n, kPair && kPairConsumerFence);
     if constexpr (kConsumersIdle) {
       stage.release(w, lane);
       continue;
@@ -294,8 +272,7 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
     wgmma_wait<0>();
     reg_fence(o);
     named_bar_arrive(kBarPFree, kConsumerThreads);
-    if constexpr (kHalves) AltStage<kD>(smem, s).release(1, lane);
-    else stage.release(w, lane);
+    stage.release(w, lane);
   }
 
   named_bar_sync(kBarFinal, kConsumerThreads);

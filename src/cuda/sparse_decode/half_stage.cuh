@@ -1,6 +1,6 @@
 // A 64-row K tile handed over in two column halves (A: boxes 0-3, the values of O's left half;
 // B: the rest), each with its own full and empty barriers (config.h Smem::alt_bars): the
-// alternating and seesaw consumers (SMLA_SD_ALT) and the shipped consumers' kHalves build.
+// alternating and seesaw consumers (SMLA_SD_ALT).
 #pragma once
 
 #include <cstdint>

@@ -104,23 +104,20 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
 // kRaw (kNarrowBulk): also the raw slots' barriers, one arrive per copying producer thread.
 // kAlt (consumer_alt.cuh): full and empty serve the A halves; the B halves' barriers and aux
 // follow, and a half's "empty" counts the warps of the warpgroups that read it.
-// kHalvesOnly (config.h kHalves): the halves' barriers with the shipped consumers' counts.
-template <int kRows, int kD, int kRaw = 0, bool kTma = false, bool kAlt = false, bool kHalvesOnly = false>
+template <int kRows, int kD, int kRaw = 0, bool kTma = false, bool kAlt = false>
 __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
   if (threadIdx.x == 0) {
     using S = Smem<kRows, kD, kRaw>;
     uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::bars);
     for (int s = 0; s < kStages; ++s) {
       mbar_init(bars + s, kTma ? 1 : producer_threads(kRows));
-      mbar_init(bars + kStages + s, kHalvesOnly ? halves_empty_count(0)
-                                    : kAlt ? (kSeesaw<kD> ? seesaw_empty_count(s, 0) : alt_empty_count(s, 0))
-                                           : (consumer_threads(kRows) / 32) * (pair ? kPairCtas : 1));
+      mbar_init(bars + kStages + s, kAlt ? (kSeesaw<kD> ? seesaw_empty_count(s, 0) : alt_empty_count(s, 0)) : (consumer_threads(kRows) / 32) * (pair ? kPairCtas : 1));
     }
     if constexpr (kAlt) {
       uint64_t* bars_b = reinterpret_cast<uint64_t*>(smem + S::alt_bars);
       for (int s = 0; s < kStages; ++s) {
         mbar_init(bars_b + s, 1);
-        mbar_init(bars_b + kStages + s, kHalvesOnly ? halves_empty_count(1) : kSeesaw<kD> ? seesaw_empty_count(s, 1) : alt_empty_count(s, 1));
+        mbar_init(bars_b + kStages + s, kSeesaw<kD> ? seesaw_empty_count(s, 1) : alt_empty_count(s, 1));
       }
       mbar_init(bars_b + 2 * kStages, 1);
     }
@@ -255,8 +252,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt>(), 1) sparse_decod
         fence_mbarrier_init();  // the bulk copies complete on "full"
       }
     } else {
-      constexpr bool kH = kHalves<kRows, kFmt>;
-      init_stage_barriers<kRows, kD, kRaw, kTma, kAlt<kRows, kFmt> || kH, kH>(smem, w.pair);
+      init_stage_barriers<kRows, kD, kRaw, kTma, kAlt<kRows, kFmt>>(smem, w.pair);
     }
     __syncthreads();
     if constexpr (kPair) cluster_sync();  // the peer's barriers are initialized before anyone writes or arrives there
@@ -284,14 +280,14 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt>(), 1) sparse_decod
         setmaxnreg_to<kRegsWg0, kEntry>();
         load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3)>(p, w, smem);
         if (kTimeline && threadIdx.x == 0) timeline_mark(3);
-        consume_wg0<kD, kPair, kSw, kMaxLogits, kHalves<kRows, kFmt>>(p, w, smem);
+        consume_wg0<kD, kPair, kSw, kMaxLogits>(p, w, smem);
       } else if (wg == 1) {
         setmaxnreg_to<kRegsWg1, kEntry>();
         load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3)>(p, w, smem);
-        consume_wg1<kD, kPair, kSw, kHalves<kRows, kFmt>>(p, w, smem);
+        consume_wg1<kD, kPair, kSw>(p, w, smem);
       } else {
         setmaxnreg_to<kRegsProducerWide, kEntry>();
-        if constexpr (kTma) produce_dense_tma<kRows, kD, kHalves<kRows, kFmt>>(p, w, smem);
+        if constexpr (kTma) produce_dense_tma<kRows, kD>(p, w, smem);
         else if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
         else produce_packed<kRows, kFmt>(p, w, smem);
       }
