@@ -318,9 +318,40 @@ inline constexpr int kRawWgs = SMLA_SD_RAW_DUAL == 0 || !kRawConsumer<kRows, kFm
                                : (SMLA_SD_RAW_WGS == 3 && kRows == 16 ? 3 : 2);
 template <int kRows, int kFmt>
 constexpr int raw_consumer_threads() { return 128 * kRawWgs<kRows, kFmt>; }
-// Threads of a kernel instance: cta_threads, or 512 with three raw-ring consumer warpgroups.
-template <int kRows, int kFmt>
-constexpr int kernel_threads() { return kRawWgs<kRows, kFmt> == 3 ? 512 : cta_threads(kRows); }
+// Unpaired 64-row CTAs of the packed formats (fp8_ds_mla, fp8_model1, fp8_e4m3 above 32 heads)
+// have two producer warpgroups, one 32-key round of every block each, at 80 registers (512
+// threads; WG0 and WG1 keep 192 and 160). ncu of V3.2 b128 h64 with one producer warpgroup
+// (2026-12-02): its one warp per scheduler issued ~1360 instructions a block (56% of them the
+// conversion) at ~0.2 a cycle, stalled on its own dependency chains ("selected" 23%, "wait" 20%,
+// long scoreboard 25% of its samples); a second producer warp per scheduler issues in its gaps.
+// Same-call A/B (2026-12-02), one producer warpgroup / two in one-unit kernels / two in the
+// persistent ones too (their fp8_ds_mla producer spills 368 bytes at 80 registers, fp8_model1's
+// none): V3.2 b128 h64 140.0 / 135.5 / 135.1 µs, s_q2 h64 269.1 / 268.8 / 238.1, V4 h64 53.8 /
+// 52.5 / 52.5, V4 s_q2 h64 96.0 / 96.2 / 91.4, dense fp8 h64 410.9 / 410.3 / 408.3, b1 h64 level.
+// SMLA_SD_WIDE_PRODUCERS=1 (a measurement build): one producer warpgroup, two rounds a thread;
+// =2: two in one-unit kernels only.
+#ifndef SMLA_SD_WIDE_PRODUCERS
+#define SMLA_SD_WIDE_PRODUCERS 3
+#endif
+template <int kRows, int kFmt, bool kPair, bool kPersist = false>
+inline constexpr bool kTwoProducers =
+    SMLA_SD_WIDE_PRODUCERS >= (kPersist ? 3 : 2) && kRows == 64 && !kPair &&
+    (kFmt == static_cast<int>(CacheFormat::fp8_ds_mla) || kFmt == static_cast<int>(CacheFormat::fp8_model1) ||
+     kFmt == static_cast<int>(CacheFormat::fp8_e4m3));
+// Threads of a kernel instance: cta_threads, or 512 with three raw-ring consumer warpgroups or
+// two wide producer warpgroups.
+template <int kRows, int kFmt, bool kPair = false, bool kPersist = false>
+constexpr int kernel_threads() {
+  return kRawWgs<kRows, kFmt> == 3 || kTwoProducers<kRows, kFmt, kPair, kPersist> ? 512 : cta_threads(kRows);
+}
+// Producer threads of a kernel instance (the arrivals on a K tile's "full" barrier).
+template <int kRows, int kFmt, bool kPair = false, bool kPersist = false>
+constexpr int kernel_producer_threads() {
+  return kTwoProducers<kRows, kFmt, kPair, kPersist> ? 256 : producer_threads(kRows);
+}
+// kTwoProducers: each producer warpgroup's registers beside WG0's and WG1's.
+inline constexpr int kRegsProducerTwo = (4 * launch_regs(512) - kRegsWg0 - kRegsWg1) / 2;
+static_assert(kRegsProducerTwo % 8 == 0 && kRegsProducerTwo >= 56, "two-producer register budget");
 // Raw-ring tiles load Q once (consumer_narrow_raw.cuh, load_q_f16): each warp keeps its rows in
 // registers between their maxima and the conversion. Q's loads took ~6% of the samples of the
 // 16-row fp8_ds_mla kernel (ncu), a one-wave launch whose CTA start is not overlapped. Against two

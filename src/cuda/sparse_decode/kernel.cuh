@@ -104,13 +104,14 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
 // kRaw (kNarrowBulk): also the raw slots' barriers, one arrive per copying producer thread.
 // kAlt (consumer_alt.cuh): full and empty serve the A halves; the B halves' barriers and aux
 // follow, and a half's "empty" counts the warps of the warpgroups that read it.
-template <int kRows, int kD, int kRaw = 0, bool kTma = false, bool kAlt = false>
+// kProducers: the producer threads that arrive on "full" (kernel_producer_threads).
+template <int kRows, int kD, int kRaw = 0, bool kTma = false, bool kAlt = false, int kProducers = producer_threads(kRows)>
 __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
   if (threadIdx.x == 0) {
     using S = Smem<kRows, kD, kRaw>;
     uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::bars);
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(bars + s, kTma ? 1 : producer_threads(kRows));
+      mbar_init(bars + s, kTma ? 1 : kProducers);
       mbar_init(bars + kStages + s, kAlt ? (kSeesaw<kD> ? seesaw_empty_count(s, 0) : alt_empty_count(s, 0)) : (consumer_threads(kRows) / 32) * (pair ? kPairCtas : 1));
     }
     if constexpr (kAlt) {
@@ -140,7 +141,8 @@ __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
 // finished its QK^T then), and both meet at the Q barrier before the next QK^T.
 template <int kRows, int kD, int kFmt, bool kPair, bool kMaxLogits>
 __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
-  init_stage_barriers<kRows, kD>(smem, kPair);
+  constexpr bool kTwo = kTwoProducers<kRows, kFmt, kPair, true>;
+  init_stage_barriers<kRows, kD, 0, false, false, kernel_producer_threads<kRows, kFmt, kPair, true>()>(smem, kPair);
   __syncthreads();
   if constexpr (kPair) cluster_sync();
   const int rank = kPair ? static_cast<int>(cluster_ctarank()) : 0;
@@ -164,7 +166,7 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
     }
   };
   const int wg = threadIdx.x / 128;
-  constexpr int kEntry = launch_regs(cta_threads(kRows));
+  constexpr int kEntry = launch_regs(kernel_threads<kRows, kFmt, kPair, true>());
   if (wg == 0) {
     setmaxnreg_to<kRegsWg0, kEntry>();
     each_unit([&](const Work& w, int n0) {
@@ -178,10 +180,10 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
       consume_wg1<kD, kPair, kSwizzled<kFmt>>(p, w, smem, n0);
     });
   } else {
-    setmaxnreg_to<kRegsProducerWide, kEntry>();
+    setmaxnreg_to<kTwo ? kRegsProducerTwo : kRegsProducerWide, kEntry>();
     each_unit([&](const Work& w, int n0) {
       if constexpr (bf16_rows(kFmt)) produce_bf16<kRows, kD>(p, w, smem, n0);
-      else produce_packed<kRows, kFmt>(p, w, smem, n0);
+      else produce_packed<kRows, kFmt, kTwo>(p, w, smem, n0);
     });
   }
   if constexpr (kPair) cluster_sync();  // no CTA leaves while its peer may still write or arrive in its shared memory
@@ -215,7 +217,7 @@ __device__ void fp8_tile_roles(const AttnParams& p, const Work& w, uint8_t* smem
 // head's exact largest logit for p.max_logits (sparse prefill from a packed cache; the bf16
 // kernels, which sparse prefill also runs, always do).
 template <int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kLogits = false>
-__global__ void __launch_bounds__(kernel_threads<kRows, kFmt>(), 1) sparse_decode_kernel(const __grid_constant__ AttnParams p) {
+__global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>(), 1) sparse_decode_kernel(const __grid_constant__ AttnParams p) {
   extern __shared__ __align__(1024) uint8_t smem[];  // 128-byte-swizzled tiles (kSw) need 1024
   constexpr bool kBf16 = bf16_rows(kFmt);
   constexpr bool kSw = kSwizzled<kFmt>;
@@ -252,14 +254,14 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt>(), 1) sparse_decod
         fence_mbarrier_init();  // the bulk copies complete on "full"
       }
     } else {
-      init_stage_barriers<kRows, kD, kRaw, kTma, kAlt<kRows, kFmt>>(smem, w.pair);
+      init_stage_barriers<kRows, kD, kRaw, kTma, kAlt<kRows, kFmt>, kernel_producer_threads<kRows, kFmt, kPair, kPersist>()>(smem, w.pair);
     }
     __syncthreads();
     if constexpr (kPair) cluster_sync();  // the peer's barriers are initialized before anyone writes or arrives there
     if (kTimeline && threadIdx.x == 0) timeline_mark(2);
 
     const int wg = threadIdx.x / 128;
-    constexpr int kEntry = launch_regs(kernel_threads<kRows, kFmt>());
+    constexpr int kEntry = launch_regs(kernel_threads<kRows, kFmt, kPair, kPersist>());
     if constexpr (kAlt<kRows, kFmt>) {
       if (wg == 0) {
         setmaxnreg_to<kRegsAlt, kEntry>();
@@ -286,10 +288,11 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt>(), 1) sparse_decod
         load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3)>(p, w, smem);
         consume_wg1<kD, kPair, kSw>(p, w, smem);
       } else {
-        setmaxnreg_to<kRegsProducerWide, kEntry>();
+        constexpr bool kTwo = kTwoProducers<kRows, kFmt, kPair, kPersist>;
+        setmaxnreg_to<kTwo ? kRegsProducerTwo : kRegsProducerWide, kEntry>();
         if constexpr (kTma) produce_dense_tma<kRows, kD>(p, w, smem);
         else if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
-        else produce_packed<kRows, kFmt>(p, w, smem);
+        else produce_packed<kRows, kFmt, kTwo>(p, w, smem);
       }
     } else if constexpr (kRawConsumer<kRows, kFmt>) {
       if (wg < kRawWgs<kRows, kFmt>) {

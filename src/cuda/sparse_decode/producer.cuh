@@ -530,11 +530,12 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
 }
 
 // n0: K blocks the CTA handled before this unit (persistent CTAs; stage and phase continue).
-template <int kRows, int kFmt>
+// kTwo (config.h kTwoProducers): an unpaired 64-row CTA's two producer warpgroups, one round each.
+template <int kRows, int kFmt, bool kTwo = false>
 __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   const ProducerLane pl(w, consumer_threads(kRows));
   if (w.kb_begin >= w.kb_end) return;
-  constexpr int kAlone = producer_rounds<kRows>(false);
+  constexpr int kAlone = kTwo ? 1 : producer_rounds<kRows>(false);
   if constexpr (kRows == 64) {  // only 64-row tiles pair (launch.cu)
     if (w.pair) {
       produce_packed_rounds<kRows, kFmt, producer_rounds<kRows>(true), true, kPairAhead>(p, w, smem, pl, n0);
