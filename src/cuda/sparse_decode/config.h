@@ -329,25 +329,26 @@ constexpr int raw_consumer_threads() { return 128 * kRawWgs<kRows, kFmt>; }
 // none): V3.2 b128 h64 140.0 / 135.5 / 135.1 µs, s_q2 h64 269.1 / 268.8 / 238.1, V4 h64 53.8 /
 // 52.5 / 52.5, V4 s_q2 h64 96.0 / 96.2 / 91.4, dense fp8 h64 410.9 / 410.3 / 408.3, b1 h64 level.
 // SMLA_SD_WIDE_PRODUCERS=1 (a measurement build): one producer warpgroup, two rounds a thread;
-// =2: two in one-unit kernels only.
+// =2: two in one-unit kernels only. Sparse prefill's kernels (kLogits) keep one producer
+// warpgroup until their GPU tests have run with two.
 #ifndef SMLA_SD_WIDE_PRODUCERS
 #define SMLA_SD_WIDE_PRODUCERS 3
 #endif
-template <int kRows, int kFmt, bool kPair, bool kPersist = false>
+template <int kRows, int kFmt, bool kPair, bool kPersist = false, bool kLogits = false>
 inline constexpr bool kTwoProducers =
-    SMLA_SD_WIDE_PRODUCERS >= (kPersist ? 3 : 2) && kRows == 64 && !kPair &&
+    SMLA_SD_WIDE_PRODUCERS >= (kPersist ? 3 : 2) && kRows == 64 && !kPair && !kLogits &&
     (kFmt == static_cast<int>(CacheFormat::fp8_ds_mla) || kFmt == static_cast<int>(CacheFormat::fp8_model1) ||
      kFmt == static_cast<int>(CacheFormat::fp8_e4m3));
 // Threads of a kernel instance: cta_threads, or 512 with three raw-ring consumer warpgroups or
 // two wide producer warpgroups.
-template <int kRows, int kFmt, bool kPair = false, bool kPersist = false>
+template <int kRows, int kFmt, bool kPair = false, bool kPersist = false, bool kLogits = false>
 constexpr int kernel_threads() {
-  return kRawWgs<kRows, kFmt> == 3 || kTwoProducers<kRows, kFmt, kPair, kPersist> ? 512 : cta_threads(kRows);
+  return kRawWgs<kRows, kFmt> == 3 || kTwoProducers<kRows, kFmt, kPair, kPersist, kLogits> ? 512 : cta_threads(kRows);
 }
 // Producer threads of a kernel instance (the arrivals on a K tile's "full" barrier).
-template <int kRows, int kFmt, bool kPair = false, bool kPersist = false>
+template <int kRows, int kFmt, bool kPair = false, bool kPersist = false, bool kLogits = false>
 constexpr int kernel_producer_threads() {
-  return kTwoProducers<kRows, kFmt, kPair, kPersist> ? 256 : producer_threads(kRows);
+  return kTwoProducers<kRows, kFmt, kPair, kPersist, kLogits> ? 256 : producer_threads(kRows);
 }
 // kTwoProducers: each producer warpgroup's registers beside WG0's and WG1's.
 inline constexpr int kRegsProducerTwo = (4 * launch_regs(512) - kRegsWg0 - kRegsWg1) / 2;
