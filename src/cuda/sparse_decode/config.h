@@ -339,11 +339,27 @@ inline constexpr bool kTwoProducers =
     SMLA_SD_WIDE_PRODUCERS >= (kPersist ? 3 : 2) && kRows == 64 && !kPair && !kLogits &&
     (kFmt == static_cast<int>(CacheFormat::fp8_ds_mla) || kFmt == static_cast<int>(CacheFormat::fp8_model1) ||
      kFmt == static_cast<int>(CacheFormat::fp8_e4m3));
+// Measurement build SMLA_SD_PAIR_PRODUCERS=2: pairs of 64-row packed CTAs with two producer
+// warpgroups each at the same 80 registers, warpgroup p filling stage p (alternate blocks, one
+// round a thread, its block's loads issued when it starts it: producer.cuh,
+// produce_packed_alternate), so that two blocks' gathers and conversions run at once where one
+// warpgroup now loads block kb + 1 before it stores block kb. Default 1.
+#ifndef SMLA_SD_PAIR_PRODUCERS
+#define SMLA_SD_PAIR_PRODUCERS 1
+#endif
+template <int kRows, int kFmt, bool kPair, bool kLogits = false>
+inline constexpr bool kPairTwoProducers =
+    SMLA_SD_PAIR_PRODUCERS == 2 && kRows == 64 && kPair && !kLogits &&
+    (kFmt == static_cast<int>(CacheFormat::fp8_ds_mla) || kFmt == static_cast<int>(CacheFormat::fp8_model1) ||
+     kFmt == static_cast<int>(CacheFormat::fp8_e4m3));
 // Threads of a kernel instance: cta_threads, or 512 with three raw-ring consumer warpgroups or
 // two wide producer warpgroups.
 template <int kRows, int kFmt, bool kPair = false, bool kPersist = false, bool kLogits = false>
 constexpr int kernel_threads() {
-  return kRawWgs<kRows, kFmt> == 3 || kTwoProducers<kRows, kFmt, kPair, kPersist, kLogits> ? 512 : cta_threads(kRows);
+  return kRawWgs<kRows, kFmt> == 3 || kTwoProducers<kRows, kFmt, kPair, kPersist, kLogits> ||
+                 kPairTwoProducers<kRows, kFmt, kPair, kLogits>
+             ? 512
+             : cta_threads(kRows);
 }
 // Producer threads of a kernel instance (the arrivals on a K tile's "full" barrier).
 template <int kRows, int kFmt, bool kPair = false, bool kPersist = false, bool kLogits = false>

@@ -180,10 +180,11 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
       consume_wg1<kD, kPair, kSwizzled<kFmt>>(p, w, smem, n0);
     });
   } else {
-    setmaxnreg_to<kTwo ? kRegsProducerTwo : kRegsProducerWide, kEntry>();
+    constexpr bool kPairTwo = kPairTwoProducers<kRows, kFmt, kPair, kMaxLogits>;
+    setmaxnreg_to<kTwo || kPairTwo ? kRegsProducerTwo : kRegsProducerWide, kEntry>();
     each_unit([&](const Work& w, int n0) {
       if constexpr (bf16_rows(kFmt)) produce_bf16<kRows, kD>(p, w, smem, n0);
-      else produce_packed<kRows, kFmt, kTwo>(p, w, smem, n0);
+      else produce_packed<kRows, kFmt, kTwo, kPairTwo>(p, w, smem, n0);
     });
   }
   if constexpr (kPair) cluster_sync();  // no CTA leaves while its peer may still write or arrive in its shared memory
@@ -289,10 +290,11 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist, k
         consume_wg1<kD, kPair, kSw>(p, w, smem);
       } else {
         constexpr bool kTwo = kTwoProducers<kRows, kFmt, kPair, kPersist, kLogits>;
-        setmaxnreg_to<kTwo ? kRegsProducerTwo : kRegsProducerWide, kEntry>();
+        constexpr bool kPairTwo = kPairTwoProducers<kRows, kFmt, kPair, kLogits>;
+        setmaxnreg_to<kTwo || kPairTwo ? kRegsProducerTwo : kRegsProducerWide, kEntry>();
         if constexpr (kTma) produce_dense_tma<kRows, kD>(p, w, smem);
         else if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
-        else produce_packed<kRows, kFmt, kTwo>(p, w, smem);
+        else produce_packed<kRows, kFmt, kTwo, kPairTwo>(p, w, smem);
       }
     } else if constexpr (kRawConsumer<kRows, kFmt>) {
       if (wg < kRawWgs<kRows, kFmt>) {

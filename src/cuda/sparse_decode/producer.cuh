@@ -529,15 +529,59 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
   if (kTimeline && pl.first()) timeline_mark(8);
 }
 
+// A pair's two producer warpgroups (config.h kPairTwoProducers): warpgroup pw fills stage pw,
+// so it takes the CTA's blocks n = n0 + i with n % 2 == pw, its rank's round of each (in both
+// CTAs, as produce_packed_rounds does), one block at a time: the two warpgroups have two
+// consecutive blocks in flight. Indices are loaded four of its blocks ahead, rows prefetched
+// into L2 two of its blocks (four blocks) ahead.
+template <int kRows, int kFmt>
+__device__ void produce_packed_alternate(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl, int n0,
+                                         int pw) {
+  constexpr int kD = PackedRow<kFmt>::kD;
+  const bool wg_first = ((static_cast<int>(threadIdx.x) - pl.first_thread) & 127) == 0;
+  const int first = w.kb_begin + ((pw - n0) & 1);
+  int32_t iq[4];  // indices of this warpgroup's blocks first + 2 d, then rotated
+#pragma unroll
+  for (int d = 0; d < 4; ++d)
+    iq[d] = first + 2 * d < w.kb_end ? load_key_index<serves_dense(kFmt)>(p, w, pl.pos(first + 2 * d, 0)) : -1;
+  prefetch_key<kRows, kFmt>(p, w, pl, 0, first + 2, iq[1]);
+  PackedRound<kFmt> ra;
+  for (int kb = first; kb < w.kb_end; kb += 2) {
+    const int i = kb - w.kb_begin, n = n0 + i;
+    const Stage<kRows, kD> st(smem, n & 1);
+    ra.load(p, w, pl, pl.pos(kb, 0), iq[0]);
+    prefetch_key<kRows, kFmt>(p, w, pl, 0, kb + 4, iq[2]);
+    iq[0] = iq[1];
+    iq[1] = iq[2];
+    iq[2] = iq[3];
+    iq[3] = kb + 8 < w.kb_end ? load_key_index<serves_dense(kFmt)>(p, w, pl.pos(kb + 8, 0)) : -1;
+    PeerStage peer;
+    peer.tile = in_peer(w, st.tile);
+    peer.valid = in_peer(w, st.valid);
+    peer.full = in_peer(w, st.full);
+    st.wait_empty(n);
+    publish_valid<true>(st.valid, peer, pl, pl.round, ra.ok);
+    ra.template store<true>(st.tile, peer, pl, pl.row_in_block(0));
+    if constexpr (!kPairConsumerFence) fence_proxy_async();
+    if (wg_first) mbar_arrive_expect_tx(st.full, kPeerTxBytes<kD>);
+    else mbar_arrive(st.full);
+  }
+}
+
 // n0: K blocks the CTA handled before this unit (persistent CTAs; stage and phase continue).
-// kTwo (config.h kTwoProducers): an unpaired 64-row CTA's two producer warpgroups, one round each.
-template <int kRows, int kFmt, bool kTwo = false>
+// kTwo (config.h kTwoProducers): an unpaired 64-row CTA's two producer warpgroups, one round
+// each; kPairTwo (kPairTwoProducers): a pair's two, on alternate blocks.
+template <int kRows, int kFmt, bool kTwo = false, bool kPairTwo = false>
 __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   const ProducerLane pl(w, consumer_threads(kRows));
   if (w.kb_begin >= w.kb_end) return;
   constexpr int kAlone = kTwo ? 1 : producer_rounds<kRows>(false);
   if constexpr (kRows == 64) {  // only 64-row tiles pair (launch.cu)
     if (w.pair) {
+      if constexpr (kPairTwo) {
+        produce_packed_alternate<kRows, kFmt>(p, w, smem, pl, n0, (static_cast<int>(threadIdx.x) - pl.first_thread) >> 7);
+        return;
+      }
       produce_packed_rounds<kRows, kFmt, producer_rounds<kRows>(true), true, kPairAhead>(p, w, smem, pl, n0);
       if (kTimeline && pl.first()) timeline_mark(8);
       return;
