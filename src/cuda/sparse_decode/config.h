@@ -325,9 +325,11 @@ constexpr int raw_consumer_threads() { return 128 * kRawWgs<kRows, kFmt>; }
 // conversion) at ~0.2 a cycle, stalled on its own dependency chains ("selected" 23%, "wait" 20%,
 // long scoreboard 25% of its samples); a second producer warp per scheduler issues in its gaps.
 // Same-call A/B (2026-12-02), one producer warpgroup / two in one-unit kernels / two in the
-// persistent ones too (their fp8_ds_mla producer spills 368 bytes at 80 registers, fp8_model1's
-// none): V3.2 b128 h64 140.0 / 135.5 / 135.1 µs, s_q2 h64 269.1 / 268.8 / 238.1, V4 h64 53.8 /
-// 52.5 / 52.5, V4 s_q2 h64 96.0 / 96.2 / 91.4, dense fp8 h64 410.9 / 410.3 / 408.3, b1 h64 level.
+// persistent ones too: V3.2 b128 h64 140.0 / 135.5 / 135.1 µs, s_q2 h64 269.1 / 268.8 / 238.1,
+// V4 h64 53.8 / 52.5 / 52.5, V4 s_q2 h64 96.0 / 96.2 / 91.4, dense fp8 h64 410.9 / 410.3 / 408.3,
+// b1 h64 level. ptxas: the persistent fp8_ds_mla kernel spills 368 bytes, nearly all in the
+// consumer warpgroups' per-unit start (before their first wgmma, none in a block loop), a few
+// words in the producer; fp8_model1's none.
 // SMLA_SD_WIDE_PRODUCERS=1 (a measurement build): one producer warpgroup, two rounds a thread;
 // =2: two in one-unit kernels only. Sparse prefill's kernels (kLogits) keep one producer
 // warpgroup until their GPU tests have run with two.
