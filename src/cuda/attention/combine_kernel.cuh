@@ -74,6 +74,12 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(cons
     }
   }
   float acc[4][4] = {};
+  auto add = [&](int k, float w, const float4& v) {
+    acc[k][0] += w * v.x;
+    acc[k][1] += w * v.y;
+    acc[k][2] += w * v.z;
+    acc[k][3] += w * v.w;
+  };
   if (lse != -INFINITY) {
 #pragma unroll
     for (int u = 0; u < kCombinePre; ++u) {
@@ -81,12 +87,7 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(cons
       if (j < n) {
         const float w = expf(p.part_lse[part_row(j)] - lse);
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          acc[k][0] += w * pre[u][k].x;
-          acc[k][1] += w * pre[u][k].y;
-          acc[k][2] += w * pre[u][k].z;
-          acc[k][3] += w * pre[u][k].w;
-        }
+        for (int k = 0; k < 4; ++k) add(k, w, pre[u][k]);
       }
     }
 #pragma unroll 4
@@ -95,13 +96,7 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(cons
       const float w = expf(p.part_lse[prow] - lse);  // 0 for empty splits (lse -inf)
       const float4* src = reinterpret_cast<const float4*>(p.part_o + prow * kDv);
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const float4 v = src[lane + 32 * k];
-        acc[k][0] += w * v.x;
-        acc[k][1] += w * v.y;
-        acc[k][2] += w * v.z;
-        acc[k][3] += w * v.w;
-      }
+      for (int k = 0; k < 4; ++k) add(k, w, src[lane + 32 * k]);
     }
   }
   // Columns this lane writes: 4 lane + 128 k (one warp per head), or 128 sub + 4 lane (k = 0

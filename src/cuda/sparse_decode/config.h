@@ -336,11 +336,14 @@ constexpr int raw_consumer_threads() { return 128 * kRawWgs<kRows, kFmt>; }
 #ifndef SMLA_SD_WIDE_PRODUCERS
 #define SMLA_SD_WIDE_PRODUCERS 3
 #endif
+// The formats whose 64-row tiles the packed producer converts (produce_packed).
+constexpr bool packed_rows(int fmt) {
+  return fmt == static_cast<int>(CacheFormat::fp8_ds_mla) || fmt == static_cast<int>(CacheFormat::fp8_model1) ||
+         fmt == static_cast<int>(CacheFormat::fp8_e4m3);
+}
 template <int kRows, int kFmt, bool kPair, bool kPersist = false, bool kLogits = false>
 inline constexpr bool kTwoProducers =
-    SMLA_SD_WIDE_PRODUCERS >= (kPersist ? 3 : 2) && kRows == 64 && !kPair && !kLogits &&
-    (kFmt == static_cast<int>(CacheFormat::fp8_ds_mla) || kFmt == static_cast<int>(CacheFormat::fp8_model1) ||
-     kFmt == static_cast<int>(CacheFormat::fp8_e4m3));
+    SMLA_SD_WIDE_PRODUCERS >= (kPersist ? 3 : 2) && kRows == 64 && !kPair && !kLogits && packed_rows(kFmt);
 // Measurement build SMLA_SD_PAIR_PRODUCERS=2: pairs of 64-row packed CTAs with two producer
 // warpgroups each at the same 80 registers, warpgroup p filling stage p (alternate blocks, one
 // round a thread, its block's loads issued when it starts it: producer.cuh,
@@ -350,10 +353,7 @@ inline constexpr bool kTwoProducers =
 #define SMLA_SD_PAIR_PRODUCERS 1
 #endif
 template <int kRows, int kFmt, bool kPair, bool kLogits = false>
-inline constexpr bool kPairTwoProducers =
-    SMLA_SD_PAIR_PRODUCERS == 2 && kRows == 64 && kPair && !kLogits &&
-    (kFmt == static_cast<int>(CacheFormat::fp8_ds_mla) || kFmt == static_cast<int>(CacheFormat::fp8_model1) ||
-     kFmt == static_cast<int>(CacheFormat::fp8_e4m3));
+inline constexpr bool kPairTwoProducers = SMLA_SD_PAIR_PRODUCERS == 2 && kRows == 64 && kPair && !kLogits && packed_rows(kFmt);
 // Threads of a kernel instance: cta_threads, or 512 with three raw-ring consumer warpgroups or
 // two wide producer warpgroups.
 template <int kRows, int kFmt, bool kPair = false, bool kPersist = false, bool kLogits = false>
@@ -371,6 +371,13 @@ constexpr int kernel_producer_threads() {
 // kTwoProducers: each producer warpgroup's registers beside WG0's and WG1's.
 inline constexpr int kRegsProducerTwo = (4 * launch_regs(512) - kRegsWg0 - kRegsWg1) / 2;
 static_assert(kRegsProducerTwo % 8 == 0 && kRegsProducerTwo >= 56, "two-producer register budget");
+// A 64-row kernel instance's producer registers (setmaxnreg).
+template <int kRows, int kFmt, bool kPair, bool kPersist, bool kLogits>
+constexpr int producer_regs_wide() {
+  return kTwoProducers<kRows, kFmt, kPair, kPersist, kLogits> || kPairTwoProducers<kRows, kFmt, kPair, kLogits>
+             ? kRegsProducerTwo
+             : kRegsProducerWide;
+}
 // Raw-ring tiles load Q once (consumer_narrow_raw.cuh, load_q_f16): each warp keeps its rows in
 // registers between their maxima and the conversion. Q's loads took ~6% of the samples of the
 // 16-row fp8_ds_mla kernel (ncu), a one-wave launch whose CTA start is not overlapped. Against two

@@ -181,7 +181,7 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
     });
   } else {
     constexpr bool kPairTwo = kPairTwoProducers<kRows, kFmt, kPair, kMaxLogits>;
-    setmaxnreg_to<kTwo || kPairTwo ? kRegsProducerTwo : kRegsProducerWide, kEntry>();
+    setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, true, kMaxLogits>(), kEntry>();
     each_unit([&](const Work& w, int n0) {
       if constexpr (bf16_rows(kFmt)) produce_bf16<kRows, kD>(p, w, smem, n0);
       else produce_packed<kRows, kFmt, kTwo, kPairTwo>(p, w, smem, n0);
@@ -291,7 +291,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist, k
       } else {
         constexpr bool kTwo = kTwoProducers<kRows, kFmt, kPair, kPersist, kLogits>;
         constexpr bool kPairTwo = kPairTwoProducers<kRows, kFmt, kPair, kLogits>;
-        setmaxnreg_to<kTwo || kPairTwo ? kRegsProducerTwo : kRegsProducerWide, kEntry>();
+        setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, kPersist, kLogits>(), kEntry>();
         if constexpr (kTma) produce_dense_tma<kRows, kD>(p, w, smem);
         else if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
         else produce_packed<kRows, kFmt, kTwo, kPairTwo>(p, w, smem);

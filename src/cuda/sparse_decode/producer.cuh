@@ -293,22 +293,31 @@ struct PackedRound {
 template <int kRows>
 constexpr int producer_rounds(bool pair) { return kRows == 64 && !pair ? 2 : 1; }
 
+// The queue of blocks first, first + kStride, ... (kStride 2: a producer warpgroup that takes
+// every other block, produce_packed_alternate).
+template <bool kDenseToo = false, int kStride = 1>
+__device__ __forceinline__ void init_queue(IndexQueue& iq, const AttnParams& p, const Work& w, const ProducerLane& pl,
+                                           int r, int first) {
+#pragma unroll
+  for (int d = 0; d < 4; ++d) {
+    const int kb = first + kStride * d;
+    iq.v[d] = kb < w.kb_end ? load_key_index<kDenseToo>(p, w, pl.pos(kb, r)) : -1;
+  }
+}
 template <bool kDenseToo = false>
 __device__ __forceinline__ void init_queue(IndexQueue& iq, const AttnParams& p, const Work& w, const ProducerLane& pl,
                                            int r) {
-#pragma unroll
-  for (int d = 0; d < 4; ++d)
-    iq.v[d] = w.kb_begin + d < w.kb_end ? load_key_index<kDenseToo>(p, w, pl.pos(w.kb_begin + d, r)) : -1;
+  init_queue<kDenseToo>(iq, p, w, pl, r, w.kb_begin);
 }
 
-// Drops block kb, loads block kb + 4.
-template <bool kDenseToo = false>
+// Drops block kb, loads block kb + 4 kStride.
+template <bool kDenseToo = false, int kStride = 1>
 __device__ __forceinline__ void rotate_queue(IndexQueue& iq, const AttnParams& p, const Work& w, const ProducerLane& pl,
                                              int r, int kb) {
   iq.v[0] = iq.v[1];
   iq.v[1] = iq.v[2];
   iq.v[2] = iq.v[3];
-  iq.v[3] = kb + 4 < w.kb_end ? load_key_index<kDenseToo>(p, w, pl.pos(kb + 4, r)) : -1;
+  iq.v[3] = kb + 4 * kStride < w.kb_end ? load_key_index<kDenseToo>(p, w, pl.pos(kb + 4 * kStride, r)) : -1;
 }
 
 template <int kRows, int kFmt>
@@ -322,6 +331,31 @@ __device__ __forceinline__ void prefetch_key(const AttnParams& p, const Work& w,
 // Bytes a pair's peer writes into this CTA's K tile per block: its 32 rows and its 4 ballots.
 template <int kD>
 inline constexpr uint32_t kPeerTxBytes = (kProducerIdle ? 0 : 32 * kD * 2) + 4 * 4;
+
+// Block n's rows (cur[r]: round pl.round + r) into stage st once the consumers freed it (and,
+// kPeer, into the peer's), then handed over; `tx_first`: the thread that arms "full" for the
+// peer's bytes.
+template <int kRows, int kD, int kRounds, bool kPeer, typename Round>
+__device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, const Work& w, const ProducerLane& pl,
+                                                    const Round (&cur)[kRounds], int n, bool tx_first) {
+  PeerStage peer;
+  if constexpr (kPeer) {
+    peer.tile = in_peer(w, st.tile);
+    peer.valid = in_peer(w, st.valid);
+    peer.full = in_peer(w, st.full);
+  }
+  st.wait_empty(n);
+#pragma unroll
+  for (int r = 0; r < kRounds; ++r) {
+    publish_valid<kPeer>(st.valid, peer, pl, pl.round + r, cur[r].ok);
+    cur[r].template store<kPeer>(st.tile, peer, pl, pl.row_in_block(r));
+  }
+  // Generic-proxy stores, read next by wgmma (async proxy): the proxy fence orders them (with
+  // config.h kPairConsumerFence, a pair's consumers fence after their wait instead).
+  if constexpr (!(kPeer && kPairConsumerFence)) fence_proxy_async();
+  if (kPeer && tx_first) mbar_arrive_expect_tx(st.full, kPeerTxBytes<kD>);
+  else mbar_arrive(st.full);
+}
 
 // fp8_ds_mla / fp8_model1: global -> registers -> dequantize -> K tile. A thread takes kRounds
 // keys of every block; kAhead = 1 issues the loads of block kb + 1 before it stores block kb.
@@ -354,23 +388,7 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
       prefetch_key<kRows, kFmt>(p, w, pl, r, kb + 2 + kAhead, iq[r].v[2 + kAhead]);
       rotate_queue<serves_dense(kFmt)>(iq[r], p, w, pl, r, kb);
     }
-    PeerStage peer;
-    if constexpr (kPeer) {
-      peer.tile = in_peer(w, st.tile);
-      peer.valid = in_peer(w, st.valid);
-      peer.full = in_peer(w, st.full);
-    }
-    st.wait_empty(n);
-#pragma unroll
-    for (int r = 0; r < kRounds; ++r) {
-      publish_valid<kPeer>(st.valid, peer, pl, pl.round + r, cur[r].ok);
-      cur[r].template store<kPeer>(st.tile, peer, pl, pl.row_in_block(r));
-    }
-    // Generic-proxy stores, read next by wgmma (async proxy): the proxy fence orders them (with
-    // config.h kPairConsumerFence, a pair's consumers fence after their wait instead).
-    if constexpr (!(kPeer && kPairConsumerFence)) fence_proxy_async();
-    if (kPeer && pl.first()) mbar_arrive_expect_tx(st.full, kPeerTxBytes<kD>);
-    else mbar_arrive(st.full);
+    store_and_hand_over<kRows, kD, kRounds, kPeer>(st, w, pl, cur, n, pl.first());
     if (kTimeline && i == 0 && pl.first()) timeline_mark(7);
   };
   if constexpr (kAhead == 0) {
@@ -540,31 +558,17 @@ __device__ void produce_packed_alternate(const AttnParams& p, const Work& w, uin
   constexpr int kD = PackedRow<kFmt>::kD;
   const bool wg_first = ((static_cast<int>(threadIdx.x) - pl.first_thread) & 127) == 0;
   const int first = w.kb_begin + ((pw - n0) & 1);
-  int32_t iq[4];  // indices of this warpgroup's blocks first + 2 d, then rotated
-#pragma unroll
-  for (int d = 0; d < 4; ++d)
-    iq[d] = first + 2 * d < w.kb_end ? load_key_index<serves_dense(kFmt)>(p, w, pl.pos(first + 2 * d, 0)) : -1;
-  prefetch_key<kRows, kFmt>(p, w, pl, 0, first + 2, iq[1]);
-  PackedRound<kFmt> ra;
+  IndexQueue iq;  // this warpgroup's blocks first, first + 2, ...
+  init_queue<serves_dense(kFmt), 2>(iq, p, w, pl, 0, first);
+  prefetch_key<kRows, kFmt>(p, w, pl, 0, first + 2, iq.v[1]);
+  PackedRound<kFmt> ra[1];
   for (int kb = first; kb < w.kb_end; kb += 2) {
-    const int i = kb - w.kb_begin, n = n0 + i;
+    const int n = n0 + (kb - w.kb_begin);
     const Stage<kRows, kD> st(smem, n & 1);
-    ra.load(p, w, pl, pl.pos(kb, 0), iq[0]);
-    prefetch_key<kRows, kFmt>(p, w, pl, 0, kb + 4, iq[2]);
-    iq[0] = iq[1];
-    iq[1] = iq[2];
-    iq[2] = iq[3];
-    iq[3] = kb + 8 < w.kb_end ? load_key_index<serves_dense(kFmt)>(p, w, pl.pos(kb + 8, 0)) : -1;
-    PeerStage peer;
-    peer.tile = in_peer(w, st.tile);
-    peer.valid = in_peer(w, st.valid);
-    peer.full = in_peer(w, st.full);
-    st.wait_empty(n);
-    publish_valid<true>(st.valid, peer, pl, pl.round, ra.ok);
-    ra.template store<true>(st.tile, peer, pl, pl.row_in_block(0));
-    if constexpr (!kPairConsumerFence) fence_proxy_async();
-    if (wg_first) mbar_arrive_expect_tx(st.full, kPeerTxBytes<kD>);
-    else mbar_arrive(st.full);
+    ra[0].load(p, w, pl, pl.pos(kb, 0), iq.v[0]);
+    prefetch_key<kRows, kFmt>(p, w, pl, 0, kb + 4, iq.v[2]);
+    rotate_queue<serves_dense(kFmt), 2>(iq, p, w, pl, 0, kb);
+    store_and_hand_over<kRows, kD, 1, true>(st, w, pl, ra, n, wg_first);
   }
 }
 
