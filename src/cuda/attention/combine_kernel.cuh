@@ -15,13 +15,17 @@
 namespace smla::cuda {
 
 inline constexpr int kCombineWarps = 4;
-// Measurement build SMLA_COMBINE_PREFETCH=1: each warp issues the loads of its first four splits'
-// partial rows before it reduces the splits' lse, so the two round trips overlap (b = 1: one
-// request's 32-64 splits, where the combine is ~30% of the sparse call). Default 0: lse first.
+// Where several warps merge a head (many splits, as at small batch), each warp loads its first
+// four splits' partial rows before it reduces the splits' lse, so the two round trips overlap.
+// Same-call A/B (2026-12-02, two alternations each): sparse V3.2 b1 h128 21.04 / 21.58 -> 20.67 /
+// 21.06 µs, b1 h64 20.18 / 20.30 -> 19.39 / 19.46, b2 h128 28.19 / 27.98 -> 27.01 / 27.25; dense
+// bf16 b1 h128 27.70 / 27.65 -> 28.10 / 27.95. SMLA_COMBINE_PREFETCH=0 (a measurement build) reads
+// the lse first everywhere.
 #ifndef SMLA_COMBINE_PREFETCH
-#define SMLA_COMBINE_PREFETCH 0
+#define SMLA_COMBINE_PREFETCH 1
 #endif
-inline constexpr int kCombinePre = SMLA_COMBINE_PREFETCH != 0 ? 4 : 0;
+template <int kWarpsPerHead>
+inline constexpr int kCombinePre = SMLA_COMBINE_PREFETCH != 0 && kWarpsPerHead > 1 ? 4 : 0;
 
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
@@ -52,10 +56,11 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(cons
   const bool real = h < p.h_q;
   auto part_row = [&](int j) { return (static_cast<int64_t>(first + j) * p.s_q + t) * p.h_q + h; };
 
-  // kCombinePre: this warp's first splits' rows, loaded before the lse reduction needs them
-  float4 pre[kCombinePre > 0 ? kCombinePre : 1][4];
+  // kPre: this warp's first splits' rows, loaded before the lse reduction needs them
+  constexpr int kPre = kCombinePre<kWarpsPerHead>;
+  float4 pre[kPre > 0 ? kPre : 1][4];
 #pragma unroll
-  for (int u = 0; u < kCombinePre; ++u) {
+  for (int u = 0; u < kPre; ++u) {
     const int j = sub + u * kWarpsPerHead;
 #pragma unroll
     for (int k = 0; k < 4; ++k)
@@ -82,7 +87,7 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(cons
   };
   if (lse != -INFINITY) {
 #pragma unroll
-    for (int u = 0; u < kCombinePre; ++u) {
+    for (int u = 0; u < kPre; ++u) {
       const int j = sub + u * kWarpsPerHead;
       if (j < n) {
         const float w = expf(p.part_lse[part_row(j)] - lse);
@@ -91,7 +96,7 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(cons
       }
     }
 #pragma unroll 4
-    for (int j = sub + kCombinePre * kWarpsPerHead; j < n; j += kWarpsPerHead) {
+    for (int j = sub + kPre * kWarpsPerHead; j < n; j += kWarpsPerHead) {
       const int64_t prow = part_row(j);
       const float w = expf(p.part_lse[prow] - lse);  // 0 for empty splits (lse -inf)
       const float4* src = reinterpret_cast<const float4*>(p.part_o + prow * kDv);

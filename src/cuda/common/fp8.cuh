@@ -35,6 +35,49 @@ __device__ __forceinline__ uint32_t e4m3_pair_to_bf16x2_2m120(uint32_t x0, uint3
   return (r << 4) & 0x87f087f0u;
 }
 
+// Bytes kLo and kHi of one word x (e4m3) as a bf16 pair (kLo's low) times 2^-120, exact, by the
+// same three integer instructions.
+template <int kLo, int kHi>
+__device__ __forceinline__ uint32_t e4m3_bytes_to_bf16x2_2m120(uint32_t x) {
+  constexpr uint32_t kSel = kLo | ((kLo | 8) << 4) | (kHi << 8) | ((kHi | 8) << 12);
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %1, %2;" : "=r"(r) : "r"(x), "n"(kSel));
+  return (r << 4) & 0x87f087f0u;
+}
+
+// bf16x2 a * b, one rounding (subnormals kept).
+__device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
+  uint32_t r;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+
+// The bf16 route of a dequantization: e4m3 bytes -> bf16 times 2^-120 on the integer pipes, then
+// one bf16 multiply by scale * 2^120: four instructions a pair where the float32 route
+// (e4m3x2_to_bf16x2) takes six. Both round the exact product x * scale once, so they give the
+// same bits wherever the route applies: a scale that is itself a bf16 value (the low 16 bits of
+// its float32 zero: every power of two, so every UE8M0 scale and the writers' scales of SPEC §2)
+// no greater than 2^7 (times 2^120 it stays finite). An e4m3 NaN byte (0x7f, 0xff; writers
+// saturate at 448 and never store one) comes out finite on this route.
+__device__ __forceinline__ bool bf16_route_scale(float scale) {
+  return (__float_as_uint(scale) & 0xffffu) == 0 && scale <= 128.0f;
+}
+// scale * 2^120 (exact for a scale bf16_route_scale accepts) as a bf16 pair.
+__device__ __forceinline__ uint32_t bf16_route_multiplier(float scale) {
+  return (__float_as_uint(scale * 0x1p120f) >> 16) * 0x10001u;
+}
+// 16 e4m3 values (one 16-byte load) times the scale whose multiplier is m -> 16 bf16 values.
+__device__ __forceinline__ void e4m3x16_to_bf16_route(const uint4& in, uint32_t m, uint4& lo, uint4& hi) {
+  lo.x = mul_bf16x2(e4m3_bytes_to_bf16x2_2m120<0, 1>(in.x), m);
+  lo.y = mul_bf16x2(e4m3_bytes_to_bf16x2_2m120<2, 3>(in.x), m);
+  lo.z = mul_bf16x2(e4m3_bytes_to_bf16x2_2m120<0, 1>(in.y), m);
+  lo.w = mul_bf16x2(e4m3_bytes_to_bf16x2_2m120<2, 3>(in.y), m);
+  hi.x = mul_bf16x2(e4m3_bytes_to_bf16x2_2m120<0, 1>(in.z), m);
+  hi.y = mul_bf16x2(e4m3_bytes_to_bf16x2_2m120<2, 3>(in.z), m);
+  hi.z = mul_bf16x2(e4m3_bytes_to_bf16x2_2m120<0, 1>(in.w), m);
+  hi.w = mul_bf16x2(e4m3_bytes_to_bf16x2_2m120<2, 3>(in.w), m);
+}
+
 // The upper two e4m3 values of `word` (bits 16..31, byte 2 to the low half) -> f16x2, exact: the
 // conversion reads the register's upper half itself, where e4m3x2_to_f16x2(word >> 16) costs a
 // shift (SMLA_CVT_HI=0, a measurement build). In the raw-ring consumers (same-seed A/B,

@@ -331,11 +331,28 @@ constexpr int raw_consumer_threads() { return 128 * kRawWgs<kRows, kFmt>; }
 // consumer warpgroups' per-unit start (before their first wgmma, none in a block loop), a few
 // words in the producer; fp8_model1's none.
 // SMLA_SD_WIDE_PRODUCERS=1 (a measurement build): one producer warpgroup, two rounds a thread;
-// =2: two in one-unit kernels only. Sparse prefill's kernels (kLogits) keep one producer
-// warpgroup until their GPU tests have run with two.
+// =2: two in one-unit kernels only. Sparse prefill's kernels from a paged packed cache (kLogits)
+// take two as well.
 #ifndef SMLA_SD_WIDE_PRODUCERS
 #define SMLA_SD_WIDE_PRODUCERS 3
 #endif
+// The packed producer of 64-row tiles dequantizes on the bf16 route (fp8.cuh: four instructions
+// a value pair instead of six, the same bits) wherever a warp's rows allow it: fp8_model1's UE8M0
+// scales up to 2^7, fp8_e4m3, fp8_ds_mla when the scales are bf16 values (powers of two, as SPEC
+// §2's writers store them; vLLM's V3.2 writer's amax / 448 takes the float32 route). Only in the
+// kernels where it measured faster (same-call A/B, 2026-12-02, float32 route -> bf16 route
+// everywhere): unpaired one-unit kernels (V3.2 b128 h64 134.8 -> 132.4 µs, V4 h64 52.4 -> 51.6)
+// and fp8_e4m3 (dense h64 405.6 -> 389.7, fp8 q s_q2 h128 1345 -> 1334). Slower in pairs (V4
+// s_q2 h128 225.5 -> 232.5, V4 h128 120.4 -> 123.3, V3.2 s_q2 h128 398 -> 400.5) and persistent
+// kernels (V3.2 s_q2 h64 236.5 -> 257.5, paged prefill h64 3416 -> 3681): not profiled.
+// SMLA_SD_BF16_ROUTE=0 (a measurement build): the float32 route everywhere; =2: everywhere.
+#ifndef SMLA_SD_BF16_ROUTE
+#define SMLA_SD_BF16_ROUTE 1
+#endif
+template <int kRows, int kFmt, bool kPair, bool kPersist>
+inline constexpr bool kBf16Route =
+    SMLA_SD_BF16_ROUTE == 2 ||
+    (SMLA_SD_BF16_ROUTE == 1 && kRows == 64 && (kFmt == static_cast<int>(CacheFormat::fp8_e4m3) || (!kPair && !kPersist)));
 // The formats whose 64-row tiles the packed producer converts (produce_packed).
 constexpr bool packed_rows(int fmt) {
   return fmt == static_cast<int>(CacheFormat::fp8_ds_mla) || fmt == static_cast<int>(CacheFormat::fp8_model1) ||
@@ -343,25 +360,12 @@ constexpr bool packed_rows(int fmt) {
 }
 template <int kRows, int kFmt, bool kPair, bool kPersist = false, bool kLogits = false>
 inline constexpr bool kTwoProducers =
-    SMLA_SD_WIDE_PRODUCERS >= (kPersist ? 3 : 2) && kRows == 64 && !kPair && !kLogits && packed_rows(kFmt);
-// Measurement build SMLA_SD_PAIR_PRODUCERS=2: pairs of 64-row packed CTAs with two producer
-// warpgroups each at the same 80 registers, warpgroup p filling stage p (alternate blocks, one
-// round a thread, its block's loads issued when it starts it: producer.cuh,
-// produce_packed_alternate), so that two blocks' gathers and conversions run at once where one
-// warpgroup now loads block kb + 1 before it stores block kb. Default 1.
-#ifndef SMLA_SD_PAIR_PRODUCERS
-#define SMLA_SD_PAIR_PRODUCERS 1
-#endif
-template <int kRows, int kFmt, bool kPair, bool kLogits = false>
-inline constexpr bool kPairTwoProducers = SMLA_SD_PAIR_PRODUCERS == 2 && kRows == 64 && kPair && !kLogits && packed_rows(kFmt);
+    SMLA_SD_WIDE_PRODUCERS >= (kPersist ? 3 : 2) && kRows == 64 && !kPair && packed_rows(kFmt);
 // Threads of a kernel instance: cta_threads, or 512 with three raw-ring consumer warpgroups or
 // two wide producer warpgroups.
 template <int kRows, int kFmt, bool kPair = false, bool kPersist = false, bool kLogits = false>
 constexpr int kernel_threads() {
-  return kRawWgs<kRows, kFmt> == 3 || kTwoProducers<kRows, kFmt, kPair, kPersist, kLogits> ||
-                 kPairTwoProducers<kRows, kFmt, kPair, kLogits>
-             ? 512
-             : cta_threads(kRows);
+  return kRawWgs<kRows, kFmt> == 3 || kTwoProducers<kRows, kFmt, kPair, kPersist, kLogits> ? 512 : cta_threads(kRows);
 }
 // Producer threads of a kernel instance (the arrivals on a K tile's "full" barrier).
 template <int kRows, int kFmt, bool kPair = false, bool kPersist = false, bool kLogits = false>
@@ -374,9 +378,7 @@ static_assert(kRegsProducerTwo % 8 == 0 && kRegsProducerTwo >= 56, "two-producer
 // A 64-row kernel instance's producer registers (setmaxnreg).
 template <int kRows, int kFmt, bool kPair, bool kPersist, bool kLogits>
 constexpr int producer_regs_wide() {
-  return kTwoProducers<kRows, kFmt, kPair, kPersist, kLogits> || kPairTwoProducers<kRows, kFmt, kPair, kLogits>
-             ? kRegsProducerTwo
-             : kRegsProducerWide;
+  return kTwoProducers<kRows, kFmt, kPair, kPersist, kLogits> ? kRegsProducerTwo : kRegsProducerWide;
 }
 // Raw-ring tiles load Q once (consumer_narrow_raw.cuh, load_q_f16): each warp keeps its rows in
 // registers between their maxima and the conversion. Q's loads took ~6% of the samples of the

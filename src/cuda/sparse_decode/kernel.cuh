@@ -180,11 +180,10 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
       consume_wg1<kD, kPair, kSwizzled<kFmt>>(p, w, smem, n0);
     });
   } else {
-    constexpr bool kPairTwo = kPairTwoProducers<kRows, kFmt, kPair, kMaxLogits>;
     setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, true, kMaxLogits>(), kEntry>();
     each_unit([&](const Work& w, int n0) {
       if constexpr (bf16_rows(kFmt)) produce_bf16<kRows, kD>(p, w, smem, n0);
-      else produce_packed<kRows, kFmt, kTwo, kPairTwo>(p, w, smem, n0);
+      else produce_packed<kRows, kFmt, kTwo, kBf16Route<kRows, kFmt, kPair, true>>(p, w, smem, n0);
     });
   }
   if constexpr (kPair) cluster_sync();  // no CTA leaves while its peer may still write or arrive in its shared memory
@@ -290,11 +289,10 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist, k
         consume_wg1<kD, kPair, kSw>(p, w, smem);
       } else {
         constexpr bool kTwo = kTwoProducers<kRows, kFmt, kPair, kPersist, kLogits>;
-        constexpr bool kPairTwo = kPairTwoProducers<kRows, kFmt, kPair, kLogits>;
         setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, kPersist, kLogits>(), kEntry>();
         if constexpr (kTma) produce_dense_tma<kRows, kD>(p, w, smem);
         else if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
-        else produce_packed<kRows, kFmt, kTwo, kPairTwo>(p, w, smem);
+        else produce_packed<kRows, kFmt, kTwo, kBf16Route<kRows, kFmt, kPair, false>>(p, w, smem);
       }
     } else if constexpr (kRawConsumer<kRows, kFmt>) {
       if (wg < kRawWgs<kRows, kFmt>) {
@@ -319,7 +317,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist, k
         if constexpr (kTma) produce_dense_tma<kRows, kD>(p, w, smem);
         else if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
         else if constexpr (kRaw > 0) produce_narrow_bulk<kRows, kFmt>(p, w, smem);
-        else produce_packed<kRows, kFmt>(p, w, smem);
+        else produce_packed<kRows, kFmt, false, kBf16Route<kRows, kFmt, false, false>>(p, w, smem);
       }
     }
     if constexpr (kTimeline) {

@@ -54,6 +54,11 @@ struct PackedRow<static_cast<int>(CacheFormat::fp8_ds_mla)> {
     const int t = i * 64 / L::tile;
     return t == 0 ? s.x : t == 1 ? s.y : t == 2 ? s.z : s.w;
   }
+  // The row's scales all take the bf16 route (fp8.cuh), and chunk i's multiplier there.
+  __device__ static bool bf16_route(const Scales& s) {
+    return bf16_route_scale(s.x) && bf16_route_scale(s.y) && bf16_route_scale(s.z) && bf16_route_scale(s.w);
+  }
+  __device__ static uint32_t multiplier(const Scales& s, int i) { return bf16_route_multiplier(scale(s, i)); }
   // Lane q of the key's four: two 128-byte lines of the row (together every line it spans; one
   // bulk prefetch per row measured slower: its uniform operands serialize the lanes).
   __device__ static void prefetch_lines(const KeyAddr& a, int q) {
@@ -79,6 +84,13 @@ struct PackedRow<static_cast<int>(CacheFormat::fp8_model1)> {
   __device__ static float scale(const Scales& s, int i) {
     return ue8m0_to_float(((i < 4 ? s.x : s.y) >> (8 * (i & 3))) & 0xffu);
   }
+  // 2^(b - 127) takes the bf16 route up to b = 134 (2^7); its multiplier 2^(b - 7) is the bf16
+  // with exponent field b + 120 (the pad byte is 0).
+  __device__ static bool bf16_route(const Scales& s) { return (__vcmpgtu4(s.x, 0x86868686u) | __vcmpgtu4(s.y, 0x86868686u)) == 0; }
+  __device__ static uint32_t multiplier(const Scales& s, int i) {
+    const uint32_t b = ((i < 4 ? s.x : s.y) >> (8 * (i & 3))) & 0xffu;
+    return ((b + 120u) << 7) * 0x10001u;
+  }
   __device__ static void prefetch_lines(const KeyAddr& a, int q) {
     const uint8_t* r = row(a);
     prefetch_l2_line(r + q * 128);
@@ -100,6 +112,8 @@ struct PackedRow<static_cast<int>(CacheFormat::fp8_e4m3)> {
   __device__ static const uint8_t* rope(const uint8_t* row) { return row + kD; }  // none
   __device__ static Scales load_scales(const KeyAddr&, const uint8_t*) { return {}; }
   __device__ static float scale(const Scales&, int) { return 1.0f; }
+  __device__ static bool bf16_route(const Scales&) { return true; }
+  __device__ static uint32_t multiplier(const Scales&, int) { return 0x7b807b80u; }  // 2^120
   __device__ static void prefetch_lines(const KeyAddr& a, int q) {
     const uint8_t* r = row(a);
     prefetch_l2_line(r + q * 128);
@@ -256,7 +270,7 @@ struct PackedRound {
   // Dequantized into row j of the K tile (and of the peer's, same offset); a skipped key was
   // loaded as zeros and is written as zeros (its logit is masked, and zero V keeps NaN bytes of
   // unused slots out of P V).
-  template <bool kPeer>
+  template <bool kPeer, bool kRoute>
   __device__ void store(uint8_t* tile, const PeerStage& peer, const ProducerLane& pl, int j) const {
     if constexpr (kProducerIdle) return;
     const int row_off = tile_offset<F::kD>(j, 0);
@@ -269,18 +283,27 @@ struct PackedRound {
       *reinterpret_cast<uint4*>(dst + c * 128) = v;
       if constexpr (kPeer) st_async_v4(peer.tile + row_off + c * 128, v, peer.full);
     };
+    // kRoute (config.h bf16_route_kernel): the bf16 route (fp8.cuh) where every lane's row allows
+    // it (warp-uniform: no divergence), else the float32 route; both give the same bits. (The
+    // warp is converged: publish_valid's ballot came just before.)
+    bool route = kRoute;
+    if constexpr (kRoute && !std::is_empty_v<typename F::Scales>) route = __all_sync(0xffffffffu, F::bf16_route(sc));
+    auto latent = [&](auto convert) {
 #pragma unroll
-    for (int i = 0; i < F::kLatentChunks; ++i) {
-      uint4 lo, hi;
-      if constexpr (kNoConvert) {  // experiment: no conversion (raw bytes stored)
-        lo = hi = lat[i];
-      } else {
-        e4m3x16_to_bf16(lat[i], F::scale(sc, i), lo, hi);
+      for (int i = 0; i < F::kLatentChunks; ++i) {
+        uint4 lo, hi;
+        if constexpr (kNoConvert) {  // experiment: no conversion (raw bytes stored)
+          lo = hi = lat[i];
+        } else {
+          convert(i, lo, hi);
+        }
+        const int c = 8 * i + 2 * pl.q;
+        put(c, lo);
+        put(c + 1, hi);
       }
-      const int c = 8 * i + 2 * pl.q;
-      put(c, lo);
-      put(c + 1, hi);
-    }
+    };
+    if (route) latent([&](int i, uint4& lo, uint4& hi) { e4m3x16_to_bf16_route(lat[i], F::multiplier(sc, i), lo, hi); });
+    else latent([&](int i, uint4& lo, uint4& hi) { e4m3x16_to_bf16(lat[i], F::scale(sc, i), lo, hi); });
     if constexpr (F::kRope) {
       const int c = F::kLatentChunks * 8 + 2 * pl.q;
       put(c, rope[0]);
@@ -293,14 +316,13 @@ struct PackedRound {
 template <int kRows>
 constexpr int producer_rounds(bool pair) { return kRows == 64 && !pair ? 2 : 1; }
 
-// The queue of blocks first, first + kStride, ... (kStride 2: a producer warpgroup that takes
-// every other block, produce_packed_alternate).
-template <bool kDenseToo = false, int kStride = 1>
+// The queue of blocks first, first + 1, ...
+template <bool kDenseToo = false>
 __device__ __forceinline__ void init_queue(IndexQueue& iq, const AttnParams& p, const Work& w, const ProducerLane& pl,
                                            int r, int first) {
 #pragma unroll
   for (int d = 0; d < 4; ++d) {
-    const int kb = first + kStride * d;
+    const int kb = first + d;
     iq.v[d] = kb < w.kb_end ? load_key_index<kDenseToo>(p, w, pl.pos(kb, r)) : -1;
   }
 }
@@ -310,14 +332,14 @@ __device__ __forceinline__ void init_queue(IndexQueue& iq, const AttnParams& p, 
   init_queue<kDenseToo>(iq, p, w, pl, r, w.kb_begin);
 }
 
-// Drops block kb, loads block kb + 4 kStride.
-template <bool kDenseToo = false, int kStride = 1>
+// Drops block kb, loads block kb + 4.
+template <bool kDenseToo = false>
 __device__ __forceinline__ void rotate_queue(IndexQueue& iq, const AttnParams& p, const Work& w, const ProducerLane& pl,
                                              int r, int kb) {
   iq.v[0] = iq.v[1];
   iq.v[1] = iq.v[2];
   iq.v[2] = iq.v[3];
-  iq.v[3] = kb + 4 * kStride < w.kb_end ? load_key_index<kDenseToo>(p, w, pl.pos(kb + 4 * kStride, r)) : -1;
+  iq.v[3] = kb + 4 < w.kb_end ? load_key_index<kDenseToo>(p, w, pl.pos(kb + 4, r)) : -1;
 }
 
 template <int kRows, int kFmt>
@@ -335,7 +357,7 @@ inline constexpr uint32_t kPeerTxBytes = (kProducerIdle ? 0 : 32 * kD * 2) + 4 *
 // Block n's rows (cur[r]: round pl.round + r) into stage st once the consumers freed it (and,
 // kPeer, into the peer's), then handed over; `tx_first`: the thread that arms "full" for the
 // peer's bytes.
-template <int kRows, int kD, int kRounds, bool kPeer, typename Round>
+template <int kRows, int kD, int kRounds, bool kPeer, bool kRoute, typename Round>
 __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, const Work& w, const ProducerLane& pl,
                                                     const Round (&cur)[kRounds], int n, bool tx_first) {
   PeerStage peer;
@@ -348,7 +370,7 @@ __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, 
 #pragma unroll
   for (int r = 0; r < kRounds; ++r) {
     publish_valid<kPeer>(st.valid, peer, pl, pl.round + r, cur[r].ok);
-    cur[r].template store<kPeer>(st.tile, peer, pl, pl.row_in_block(r));
+    cur[r].template store<kPeer, kRoute>(st.tile, peer, pl, pl.row_in_block(r));
   }
   // Generic-proxy stores, read next by wgmma (async proxy): the proxy fence orders them (with
   // config.h kPairConsumerFence, a pair's consumers fence after their wait instead).
@@ -359,7 +381,7 @@ __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, 
 
 // fp8_ds_mla / fp8_model1: global -> registers -> dequantize -> K tile. A thread takes kRounds
 // keys of every block; kAhead = 1 issues the loads of block kb + 1 before it stores block kb.
-template <int kRows, int kFmt, int kRounds, bool kPeer, int kAhead>
+template <int kRows, int kFmt, int kRounds, bool kPeer, int kAhead, bool kRoute>
 __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl, int n0) {
   constexpr int kD = PackedRow<kFmt>::kD;
   using Round = PackedRound<kFmt>;
@@ -388,7 +410,7 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
       prefetch_key<kRows, kFmt>(p, w, pl, r, kb + 2 + kAhead, iq[r].v[2 + kAhead]);
       rotate_queue<serves_dense(kFmt)>(iq[r], p, w, pl, r, kb);
     }
-    store_and_hand_over<kRows, kD, kRounds, kPeer>(st, w, pl, cur, n, pl.first());
+    store_and_hand_over<kRows, kD, kRounds, kPeer, kRoute>(st, w, pl, cur, n, pl.first());
     if (kTimeline && i == 0 && pl.first()) timeline_mark(7);
   };
   if constexpr (kAhead == 0) {
@@ -547,51 +569,22 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
   if (kTimeline && pl.first()) timeline_mark(8);
 }
 
-// A pair's two producer warpgroups (config.h kPairTwoProducers): warpgroup pw fills stage pw,
-// so it takes the CTA's blocks n = n0 + i with n % 2 == pw, its rank's round of each (in both
-// CTAs, as produce_packed_rounds does), one block at a time: the two warpgroups have two
-// consecutive blocks in flight. Indices are loaded four of its blocks ahead, rows prefetched
-// into L2 two of its blocks (four blocks) ahead.
-template <int kRows, int kFmt>
-__device__ void produce_packed_alternate(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl, int n0,
-                                         int pw) {
-  constexpr int kD = PackedRow<kFmt>::kD;
-  const bool wg_first = ((static_cast<int>(threadIdx.x) - pl.first_thread) & 127) == 0;
-  const int first = w.kb_begin + ((pw - n0) & 1);
-  IndexQueue iq;  // this warpgroup's blocks first, first + 2, ...
-  init_queue<serves_dense(kFmt), 2>(iq, p, w, pl, 0, first);
-  prefetch_key<kRows, kFmt>(p, w, pl, 0, first + 2, iq.v[1]);
-  PackedRound<kFmt> ra[1];
-  for (int kb = first; kb < w.kb_end; kb += 2) {
-    const int n = n0 + (kb - w.kb_begin);
-    const Stage<kRows, kD> st(smem, n & 1);
-    ra[0].load(p, w, pl, pl.pos(kb, 0), iq.v[0]);
-    prefetch_key<kRows, kFmt>(p, w, pl, 0, kb + 4, iq.v[2]);
-    rotate_queue<serves_dense(kFmt), 2>(iq, p, w, pl, 0, kb);
-    store_and_hand_over<kRows, kD, 1, true>(st, w, pl, ra, n, wg_first);
-  }
-}
-
 // n0: K blocks the CTA handled before this unit (persistent CTAs; stage and phase continue).
 // kTwo (config.h kTwoProducers): an unpaired 64-row CTA's two producer warpgroups, one round
-// each; kPairTwo (kPairTwoProducers): a pair's two, on alternate blocks.
-template <int kRows, int kFmt, bool kTwo = false, bool kPairTwo = false>
+// each. kRoute: the bf16 dequantization route where the rows allow it (config.h).
+template <int kRows, int kFmt, bool kTwo, bool kRoute>
 __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   const ProducerLane pl(w, consumer_threads(kRows));
   if (w.kb_begin >= w.kb_end) return;
   constexpr int kAlone = kTwo ? 1 : producer_rounds<kRows>(false);
   if constexpr (kRows == 64) {  // only 64-row tiles pair (launch.cu)
     if (w.pair) {
-      if constexpr (kPairTwo) {
-        produce_packed_alternate<kRows, kFmt>(p, w, smem, pl, n0, (static_cast<int>(threadIdx.x) - pl.first_thread) >> 7);
-        return;
-      }
-      produce_packed_rounds<kRows, kFmt, producer_rounds<kRows>(true), true, kPairAhead>(p, w, smem, pl, n0);
+      produce_packed_rounds<kRows, kFmt, producer_rounds<kRows>(true), true, kPairAhead, kRoute>(p, w, smem, pl, n0);
       if (kTimeline && pl.first()) timeline_mark(8);
       return;
     }
   }
-  produce_packed_rounds<kRows, kFmt, kAlone, false, (kRows == 64 ? 0 : kNarrowAhead)>(p, w, smem, pl, n0);
+  produce_packed_rounds<kRows, kFmt, kAlone, false, (kRows == 64 ? 0 : kNarrowAhead), kRoute>(p, w, smem, pl, n0);
   if (kTimeline && pl.first()) timeline_mark(8);
 }
 
