@@ -15,14 +15,15 @@
 namespace smla::cuda {
 
 inline constexpr int kCombineWarps = 4;
-// Where several warps merge a head (many splits, as at small batch), each warp loads its first
-// four splits' partial rows before it reduces the splits' lse, so the two round trips overlap.
-// Same-call A/B (2026-12-02, two alternations each): sparse V3.2 b1 h128 21.04 / 21.58 -> 20.67 /
-// 21.06 µs, b1 h64 20.18 / 20.30 -> 19.39 / 19.46, b2 h128 28.19 / 27.98 -> 27.01 / 27.25; dense
-// bf16 b1 h128 27.70 / 27.65 -> 28.10 / 27.95. SMLA_COMBINE_PREFETCH=0 (a measurement build) reads
-// the lse first everywhere.
+// Measurement build SMLA_COMBINE_PREFETCH=1: where several warps merge a head, each warp loads
+// its first four splits' partial rows before it reduces the splits' lse, so the two round trips
+// overlap. Mixed in same-call A/Bs (2026-12-02, sparse V3.2 h128 unless noted, µs): b1 21.04 /
+// 21.58 -> 20.67 / 21.06 and 21.20 / 21.14 -> 20.93 / 21.17, b1 h64 20.18 / 20.30 -> 19.39 /
+// 19.46, b2 28.19 / 27.98 -> 27.01 / 27.25 and 28.0 / 28.3 -> 27.1 / 26.9, b4 29.6 / 29.3 -> 29.2
+// / 29.1, b16 level, but b8 34.0 / 34.0 -> 36.0 / 35.6 and dense bf16 b8 54.3 / 54.8 -> 56.5 /
+// 56.9, dense bf16 b1 27.70 / 27.65 -> 28.10 / 27.95. Default 0: the lse first.
 #ifndef SMLA_COMBINE_PREFETCH
-#define SMLA_COMBINE_PREFETCH 1
+#define SMLA_COMBINE_PREFETCH 0
 #endif
 template <int kWarpsPerHead>
 inline constexpr int kCombinePre = SMLA_COMBINE_PREFETCH != 0 && kWarpsPerHead > 1 ? 4 : 0;
