@@ -114,6 +114,26 @@ int ctas_per_sm(int ng, int d_qk, bool f16, int format, int raw_stride) {
   return std::max(1, std::min(by_smem, std::max(1, by_regs)));
 }
 
+// The combine's prefetch (combine_kernel.cuh, SMLA_COMBINE_PREFETCH): =1 wherever several warps
+// merge a head, =2 where the grid also fits one wave of the prefetching kernel (its registers
+// allow fewer CTAs an SM; a measurement build, the first device's wave kept), 0 nowhere.
+constexpr int kCombinePre = SMLA_COMBINE_PREFETCH != 0 ? 4 : 0;
+bool combine_prefetch(dim3 grid) {
+  if constexpr (SMLA_COMBINE_PREFETCH == 0) {
+    return false;
+  } else if constexpr (SMLA_COMBINE_PREFETCH == 1) {
+    return true;
+  } else {
+    static const int64_t wave = [] {
+      int per_sm = 0;
+      SMLA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &per_sm, combine_splits_kernel<kCombineWarps, kCombinePre>, kCombineWarps * 32, 0));
+      return static_cast<int64_t>(per_sm) * current_device_info().sm_count;
+    }();
+    return static_cast<int64_t>(grid.x) * grid.y * grid.z <= wave;
+  }
+}
+
 }  // namespace
 
 AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, int d_qk, bool tokens_share_keys, bool f16,
@@ -250,8 +270,13 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
     cudaLaunchAttribute pdl = pdl_attribute();  // its launch hides behind the attention kernel's tail
     cfg.attrs = &pdl;
     cfg.numAttrs = 1;
-    if (combine_warps_per_head == 1) SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, combine_splits_kernel<1>, p));
-    else SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, combine_splits_kernel<kCombineWarps>, p));
+    if (combine_warps_per_head == 1) {
+      SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, combine_splits_kernel<1>, p));
+    } else if (combine_prefetch(cfg.gridDim)) {
+      SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, combine_splits_kernel<kCombineWarps, kCombinePre>, p));
+    } else {
+      SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, combine_splits_kernel<kCombineWarps>, p));
+    }
   }
 }
 

@@ -15,19 +15,19 @@
 namespace smla::cuda {
 
 inline constexpr int kCombineWarps = 4;
-// Measurement build SMLA_COMBINE_PREFETCH=1: where several warps merge a head, each warp loads
-// its first four splits' partial rows before it reduces the splits' lse, so the two round trips
-// overlap. Mixed in same-call A/Bs (2026-12-02, sparse V3.2 h128 unless noted, µs): b1 21.04 /
-// 21.58 -> 20.67 / 21.06 and 21.20 / 21.14 -> 20.93 / 21.17, b1 h64 20.18 / 20.30 -> 19.39 /
-// 19.46, b2 28.19 / 27.98 -> 27.01 / 27.25 and 28.0 / 28.3 -> 27.1 / 26.9, b4 29.6 / 29.3 -> 29.2
-// / 29.1, b16 level, but b8 34.0 / 34.0 -> 36.0 / 35.6 and dense bf16 b8 54.3 / 54.8 -> 56.5 /
-// 56.9, dense bf16 b1 27.70 / 27.65 -> 28.10 / 27.95. Default 0: the lse first.
+// The prefetch (SMLA_COMBINE_PREFETCH, a measurement build): where several warps merge a head,
+// each warp loads its first kPre = 4 splits' partial rows before it reduces the splits' lse, so
+// the two round trips overlap. =1 everywhere several warps merge a head; mixed in same-call A/Bs
+// (2026-12-02, sparse V3.2 h128 unless noted, µs): b1 21.04 / 21.58 -> 20.67 / 21.06 and 21.20 /
+// 21.14 -> 20.93 / 21.17, b1 h64 20.18 / 20.30 -> 19.39 / 19.46, b2 28.19 / 27.98 -> 27.01 /
+// 27.25 and 28.0 / 28.3 -> 27.1 / 26.9, b4 29.6 / 29.3 -> 29.2 / 29.1, b16 level, but b8 34.0 /
+// 34.0 -> 36.0 / 35.6 and dense bf16 b8 54.3 / 54.8 -> 56.5 / 56.9, dense bf16 b1 27.70 / 27.65
+// -> 28.10 / 27.95. The b8 grid (1024 CTAs) fits one wave at the plain kernel's 62 registers (8
+// CTAs an SM) and needs two at the prefetch's 96 (5): =2 (prepared, not yet run) takes the
+// prefetch only where the grid fits one wave of it (attention_launch.cu). Default 0.
 #ifndef SMLA_COMBINE_PREFETCH
 #define SMLA_COMBINE_PREFETCH 0
 #endif
-template <int kWarpsPerHead>
-inline constexpr int kCombinePre = SMLA_COMBINE_PREFETCH != 0 && kWarpsPerHead > 1 ? 4 : 0;
-
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -43,7 +43,8 @@ __device__ __forceinline__ float warp_sum(float v) {
 // warp `sub` of them takes splits sub, sub + kWarpsPerHead, ... (lane l: columns 4l + 128k) and
 // they sum through shared memory (many splits, as at small batch: more loads in flight per head).
 // Every warp computes the merged lse itself, its lanes reading the splits' lse together.
-template <int kWarpsPerHead>
+// kPre: the splits each warp loads before the lse reduction (0 or 4; kWarpsPerHead > 1 only).
+template <int kWarpsPerHead, int kPre = 0>
 __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(const AttnParams p) {
   constexpr int kHeadsPerCta = kCombineWarps / kWarpsPerHead;
   pdl_wait();  // launched as a programmatic dependent of the attention kernel
@@ -58,7 +59,7 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(cons
   auto part_row = [&](int j) { return (static_cast<int64_t>(first + j) * p.s_q + t) * p.h_q + h; };
 
   // kPre: this warp's first splits' rows, loaded before the lse reduction needs them
-  constexpr int kPre = kCombinePre<kWarpsPerHead>;
+  static_assert(kPre == 0 || kWarpsPerHead > 1, "the prefetch serves several warps a head");
   float4 pre[kPre > 0 ? kPre : 1][4];
 #pragma unroll
   for (int u = 0; u < kPre; ++u) {
