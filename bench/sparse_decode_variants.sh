@@ -13,7 +13,8 @@
 # The first variant is also timed with environment variables: "env:SMLA_SPARSE_PREFILL_KERNEL=generic".
 # BENCH_TIMEOUT (s, default 300) bounds each timed run, so a build that hangs costs one run.
 # CHECK_ROWS=0 times without the reference check (variants 3, 4, 7, 8, 9 compute wrong results by
-# design, and a failed check prints only its error line).
+# design, and a failed check prints only its error line). bench/variants_jsonl.py turns the
+# call's $OUT/variants.txt into bench/results records.
 set -uo pipefail
 VARIANTS=${1:-"0 3 4 7"}
 shift || true
