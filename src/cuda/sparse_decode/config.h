@@ -353,6 +353,16 @@ template <int kRows, int kFmt, bool kPair, bool kPersist>
 inline constexpr bool kBf16Route =
     SMLA_SD_BF16_ROUTE == 2 ||
     (SMLA_SD_BF16_ROUTE == 1 && kRows == 64 && (kFmt == static_cast<int>(CacheFormat::fp8_e4m3) || (!kPair && !kPersist)));
+// Blocks of key indices a producer lane holds (producer.cuh, IndexQueue). With 4 the L2 prefetch
+// of a pair's producer (kAhead 1) reads an index loaded one block earlier: ncu of the pair kernel
+// (2026-12-02) puts 11% of the producer's stall samples on the queue's registers and 14% on the
+// first use of rows loaded one block ahead. SMLA_SD_INDEX_QUEUE=6 (a measurement build, prepared,
+// not yet run): two more blocks of indices in flight, two registers a round.
+#ifndef SMLA_SD_INDEX_QUEUE
+#define SMLA_SD_INDEX_QUEUE 4
+#endif
+inline constexpr int kIndexQueue = SMLA_SD_INDEX_QUEUE;
+static_assert(kIndexQueue >= 4, "the prefetch reads v[2 + kAhead]");
 // The formats whose 64-row tiles the packed producer converts (produce_packed).
 constexpr bool packed_rows(int fmt) {
   return fmt == static_cast<int>(CacheFormat::fp8_ds_mla) || fmt == static_cast<int>(CacheFormat::fp8_model1) ||

@@ -121,10 +121,11 @@ struct PackedRow<static_cast<int>(CacheFormat::fp8_e4m3)> {
   }
 };
 
-// The lane's key index in blocks kb .. kb + 3, rotated one block per step so that every index is
-// loaded three blocks before its row is.
+// The lane's key index in blocks kb .. kb + kIndexQueue - 1 (config.h), rotated one block per
+// step: with 4, every index is loaded three blocks before its row is, and the L2 prefetch of
+// block kb + 2 + kAhead reads an index loaded 2 - kAhead blocks before.
 struct IndexQueue {
-  int32_t v[4];
+  int32_t v[kIndexQueue];
 };
 
 // Lane roles inside the producer warpgroups: this lane's key in every round it takes (rounds
@@ -321,7 +322,7 @@ template <bool kDenseToo = false>
 __device__ __forceinline__ void init_queue(IndexQueue& iq, const AttnParams& p, const Work& w, const ProducerLane& pl,
                                            int r, int first) {
 #pragma unroll
-  for (int d = 0; d < 4; ++d) {
+  for (int d = 0; d < kIndexQueue; ++d) {
     const int kb = first + d;
     iq.v[d] = kb < w.kb_end ? load_key_index<kDenseToo>(p, w, pl.pos(kb, r)) : -1;
   }
@@ -332,14 +333,20 @@ __device__ __forceinline__ void init_queue(IndexQueue& iq, const AttnParams& p, 
   init_queue<kDenseToo>(iq, p, w, pl, r, w.kb_begin);
 }
 
-// Drops block kb, loads block kb + 4.
+// Drops block kb, loads block kb + kIndexQueue.
 template <bool kDenseToo = false>
 __device__ __forceinline__ void rotate_queue(IndexQueue& iq, const AttnParams& p, const Work& w, const ProducerLane& pl,
                                              int r, int kb) {
   iq.v[0] = iq.v[1];
   iq.v[1] = iq.v[2];
   iq.v[2] = iq.v[3];
-  iq.v[3] = kb + 4 < w.kb_end ? load_key_index<kDenseToo>(p, w, pl.pos(kb + 4, r)) : -1;
+  if constexpr (kIndexQueue > 4) {
+    iq.v[3] = iq.v[4];
+#pragma unroll
+    for (int d = 4; d + 1 < kIndexQueue; ++d) iq.v[d] = iq.v[d + 1];
+  }
+  constexpr int kLast = kIndexQueue - 1;
+  iq.v[kLast] = kb + kIndexQueue < w.kb_end ? load_key_index<kDenseToo>(p, w, pl.pos(kb + kIndexQueue, r)) : -1;
 }
 
 template <int kRows, int kFmt>
