@@ -24,25 +24,21 @@ __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t pair) {
   return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
 }
 
-// Byte kByte of x0 and of x1 (e4m3) as a bf16 pair (x0's low) times 2^-120, exact (subnormals
-// too), on the integer pipes: prmt spreads each byte into a 16-bit half with its sign replicated
-// above it, the shift puts exponent and mantissa in place, the mask keeps them and the sign.
-template <int kByte>
-__device__ __forceinline__ uint32_t e4m3_pair_to_bf16x2_2m120(uint32_t x0, uint32_t x1) {
-  constexpr uint32_t kSel = kByte | ((kByte | 8) << 4) | ((kByte + 4) << 8) | (((kByte + 4) | 8) << 12);
+// Bytes kLo and kHi (0-3: of x0, 4-7: of x1; e4m3) as a bf16 pair (kLo's low) times 2^-120,
+// exact (subnormals too), on the integer pipes: prmt spreads each byte into a 16-bit half with
+// its sign replicated above it, the shift puts exponent and mantissa in place, the mask keeps
+// them and the sign.
+template <int kLo, int kHi>
+__device__ __forceinline__ uint32_t e4m3_bytes_to_bf16x2_2m120(uint32_t x0, uint32_t x1) {
+  constexpr uint32_t kSel = kLo | ((kLo | 8) << 4) | (kHi << 8) | ((kHi | 8) << 12);
   uint32_t r;
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(x0), "r"(x1), "n"(kSel));
   return (r << 4) & 0x87f087f0u;
 }
-
-// Bytes kLo and kHi of one word x (e4m3) as a bf16 pair (kLo's low) times 2^-120, exact, by the
-// same three integer instructions.
-template <int kLo, int kHi>
-__device__ __forceinline__ uint32_t e4m3_bytes_to_bf16x2_2m120(uint32_t x) {
-  constexpr uint32_t kSel = kLo | ((kLo | 8) << 4) | (kHi << 8) | ((kHi | 8) << 12);
-  uint32_t r;
-  asm("prmt.b32 %0, %1, %1, %2;" : "=r"(r) : "r"(x), "n"(kSel));
-  return (r << 4) & 0x87f087f0u;
+// Byte kByte of x0 and of x1 as a bf16 pair (x0's low) times 2^-120.
+template <int kByte>
+__device__ __forceinline__ uint32_t e4m3_pair_to_bf16x2_2m120(uint32_t x0, uint32_t x1) {
+  return e4m3_bytes_to_bf16x2_2m120<kByte, kByte + 4>(x0, x1);
 }
 
 // bf16x2 a * b, one rounding (subnormals kept).
@@ -68,14 +64,14 @@ __device__ __forceinline__ uint32_t bf16_route_multiplier(float scale) {
 }
 // 16 e4m3 values (one 16-byte load) times the scale whose multiplier is m -> 16 bf16 values.
 __device__ __forceinline__ void e4m3x16_to_bf16_route(const uint4& in, uint32_t m, uint4& lo, uint4& hi) {
-  lo.x = mul_bf16x2(e4m3_bytes_to_bf16x2_2m120<0, 1>(in.x), m);
-  lo.y = mul_bf16x2(e4m3_bytes_to_bf16x2_2m120<2, 3>(in.x), m);
-  lo.z = mul_bf16x2(e4m3_bytes_to_bf16x2_2m120<0, 1>(in.y), m);
-  lo.w = mul_bf16x2(e4m3_bytes_to_bf16x2_2m120<2, 3>(in.y), m);
-  hi.x = mul_bf16x2(e4m3_bytes_to_bf16x2_2m120<0, 1>(in.z), m);
-  hi.y = mul_bf16x2(e4m3_bytes_to_bf16x2_2m120<2, 3>(in.z), m);
-  hi.z = mul_bf16x2(e4m3_bytes_to_bf16x2_2m120<0, 1>(in.w), m);
-  hi.w = mul_bf16x2(e4m3_bytes_to_bf16x2_2m120<2, 3>(in.w), m);
+  lo.x = mul_bf16x2(e4m3_bytes_to_bf16x2_2m120<0, 1>(in.x, in.x), m);
+  lo.y = mul_bf16x2(e4m3_bytes_to_bf16x2_2m120<2, 3>(in.x, in.x), m);
+  lo.z = mul_bf16x2(e4m3_bytes_to_bf16x2_2m120<0, 1>(in.y, in.y), m);
+  lo.w = mul_bf16x2(e4m3_bytes_to_bf16x2_2m120<2, 3>(in.y, in.y), m);
+  hi.x = mul_bf16x2(e4m3_bytes_to_bf16x2_2m120<0, 1>(in.z, in.z), m);
+  hi.y = mul_bf16x2(e4m3_bytes_to_bf16x2_2m120<2, 3>(in.z, in.z), m);
+  hi.z = mul_bf16x2(e4m3_bytes_to_bf16x2_2m120<0, 1>(in.w, in.w), m);
+  hi.w = mul_bf16x2(e4m3_bytes_to_bf16x2_2m120<2, 3>(in.w, in.w), m);
 }
 
 // The upper two e4m3 values of `word` (bits 16..31, byte 2 to the low half) -> f16x2, exact: the

@@ -327,7 +327,7 @@ constexpr int raw_consumer_threads() { return 128 * kRawWgs<kRows, kFmt>; }
 // Same-call A/B (2026-12-02), one producer warpgroup / two in one-unit kernels / two in the
 // persistent ones too: V3.2 b128 h64 140.0 / 135.5 / 135.1 µs, s_q2 h64 269.1 / 268.8 / 238.1,
 // V4 h64 53.8 / 52.5 / 52.5, V4 s_q2 h64 96.0 / 96.2 / 91.4, dense fp8 h64 410.9 / 410.3 / 408.3,
-// b1 h64 level. ptxas: the persistent fp8_ds_mla kernel spills 368 bytes, nearly all in the
+// b1 h64 level. ptxas: the persistent fp8_ds_mla kernel spills 364 bytes, nearly all in the
 // consumer warpgroups' per-unit start (before their first wgmma, none in a block loop), a few
 // words in the producer; fp8_model1's none.
 // SMLA_SD_WIDE_PRODUCERS=1 (a measurement build): one producer warpgroup, two rounds a thread;
@@ -368,27 +368,27 @@ constexpr bool packed_rows(int fmt) {
   return fmt == static_cast<int>(CacheFormat::fp8_ds_mla) || fmt == static_cast<int>(CacheFormat::fp8_model1) ||
          fmt == static_cast<int>(CacheFormat::fp8_e4m3);
 }
-template <int kRows, int kFmt, bool kPair, bool kPersist = false, bool kLogits = false>
+template <int kRows, int kFmt, bool kPair, bool kPersist = false>
 inline constexpr bool kTwoProducers =
     SMLA_SD_WIDE_PRODUCERS >= (kPersist ? 3 : 2) && kRows == 64 && !kPair && packed_rows(kFmt);
 // Threads of a kernel instance: cta_threads, or 512 with three raw-ring consumer warpgroups or
 // two wide producer warpgroups.
-template <int kRows, int kFmt, bool kPair = false, bool kPersist = false, bool kLogits = false>
+template <int kRows, int kFmt, bool kPair = false, bool kPersist = false>
 constexpr int kernel_threads() {
-  return kRawWgs<kRows, kFmt> == 3 || kTwoProducers<kRows, kFmt, kPair, kPersist, kLogits> ? 512 : cta_threads(kRows);
+  return kRawWgs<kRows, kFmt> == 3 || kTwoProducers<kRows, kFmt, kPair, kPersist> ? 512 : cta_threads(kRows);
 }
 // Producer threads of a kernel instance (the arrivals on a K tile's "full" barrier).
-template <int kRows, int kFmt, bool kPair = false, bool kPersist = false, bool kLogits = false>
+template <int kRows, int kFmt, bool kPair = false, bool kPersist = false>
 constexpr int kernel_producer_threads() {
-  return kTwoProducers<kRows, kFmt, kPair, kPersist, kLogits> ? 256 : producer_threads(kRows);
+  return kTwoProducers<kRows, kFmt, kPair, kPersist> ? 256 : producer_threads(kRows);
 }
 // kTwoProducers: each producer warpgroup's registers beside WG0's and WG1's.
 inline constexpr int kRegsProducerTwo = (4 * launch_regs(512) - kRegsWg0 - kRegsWg1) / 2;
 static_assert(kRegsProducerTwo % 8 == 0 && kRegsProducerTwo >= 56, "two-producer register budget");
 // A 64-row kernel instance's producer registers (setmaxnreg).
-template <int kRows, int kFmt, bool kPair, bool kPersist, bool kLogits>
+template <int kRows, int kFmt, bool kPair, bool kPersist>
 constexpr int producer_regs_wide() {
-  return kTwoProducers<kRows, kFmt, kPair, kPersist, kLogits> ? kRegsProducerTwo : kRegsProducerWide;
+  return kTwoProducers<kRows, kFmt, kPair, kPersist> ? kRegsProducerTwo : kRegsProducerWide;
 }
 // Raw-ring tiles load Q once (consumer_narrow_raw.cuh, load_q_f16): each warp keeps its rows in
 // registers between their maxima and the conversion. Q's loads took ~6% of the samples of the

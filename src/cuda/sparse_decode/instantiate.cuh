@@ -18,7 +18,7 @@ namespace smla::cuda::sparse_decode_family {
 // the clusters of two CTAs along grid.y of pairs, in attrs[1] the programmatic dependence on the
 // split schedule kernel (the kernel waits for it before it reads anything). Pairs use both
 // attributes, other kernels attrs[1] alone.
-template <auto kKernel, int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kLogits>
+template <auto kKernel, int kRows, int kD, int kFmt, bool kPair, bool kPersist>
 cudaLaunchConfig_t launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttribute (&attrs)[2]) {
   constexpr size_t kSmem = smem_bytes<kRows, kD, kFmt>();
   static const bool configured = [] {
@@ -35,7 +35,7 @@ cudaLaunchConfig_t launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttri
   attrs[1] = pdl_attribute();
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
-  cfg.blockDim = dim3(kernel_threads<kRows, kFmt, kPair, kPersist, kLogits>());
+  cfg.blockDim = dim3(kernel_threads<kRows, kFmt, kPair, kPersist>());
   cfg.dynamicSmemBytes = kSmem;
   cfg.stream = stream;
   cfg.attrs = kPair ? attrs : attrs + 1;
@@ -49,7 +49,7 @@ template <int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kLogits>
 void launch_kernel(const AttnParams& p, dim3 grid, int64_t resident, cudaStream_t stream) {
   constexpr auto kernel = sparse_decode_kernel<kRows, kD, kFmt, kPair, kPersist, kLogits>;
   cudaLaunchAttribute attrs[2];
-  cudaLaunchConfig_t cfg = launch_config<kernel, kRows, kD, kFmt, kPair, kPersist, kLogits>(grid, stream, attrs);
+  cudaLaunchConfig_t cfg = launch_config<kernel, kRows, kD, kFmt, kPair, kPersist>(grid, stream, attrs);
   AttnParams args = p;
   if constexpr (kPersist) {
     args.unit_gx = static_cast<int>(grid.x);
@@ -67,7 +67,7 @@ int64_t persistent_slots() {
     if constexpr (!kPair) return static_cast<int64_t>(current_device_info().sm_count);
     constexpr auto kernel = sparse_decode_kernel<kRows, kD, kFmt, kPair, true, kLogits>;
     cudaLaunchAttribute attrs[2];
-    cudaLaunchConfig_t one = launch_config<kernel, kRows, kD, kFmt, kPair, true, kLogits>(dim3(1, kPairCtas, 1), nullptr, attrs);
+    cudaLaunchConfig_t one = launch_config<kernel, kRows, kD, kFmt, kPair, true>(dim3(1, kPairCtas, 1), nullptr, attrs);
     one.numAttrs = 1;  // the cluster shape alone
     int clusters = 0;
     SMLA_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &one));

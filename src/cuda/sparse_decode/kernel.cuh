@@ -141,8 +141,8 @@ __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
 // finished its QK^T then), and both meet at the Q barrier before the next QK^T.
 template <int kRows, int kD, int kFmt, bool kPair, bool kMaxLogits>
 __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
-  constexpr bool kTwo = kTwoProducers<kRows, kFmt, kPair, true, kMaxLogits>;
-  init_stage_barriers<kRows, kD, 0, false, false, kernel_producer_threads<kRows, kFmt, kPair, true, kMaxLogits>()>(smem, kPair);
+  constexpr bool kTwo = kTwoProducers<kRows, kFmt, kPair, true>;
+  init_stage_barriers<kRows, kD, 0, false, false, kernel_producer_threads<kRows, kFmt, kPair, true>()>(smem, kPair);
   __syncthreads();
   if constexpr (kPair) cluster_sync();
   const int rank = kPair ? static_cast<int>(cluster_ctarank()) : 0;
@@ -166,7 +166,7 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
     }
   };
   const int wg = threadIdx.x / 128;
-  constexpr int kEntry = launch_regs(kernel_threads<kRows, kFmt, kPair, true, kMaxLogits>());
+  constexpr int kEntry = launch_regs(kernel_threads<kRows, kFmt, kPair, true>());
   if (wg == 0) {
     setmaxnreg_to<kRegsWg0, kEntry>();
     each_unit([&](const Work& w, int n0) {
@@ -180,7 +180,7 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
       consume_wg1<kD, kPair, kSwizzled<kFmt>>(p, w, smem, n0);
     });
   } else {
-    setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, true, kMaxLogits>(), kEntry>();
+    setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, true>(), kEntry>();
     each_unit([&](const Work& w, int n0) {
       if constexpr (bf16_rows(kFmt)) produce_bf16<kRows, kD>(p, w, smem, n0);
       else produce_packed<kRows, kFmt, kTwo, kBf16Route<kRows, kFmt, kPair, true>>(p, w, smem, n0);
@@ -217,7 +217,7 @@ __device__ void fp8_tile_roles(const AttnParams& p, const Work& w, uint8_t* smem
 // head's exact largest logit for p.max_logits (sparse prefill from a packed cache; the bf16
 // kernels, which sparse prefill also runs, always do).
 template <int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kLogits = false>
-__global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist, kLogits>(), 1) sparse_decode_kernel(const __grid_constant__ AttnParams p) {
+__global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>(), 1) sparse_decode_kernel(const __grid_constant__ AttnParams p) {
   extern __shared__ __align__(1024) uint8_t smem[];  // 128-byte-swizzled tiles (kSw) need 1024
   constexpr bool kBf16 = bf16_rows(kFmt);
   constexpr bool kSw = kSwizzled<kFmt>;
@@ -254,14 +254,14 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist, k
         fence_mbarrier_init();  // the bulk copies complete on "full"
       }
     } else {
-      init_stage_barriers<kRows, kD, kRaw, kTma, kAlt<kRows, kFmt>, kernel_producer_threads<kRows, kFmt, kPair, kPersist, kLogits>()>(smem, w.pair);
+      init_stage_barriers<kRows, kD, kRaw, kTma, kAlt<kRows, kFmt>, kernel_producer_threads<kRows, kFmt, kPair, kPersist>()>(smem, w.pair);
     }
     __syncthreads();
     if constexpr (kPair) cluster_sync();  // the peer's barriers are initialized before anyone writes or arrives there
     if (kTimeline && threadIdx.x == 0) timeline_mark(2);
 
     const int wg = threadIdx.x / 128;
-    constexpr int kEntry = launch_regs(kernel_threads<kRows, kFmt, kPair, kPersist, kLogits>());
+    constexpr int kEntry = launch_regs(kernel_threads<kRows, kFmt, kPair, kPersist>());
     if constexpr (kAlt<kRows, kFmt>) {
       if (wg == 0) {
         setmaxnreg_to<kRegsAlt, kEntry>();
@@ -288,8 +288,8 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist, k
         load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3)>(p, w, smem);
         consume_wg1<kD, kPair, kSw>(p, w, smem);
       } else {
-        constexpr bool kTwo = kTwoProducers<kRows, kFmt, kPair, kPersist, kLogits>;
-        setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, kPersist, kLogits>(), kEntry>();
+        constexpr bool kTwo = kTwoProducers<kRows, kFmt, kPair, kPersist>;
+        setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, kPersist>(), kEntry>();
         if constexpr (kTma) produce_dense_tma<kRows, kD>(p, w, smem);
         else if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
         else produce_packed<kRows, kFmt, kTwo, kBf16Route<kRows, kFmt, kPair, false>>(p, w, smem);

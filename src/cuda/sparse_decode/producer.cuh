@@ -284,7 +284,7 @@ struct PackedRound {
       *reinterpret_cast<uint4*>(dst + c * 128) = v;
       if constexpr (kPeer) st_async_v4(peer.tile + row_off + c * 128, v, peer.full);
     };
-    // kRoute (config.h bf16_route_kernel): the bf16 route (fp8.cuh) where every lane's row allows
+    // kRoute (config.h kBf16Route): the bf16 route (fp8.cuh) where every lane's row allows
     // it (warp-uniform: no divergence), else the float32 route; both give the same bits. (The
     // warp is converged: publish_valid's ballot came just before.)
     bool route = kRoute;
@@ -317,20 +317,12 @@ struct PackedRound {
 template <int kRows>
 constexpr int producer_rounds(bool pair) { return kRows == 64 && !pair ? 2 : 1; }
 
-// The queue of blocks first, first + 1, ...
-template <bool kDenseToo = false>
-__device__ __forceinline__ void init_queue(IndexQueue& iq, const AttnParams& p, const Work& w, const ProducerLane& pl,
-                                           int r, int first) {
-#pragma unroll
-  for (int d = 0; d < kIndexQueue; ++d) {
-    const int kb = first + d;
-    iq.v[d] = kb < w.kb_end ? load_key_index<kDenseToo>(p, w, pl.pos(kb, r)) : -1;
-  }
-}
 template <bool kDenseToo = false>
 __device__ __forceinline__ void init_queue(IndexQueue& iq, const AttnParams& p, const Work& w, const ProducerLane& pl,
                                            int r) {
-  init_queue<kDenseToo>(iq, p, w, pl, r, w.kb_begin);
+#pragma unroll
+  for (int d = 0; d < kIndexQueue; ++d)
+    iq.v[d] = w.kb_begin + d < w.kb_end ? load_key_index<kDenseToo>(p, w, pl.pos(w.kb_begin + d, r)) : -1;
 }
 
 // Drops block kb, loads block kb + kIndexQueue.
