@@ -115,8 +115,8 @@ int ctas_per_sm(int ng, int d_qk, bool f16, int format, int raw_stride) {
 }
 
 // The combine's prefetch (combine_kernel.cuh, SMLA_COMBINE_PREFETCH): =1 wherever several warps
-// merge a head, =2 where the grid also fits one wave of the prefetching kernel (its registers
-// allow fewer CTAs an SM; a measurement build, the first device's wave kept), 0 nowhere.
+// merge a head, =2 (default) where the grid also fits one wave of the prefetching kernel (its
+// registers allow fewer CTAs an SM; the first device's wave kept), 0 nowhere.
 constexpr int kCombinePre = SMLA_COMBINE_PREFETCH != 0 ? 4 : 0;
 bool combine_prefetch(dim3 grid) {
   if constexpr (SMLA_COMBINE_PREFETCH == 0) {

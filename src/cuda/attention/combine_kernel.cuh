@@ -15,18 +15,17 @@
 namespace smla::cuda {
 
 inline constexpr int kCombineWarps = 4;
-// The prefetch (SMLA_COMBINE_PREFETCH, a measurement build): where several warps merge a head,
-// each warp loads its first kPre = 4 splits' partial rows before it reduces the splits' lse, so
-// the two round trips overlap. =1 everywhere several warps merge a head; mixed in same-call A/Bs
-// (2026-12-02, sparse V3.2 h128 unless noted, µs): b1 21.04 / 21.58 -> 20.67 / 21.06 and 21.20 /
-// 21.14 -> 20.93 / 21.17, b1 h64 20.18 / 20.30 -> 19.39 / 19.46, b2 28.19 / 27.98 -> 27.01 /
-// 27.25 and 28.0 / 28.3 -> 27.1 / 26.9, b4 29.6 / 29.3 -> 29.2 / 29.1, b16 level, but b8 34.0 /
-// 34.0 -> 36.0 / 35.6 and dense bf16 b8 54.3 / 54.8 -> 56.5 / 56.9, dense bf16 b1 27.70 / 27.65
-// -> 28.10 / 27.95. The b8 grid (1024 CTAs) fits one wave at the plain kernel's 62 registers (8
-// CTAs an SM) and needs two at the prefetch's 96 (5): =2 (prepared, not yet run) takes the
-// prefetch only where the grid fits one wave of it (attention_launch.cu). Default 0.
+// The prefetch (SMLA_COMBINE_PREFETCH): where several warps merge a head, each warp loads its
+// first kPre = 4 splits' partial rows before it reduces the splits' lse, so the two round trips
+// overlap. =1 everywhere several warps merge a head: mixed in same-call A/Bs (2026-12-02, sparse
+// V3.2 h128 unless noted, µs): b1 21.04 / 21.58 -> 20.67 / 21.06, b2 28.19 / 27.98 -> 27.01 /
+// 27.25, b4 level, but b8 34.0 / 34.0 -> 36.0 / 35.6 and dense bf16 b8 54.3 / 54.8 -> 56.5 /
+// 56.9: the b8 grid (1024 CTAs) fits one wave at the plain kernel's 62 registers (8 CTAs an SM)
+// and needs two at the prefetch's 96 (5). =2 (default) takes the prefetch only where the grid
+// fits one wave of it (attention_launch.cu): b1 21.08 / 21.07 -> 20.59 / 20.67, b2 28.2 / 28.0
+// -> 26.85 / 26.83, b4 and b8 level, dense bf16 b1 and b8 level (same call, 2026-12-02). 0: none.
 #ifndef SMLA_COMBINE_PREFETCH
-#define SMLA_COMBINE_PREFETCH 0
+#define SMLA_COMBINE_PREFETCH 2
 #endif
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll

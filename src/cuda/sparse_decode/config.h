@@ -354,15 +354,27 @@ inline constexpr bool kBf16Route =
     SMLA_SD_BF16_ROUTE == 2 ||
     (SMLA_SD_BF16_ROUTE == 1 && kRows == 64 && (kFmt == static_cast<int>(CacheFormat::fp8_e4m3) || (!kPair && !kPersist)));
 // Blocks of key indices a producer lane holds (producer.cuh, IndexQueue). With 4 the L2 prefetch
-// of a pair's producer (kAhead 1) reads an index loaded one block earlier: ncu of the pair kernel
-// (2026-12-02) puts 11% of the producer's stall samples on the queue's registers and 14% on the
-// first use of rows loaded one block ahead. SMLA_SD_INDEX_QUEUE=6 (a measurement build, prepared,
-// not yet run): two more blocks of indices in flight, two registers a round.
-#ifndef SMLA_SD_INDEX_QUEUE
-#define SMLA_SD_INDEX_QUEUE 4
+// of a pair's producer (kAhead 1, block kb + 3) reads an index loaded one block earlier: ncu of
+// the pair kernel (2026-12-02) put 11% of the producer's stall samples on the queue's registers.
+// Pairs hold 6 (the prefetch's index loaded three blocks earlier, the rows' five): same-call A/B
+// against 4 (2026-12-02, µs): V3.2 b128 s_q2 h128 397.2 / 396.9 -> 375.2 / 375.2, h128 206.2 /
+// 206.0 -> 195.1 / 195.2, V4 s_q2 h128 226.2 / 226.1 -> 221.9 / 221.1, V4 h128 120.6 / 120.2 ->
+// 118.5 / 118.2. Unpaired CTAs (two rounds a lane, no block ahead) hold 4: 6 measured slower
+// there (V3.2 h64 132.1 / 132.6 -> 134.0 / 134.6, s_q2 h64 236.8 / 236.2 -> 239.3 / 239.6).
+// SMLA_SD_PAIR_QUEUE (a measurement build): the pairs' depth; SMLA_SD_PAIR_PREFETCH: how many
+// blocks ahead of the one being stored a pair's producer prefetches rows into L2 (at most
+// depth - 1).
+#ifndef SMLA_SD_PAIR_QUEUE
+#define SMLA_SD_PAIR_QUEUE 6
 #endif
-inline constexpr int kIndexQueue = SMLA_SD_INDEX_QUEUE;
-static_assert(kIndexQueue >= 4, "the prefetch reads v[2 + kAhead]");
+#ifndef SMLA_SD_PAIR_PREFETCH
+#define SMLA_SD_PAIR_PREFETCH 3
+#endif
+inline constexpr int kIndexQueue = 4;
+inline constexpr int kPairIndexQueue = SMLA_SD_PAIR_QUEUE;
+inline constexpr int kPairPrefetch = SMLA_SD_PAIR_PREFETCH;
+static_assert(kPairIndexQueue >= 4 && kPairPrefetch >= 2 && kPairPrefetch < kPairIndexQueue,
+              "a pair's producer loads rows from v[1] and prefetches from v[kPairPrefetch]");
 // The formats whose 64-row tiles the packed producer converts (produce_packed).
 constexpr bool packed_rows(int fmt) {
   return fmt == static_cast<int>(CacheFormat::fp8_ds_mla) || fmt == static_cast<int>(CacheFormat::fp8_model1) ||

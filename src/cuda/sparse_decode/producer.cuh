@@ -11,7 +11,8 @@
 // takes one round issues the loads of the next block before it stores the current one.
 //
 // Latency: rows two blocks ahead of the loads are prefetched into L2 (128-byte lines, two per
-// lane: no registers, no shared memory) and indices are loaded three blocks ahead of their rows.
+// lane: no registers, no shared memory) and indices are loaded three blocks ahead of their rows
+// (in pairs five, config.h kPairIndexQueue).
 #pragma once
 
 #include <cstdint>
@@ -121,11 +122,13 @@ struct PackedRow<static_cast<int>(CacheFormat::fp8_e4m3)> {
   }
 };
 
-// The lane's key index in blocks kb .. kb + kIndexQueue - 1 (config.h), rotated one block per
-// step: with 4, every index is loaded three blocks before its row is, and the L2 prefetch of
-// block kb + 2 + kAhead reads an index loaded 2 - kAhead blocks before.
+// The lane's key index in blocks kb .. kb + kDepth - 1 (config.h kIndexQueue, kPairIndexQueue),
+// rotated one block per step: with 4, every index is loaded three blocks before its row is, and
+// the L2 prefetch of block kb + 2 reads an index loaded one block before.
+template <int kDepth = kIndexQueue>
 struct IndexQueue {
-  int32_t v[kIndexQueue];
+  static constexpr int kSize = kDepth;
+  int32_t v[kDepth];
 };
 
 // Lane roles inside the producer warpgroups: this lane's key in every round it takes (rounds
@@ -317,28 +320,21 @@ struct PackedRound {
 template <int kRows>
 constexpr int producer_rounds(bool pair) { return kRows == 64 && !pair ? 2 : 1; }
 
-template <bool kDenseToo = false>
-__device__ __forceinline__ void init_queue(IndexQueue& iq, const AttnParams& p, const Work& w, const ProducerLane& pl,
-                                           int r) {
+template <bool kDenseToo = false, int kDepth>
+__device__ __forceinline__ void init_queue(IndexQueue<kDepth>& iq, const AttnParams& p, const Work& w,
+                                           const ProducerLane& pl, int r) {
 #pragma unroll
-  for (int d = 0; d < kIndexQueue; ++d)
+  for (int d = 0; d < kDepth; ++d)
     iq.v[d] = w.kb_begin + d < w.kb_end ? load_key_index<kDenseToo>(p, w, pl.pos(w.kb_begin + d, r)) : -1;
 }
 
-// Drops block kb, loads block kb + kIndexQueue.
-template <bool kDenseToo = false>
-__device__ __forceinline__ void rotate_queue(IndexQueue& iq, const AttnParams& p, const Work& w, const ProducerLane& pl,
-                                             int r, int kb) {
-  iq.v[0] = iq.v[1];
-  iq.v[1] = iq.v[2];
-  iq.v[2] = iq.v[3];
-  if constexpr (kIndexQueue > 4) {
-    iq.v[3] = iq.v[4];
+// Drops block kb, loads block kb + kDepth.
+template <bool kDenseToo = false, int kDepth>
+__device__ __forceinline__ void rotate_queue(IndexQueue<kDepth>& iq, const AttnParams& p, const Work& w,
+                                             const ProducerLane& pl, int r, int kb) {
 #pragma unroll
-    for (int d = 4; d + 1 < kIndexQueue; ++d) iq.v[d] = iq.v[d + 1];
-  }
-  constexpr int kLast = kIndexQueue - 1;
-  iq.v[kLast] = kb + kIndexQueue < w.kb_end ? load_key_index<kDenseToo>(p, w, pl.pos(kb + kIndexQueue, r)) : -1;
+  for (int d = 0; d + 1 < kDepth; ++d) iq.v[d] = iq.v[d + 1];
+  iq.v[kDepth - 1] = kb + kDepth < w.kb_end ? load_key_index<kDenseToo>(p, w, pl.pos(kb + kDepth, r)) : -1;
 }
 
 template <int kRows, int kFmt>
@@ -380,15 +376,19 @@ __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, 
 
 // fp8_ds_mla / fp8_model1: global -> registers -> dequantize -> K tile. A thread takes kRounds
 // keys of every block; kAhead = 1 issues the loads of block kb + 1 before it stores block kb.
+// Rows kPf blocks ahead of block kb are prefetched into L2 (pairs: config.h kPairPrefetch).
 template <int kRows, int kFmt, int kRounds, bool kPeer, int kAhead, bool kRoute>
 __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl, int n0) {
   constexpr int kD = PackedRow<kFmt>::kD;
+  constexpr int kPf = kPeer ? kPairPrefetch : 2 + kAhead;
   using Round = PackedRound<kFmt>;
-  IndexQueue iq[kRounds];
+  using Queue = IndexQueue<kPeer ? kPairIndexQueue : kIndexQueue>;
+  static_assert(kPf < Queue::kSize, "the prefetch's index is in the queue");
+  Queue iq[kRounds];
 #pragma unroll
   for (int r = 0; r < kRounds; ++r) {
     init_queue<serves_dense(kFmt)>(iq[r], p, w, pl, r);
-    for (int d = 0; d < 2 + kAhead; ++d) prefetch_key<kRows, kFmt>(p, w, pl, r, w.kb_begin + d, iq[r].v[d]);
+    for (int d = 0; d < kPf; ++d) prefetch_key<kRows, kFmt>(p, w, pl, r, w.kb_begin + d, iq[r].v[d]);
   }
   Round ra[kRounds], rb[kRounds];
   if constexpr (kAhead == 1) {
@@ -406,7 +406,7 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
     }
 #pragma unroll
     for (int r = 0; r < kRounds; ++r) {
-      prefetch_key<kRows, kFmt>(p, w, pl, r, kb + 2 + kAhead, iq[r].v[2 + kAhead]);
+      prefetch_key<kRows, kFmt>(p, w, pl, r, kb + kPf, iq[r].v[kPf]);
       rotate_queue<serves_dense(kFmt)>(iq[r], p, w, pl, r, kb);
     }
     store_and_hand_over<kRows, kD, kRounds, kPeer, kRoute>(st, w, pl, cur, n, pl.first());
@@ -619,7 +619,7 @@ template <int kRows, int kD, int kRounds, bool kPeer>
 __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl, int n0) {
   constexpr int kRowBytes = kD * 2;
   constexpr int kRowGroup = 16 * kD;
-  IndexQueue iq[kRounds];
+  IndexQueue<> iq[kRounds];
 #pragma unroll
   for (int r = 0; r < kRounds; ++r) init_queue<true>(iq[r], p, w, pl, r);
   // This thread's rows of block i of the unit have landed: make them visible, hand over.
