@@ -2,9 +2,8 @@
 // (DensePageWalk): the pages of each block from the block table, the block's valid-key words,
 // its boxes issued against one "full" barrier, and zeros over the rows to skip (past seqlen,
 // past the causal limit, on a table entry that names no page) before "full" completes for a
-// partial block. The FP8 tiles (consumer_fp8.cuh) load through it; produce_dense_tma keeps the
-// same steps inline for the bf16 tiles (moving it onto this walk changes its SASS, which a device
-// run has to check first).
+// partial block. The bf16 tiles (producer_dense_tma.cuh) and the FP8 tiles (consumer_fp8.cuh)
+// load through it.
 #pragma once
 
 #include <cstdint>

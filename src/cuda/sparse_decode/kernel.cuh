@@ -29,6 +29,7 @@
 #include "cuda/sparse_decode/producer_dense_tma.cuh"
 #include "cuda/sparse_decode/producer_e4m3_fp8.cuh"
 #include "cuda/sparse_decode/producer_raw_ring.cuh"
+#include "cuda/sparse_decode/q_e4m3.cuh"
 #include "cuda/sparse_decode/timeline.cuh"
 #include "cuda/sparse_decode/work.cuh"
 
@@ -39,8 +40,7 @@ namespace smla::cuda::sparse_decode_family {
 // producer issues its first gathers; every load is issued before the first store (one round
 // trip), and the consumers meet at a named barrier before their first MMA reads it.
 // kFp8Q (kernels that serve fp8 q: kE4m3Wide): with p.q_kind 2 each 8-value chunk is 8 e4m3
-// bytes, converted exactly to bf16 (q_scale is in the logits' scale); rows whose address is not
-// 8-byte aligned are read a byte at a time.
+// bytes (q_e4m3.cuh), converted exactly to bf16 (q_scale is in the logits' scale).
 template <int kRows, int kD, bool kFp8Q = false>
 __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8_t* smem) {
   constexpr int kChunks = kD / 8;
@@ -48,23 +48,8 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
   constexpr int kThreads = consumer_threads(kRows);
   constexpr int kPer = (kTotal + kThreads - 1) / kThreads;
   if (kFp8Q && p.q_kind == 2) {
-    const uint8_t* q8 = static_cast<const uint8_t*>(p.q) + w.req * p.q_sb + w.t * p.q_st + w.head0 * p.q_sh;
     uint2 b[kPer];  // converted at the stores: half the registers of bf16 chunks
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) {
-      const int i = static_cast<int>(threadIdx.x) + k * kThreads;
-      const int r = i / kChunks, ch = i % kChunks;
-      b[k] = make_uint2(0, 0);
-      if (i < kTotal && r < w.heads) {
-        const uint8_t* src = q8 + r * p.q_sh + ch * 8;
-        if ((reinterpret_cast<uintptr_t>(src) & 7) == 0) {
-          b[k] = __ldg(reinterpret_cast<const uint2*>(src));
-        } else {
-#pragma unroll
-          for (int e = 0; e < 8; ++e) (e < 4 ? b[k].x : b[k].y) |= static_cast<uint32_t>(__ldg(src + e)) << (8 * (e & 3));
-        }
-      }
-    }
+    load_q_e4m3_chunks<kRows, kD, kThreads>(p, w, b);
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
       const int i = static_cast<int>(threadIdx.x) + k * kThreads;

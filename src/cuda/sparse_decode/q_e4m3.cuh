@@ -1,6 +1,5 @@
-// fp8 q (e4m3) loaded 8 bytes at a time for the FP8 tiles' Q (consumer_fp8.cuh). kernel.cuh's
-// load_q keeps the same loop inline for the 64-row bf16 tiles: calling this changes that
-// kernel's SASS, which a device run has to check first.
+// fp8 q (e4m3) loaded 8 bytes at a time: the 64-row tiles' Q (kernel.cuh, load_q, converted to
+// bf16 at the stores) and the FP8 tiles' (consumer_fp8.cuh).
 #pragma once
 
 #include <cstdint>
