@@ -356,11 +356,13 @@ inline constexpr bool kBf16Route =
 // Blocks of key indices a producer lane holds (producer.cuh, IndexQueue). With 4 the L2 prefetch
 // of a pair's producer (kAhead 1, block kb + 3) reads an index loaded one block earlier: ncu of
 // the pair kernel (2026-12-02) put 11% of the producer's stall samples on the queue's registers.
-// Pairs hold 6 (the prefetch's index loaded three blocks earlier, the rows' five): same-call A/B
-// against 4 (2026-12-02, µs): V3.2 b128 s_q2 h128 397.2 / 396.9 -> 375.2 / 375.2, h128 206.2 /
-// 206.0 -> 195.1 / 195.2, V4 s_q2 h128 226.2 / 226.1 -> 221.9 / 221.1, V4 h128 120.6 / 120.2 ->
-// 118.5 / 118.2. Unpaired CTAs (two rounds a lane, no block ahead) hold 4: 6 measured slower
-// there (V3.2 h64 132.1 / 132.6 -> 134.0 / 134.6, s_q2 h64 236.8 / 236.2 -> 239.3 / 239.6).
+// Pairs hold 6 (the prefetch's index loaded three blocks earlier, the rows' five). Same-call
+// A/Bs (2026-12-02, µs, V3.2 b128 s_q2 h128 / V4 s_q2 h128): against 260ee65's pairs (depth 4,
+// its hand-written rotation) 397.2 -> 375.2 and 226.2 -> 221.5; against this code at depth 4
+// only 380.5 -> 378.0 and 228.6 -> 224.1, so most of the first gain is how ptxas schedules the
+// rotation's loop, not the depth. Depth 5 379.8, 7 375.9, 8 400.9 (no spills: scheduling again);
+// a prefetch distance of 2 374.4, of 4 (depth 7) 377.5. Unpaired CTAs (two rounds a lane, no
+// block ahead) hold 4: 6 measured slower there (V3.2 h64 132.4 -> 134.3, s_q2 h64 236.5 -> 239.5).
 // SMLA_SD_PAIR_QUEUE (a measurement build): the pairs' depth; SMLA_SD_PAIR_PREFETCH: how many
 // blocks ahead of the one being stored a pair's producer prefetches rows into L2 (at most
 // depth - 1).
