@@ -285,7 +285,7 @@ struct PackedRound {
         return;
       }
       *reinterpret_cast<uint4*>(dst + c * 128) = v;
-      if constexpr (kPeer) st_async_v4(peer.tile + row_off + c * 128, v, peer.full);
+      if constexpr (kPeer && !kPairBulkPeer) st_async_v4(peer.tile + row_off + c * 128, v, peer.full);
     };
     // kRoute (config.h kBf16Route): the bf16 route (fp8.cuh) where every lane's row allows
     // it (warp-uniform: no divergence), else the float32 route; both give the same bits. (The
@@ -366,6 +366,21 @@ __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, 
   for (int r = 0; r < kRounds; ++r) {
     publish_valid<kPeer>(st.valid, peer, pl, pl.round + r, cur[r].ok);
     cur[r].template store<kPeer, kRoute>(st.tile, peer, pl, pl.row_in_block(r));
+  }
+  if constexpr (kPeer && kPairBulkPeer) {
+    // The round's rows (row groups 4 * round .. 4 * round + 3, contiguous) into the peer's tile
+    // by one bulk copy once every producer thread's are in: its reads are async-proxy ones.
+    fence_proxy_async();
+    named_bar_sync(kBarPairRows, producer_threads(kRows));
+    if (tx_first) {
+      constexpr uint32_t kRoundBytes = 4 * 16 * kD;
+      const uint32_t off = static_cast<uint32_t>(pl.round) * kRoundBytes;
+      bulk_copy_s2peer(peer.tile + off, smem_addr(st.tile) + off, kRoundBytes, peer.full);
+      mbar_arrive_expect_tx(st.full, kPeerTxBytes<kD>);
+    } else {
+      mbar_arrive(st.full);
+    }
+    return;
   }
   // Generic-proxy stores, read next by wgmma (async proxy): the proxy fence orders them (with
   // config.h kPairConsumerFence, a pair's consumers fence after their wait instead).
