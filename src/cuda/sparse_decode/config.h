@@ -107,15 +107,6 @@ inline constexpr int kPairAhead = SMLA_SD_PAIR_AHEAD;
 #define SMLA_SD_PAIR_CONSUMER_FENCE 1
 #endif
 inline constexpr bool kPairConsumerFence = SMLA_SD_PAIR_CONSUMER_FENCE != 0;
-// SMLA_SD_PAIR_BULK=1 (a measurement build): a pair's producer stores its converted rows into
-// its own tile only, and once all of them are in (a named barrier), one thread copies the round's
-// 36 KB into the peer's tile with one bulk copy (as the bf16 pairs do) instead of an `st.async`
-// per 16 bytes: ncu (2026-12-02) put 27% of the pair producer's stall samples on the short
-// scoreboard, converted registers held behind the previous chunk's shared stores and `st.async`.
-#ifndef SMLA_SD_PAIR_BULK
-#define SMLA_SD_PAIR_BULK 0
-#endif
-inline constexpr bool kPairBulkPeer = SMLA_SD_PAIR_BULK != 0;
 // L2 line prefetch of the rows two blocks ahead of the loads, except in 16-row tiles (b128 h16
 // 97.3 -> 93.7 µs without it; h32 +6%, h64 +9%, s_q2 h128 +4% without it). Measurement builds:
 // SMLA_SD_PREFETCH=0 none, =1 in every tile.

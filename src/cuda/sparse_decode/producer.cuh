@@ -273,7 +273,9 @@ struct PackedRound {
 
   // Dequantized into row j of the K tile (and of the peer's, same offset); a skipped key was
   // loaded as zeros and is written as zeros (its logit is masked, and zero V keeps NaN bytes of
-  // unused slots out of P V).
+  // unused slots out of P V). The peer's copy goes 16 bytes at a time by st.async, overlapped
+  // with the conversion: one bulk copy of the round after a named barrier measured slower
+  // (2026-12-02, V3.2 b128 s_q2 h128 378.7 -> 428.5 µs, V4 s_q2 h128 223.7 -> 240.2).
   template <bool kPeer, bool kRoute>
   __device__ void store(uint8_t* tile, const PeerStage& peer, const ProducerLane& pl, int j) const {
     if constexpr (kProducerIdle) return;
@@ -285,7 +287,7 @@ struct PackedRound {
         return;
       }
       *reinterpret_cast<uint4*>(dst + c * 128) = v;
-      if constexpr (kPeer && !kPairBulkPeer) st_async_v4(peer.tile + row_off + c * 128, v, peer.full);
+      if constexpr (kPeer) st_async_v4(peer.tile + row_off + c * 128, v, peer.full);
     };
     // kRoute (config.h kBf16Route): the bf16 route (fp8.cuh) where every lane's row allows
     // it (warp-uniform: no divergence), else the float32 route; both give the same bits. (The
@@ -366,21 +368,6 @@ __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, 
   for (int r = 0; r < kRounds; ++r) {
     publish_valid<kPeer>(st.valid, peer, pl, pl.round + r, cur[r].ok);
     cur[r].template store<kPeer, kRoute>(st.tile, peer, pl, pl.row_in_block(r));
-  }
-  if constexpr (kPeer && kPairBulkPeer) {
-    // The round's rows (row groups 4 * round .. 4 * round + 3, contiguous) into the peer's tile
-    // by one bulk copy once every producer thread's are in: its reads are async-proxy ones.
-    fence_proxy_async();
-    named_bar_sync(kBarPairRows, producer_threads(kRows));
-    if (tx_first) {
-      constexpr uint32_t kRoundBytes = 4 * 16 * kD;
-      const uint32_t off = static_cast<uint32_t>(pl.round) * kRoundBytes;
-      bulk_copy_s2peer(peer.tile + off, smem_addr(st.tile) + off, kRoundBytes, peer.full);
-      mbar_arrive_expect_tx(st.full, kPeerTxBytes<kD>);
-    } else {
-      mbar_arrive(st.full);
-    }
-    return;
   }
   // Generic-proxy stores, read next by wgmma (async proxy): the proxy fence orders them (with
   // config.h kPairConsumerFence, a pair's consumers fence after their wait instead).
