@@ -372,11 +372,24 @@ inline constexpr bool kBf16Route =
 #ifndef SMLA_SD_PAIR_PREFETCH
 #define SMLA_SD_PAIR_PREFETCH 3
 #endif
+// SMLA_SD_WIDE_QUEUE / SMLA_SD_WIDE_PREFETCH (measurement builds, prepared): the same two for
+// unpaired 64-row CTAs (defaults 4 / 2, their shipped code), whose producer is also bound by
+// its own instruction order (nineteenth pass).
+#ifndef SMLA_SD_WIDE_QUEUE
+#define SMLA_SD_WIDE_QUEUE 4
+#endif
+#ifndef SMLA_SD_WIDE_PREFETCH
+#define SMLA_SD_WIDE_PREFETCH 2
+#endif
 inline constexpr int kIndexQueue = 4;
 inline constexpr int kPairIndexQueue = SMLA_SD_PAIR_QUEUE;
 inline constexpr int kPairPrefetch = SMLA_SD_PAIR_PREFETCH;
+inline constexpr int kWideIndexQueue = SMLA_SD_WIDE_QUEUE;
+inline constexpr int kWidePrefetch = SMLA_SD_WIDE_PREFETCH;
 static_assert(kPairIndexQueue >= 4 && kPairPrefetch >= 2 && kPairPrefetch < kPairIndexQueue,
               "a pair's producer loads rows from v[1] and prefetches from v[kPairPrefetch]");
+static_assert(kWideIndexQueue >= 4 && kWidePrefetch >= 1 && kWidePrefetch < kWideIndexQueue,
+              "an unpaired 64-row producer loads rows from v[0] and prefetches from v[kWidePrefetch]");
 // The formats whose 64-row tiles the packed producer converts (produce_packed).
 constexpr bool packed_rows(int fmt) {
   return fmt == static_cast<int>(CacheFormat::fp8_ds_mla) || fmt == static_cast<int>(CacheFormat::fp8_model1) ||
