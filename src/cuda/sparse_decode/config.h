@@ -372,6 +372,13 @@ inline constexpr bool kBf16Route =
 #ifndef SMLA_SD_PAIR_PREFETCH
 #define SMLA_SD_PAIR_PREFETCH 3
 #endif
+// SMLA_SD_PAIR_LATE_QUEUE=1 (a measurement build, prepared): a pair's producer issues the L2
+// prefetch and the next index load after it has handed the block over instead of before it
+// waits for the stage, so that nothing but the row loads sits between the loads and the wait.
+#ifndef SMLA_SD_PAIR_LATE_QUEUE
+#define SMLA_SD_PAIR_LATE_QUEUE 0
+#endif
+inline constexpr bool kPairLateQueue = SMLA_SD_PAIR_LATE_QUEUE != 0;
 // SMLA_SD_WIDE_QUEUE / SMLA_SD_WIDE_PREFETCH (measurement builds, prepared): the same two for
 // unpaired 64-row CTAs (defaults 4 / 2, their shipped code), whose producer is also bound by
 // its own instruction order (nineteenth pass).

@@ -407,12 +407,17 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
       if constexpr (kAhead == 0) cur[r].load(p, w, pl, pl.pos(kb, r), iq[r].v[0]);
       else if (kb + 1 < w.kb_end) nxt[r].load(p, w, pl, pl.pos(kb + 1, r), iq[r].v[1]);
     }
+    auto ahead = [&] {  // the L2 prefetch of block kb + kPf, the index of block kb + depth
 #pragma unroll
-    for (int r = 0; r < kRounds; ++r) {
-      prefetch_key<kRows, kFmt>(p, w, pl, r, kb + kPf, iq[r].v[kPf]);
-      rotate_queue<serves_dense(kFmt)>(iq[r], p, w, pl, r, kb);
-    }
+      for (int r = 0; r < kRounds; ++r) {
+        prefetch_key<kRows, kFmt>(p, w, pl, r, kb + kPf, iq[r].v[kPf]);
+        rotate_queue<serves_dense(kFmt)>(iq[r], p, w, pl, r, kb);
+      }
+    };
+    constexpr bool kLate = kPeer && kPairLateQueue;
+    if constexpr (!kLate) ahead();
     store_and_hand_over<kRows, kD, kRounds, kPeer, kRoute>(st, w, pl, cur, n, pl.first());
+    if constexpr (kLate) ahead();
     if (kTimeline && i == 0 && pl.first()) timeline_mark(7);
   };
   if constexpr (kAhead == 0) {
