@@ -122,9 +122,9 @@ struct PackedRow<static_cast<int>(CacheFormat::fp8_e4m3)> {
   }
 };
 
-// The lane's key index in blocks kb .. kb + kDepth - 1 (config.h kIndexQueue, kPairIndexQueue),
-// rotated one block per step: with 4, every index is loaded three blocks before its row is, and
-// the L2 prefetch of block kb + 2 reads an index loaded one block before.
+// The lane's key index in blocks kb .. kb + kDepth - 1 (config.h: kIndexQueue, kPairIndexQueue,
+// kWideIndexQueue), rotated one block per step: at step kb the index of block kb + d was loaded
+// kDepth - d steps earlier, for the rows (d = 0, or 1 a block ahead) and the L2 prefetch (kPf).
 template <int kDepth = kIndexQueue>
 struct IndexQueue {
   static constexpr int kSize = kDepth;
