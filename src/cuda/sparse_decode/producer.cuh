@@ -352,11 +352,11 @@ template <int kD>
 inline constexpr uint32_t kPeerTxBytes = (kProducerIdle ? 0 : 32 * kD * 2) + 4 * 4;
 
 // Block n's rows (cur[r]: round pl.round + r) into stage st once the consumers freed it (and,
-// kPeer, into the peer's), then handed over; `tx_first`: the thread that arms "full" for the
-// peer's bytes.
+// kPeer, into the peer's), then handed over (the CTA's first producer thread arms "full" for the
+// peer's bytes).
 template <int kRows, int kD, int kRounds, bool kPeer, bool kRoute, typename Round>
 __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, const Work& w, const ProducerLane& pl,
-                                                    const Round (&cur)[kRounds], int n, bool tx_first) {
+                                                    const Round (&cur)[kRounds], int n) {
   PeerStage peer;
   if constexpr (kPeer) {
     peer.tile = in_peer(w, st.tile);
@@ -372,7 +372,7 @@ __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, 
   // Generic-proxy stores, read next by wgmma (async proxy): the proxy fence orders them (with
   // config.h kPairConsumerFence, a pair's consumers fence after their wait instead).
   if constexpr (!(kPeer && kPairConsumerFence)) fence_proxy_async();
-  if (kPeer && tx_first) mbar_arrive_expect_tx(st.full, kPeerTxBytes<kD>);
+  if (kPeer && pl.first()) mbar_arrive_expect_tx(st.full, kPeerTxBytes<kD>);
   else mbar_arrive(st.full);
 }
 
@@ -416,7 +416,7 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
     };
     constexpr bool kLate = kPeer && kPairLateQueue;
     if constexpr (!kLate) ahead();
-    store_and_hand_over<kRows, kD, kRounds, kPeer, kRoute>(st, w, pl, cur, n, pl.first());
+    store_and_hand_over<kRows, kD, kRounds, kPeer, kRoute>(st, w, pl, cur, n);
     if constexpr (kLate) ahead();
     if (kTimeline && i == 0 && pl.first()) timeline_mark(7);
   };
