@@ -115,8 +115,8 @@ int ctas_per_sm(int ng, int d_qk, bool f16, int format, int raw_stride) {
 }
 
 // The combine's prefetch (combine_kernel.cuh, SMLA_COMBINE_PREFETCH): =1 wherever several warps
-// merge a head, =2 (default) where the grid also fits one wave of the prefetching kernel (its
-// registers allow fewer CTAs an SM; the first device's wave kept), 0 nowhere.
+// merge a head, =2 (default) where the grid also fits one wave of the prefetching kernel on the
+// current device (its registers allow fewer CTAs an SM), 0 nowhere.
 constexpr int kCombinePre = SMLA_COMBINE_PREFETCH != 0 ? 4 : 0;
 bool combine_prefetch(dim3 grid) {
   if constexpr (SMLA_COMBINE_PREFETCH == 0) {
@@ -124,12 +124,14 @@ bool combine_prefetch(dim3 grid) {
   } else if constexpr (SMLA_COMBINE_PREFETCH == 1) {
     return true;
   } else {
-    static const int64_t wave = [] {
-      int per_sm = 0;
+    // CTAs an SM: the kernel's own (one sm_90a binary); the SMs: the device's.
+    static const int per_sm = [] {
+      int n = 0;
       SMLA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &per_sm, combine_splits_kernel<kCombineWarps, kCombinePre>, kCombineWarps * 32, 0));
-      return static_cast<int64_t>(per_sm) * current_device_info().sm_count;
+          &n, combine_splits_kernel<kCombineWarps, kCombinePre>, kCombineWarps * 32, 0));
+      return n;
     }();
+    const int64_t wave = static_cast<int64_t>(per_sm) * current_device_info().sm_count;
     return static_cast<int64_t>(grid.x) * grid.y * grid.z <= wave;
   }
 }
