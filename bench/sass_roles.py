@@ -4,7 +4,7 @@ after a device call (a measurement switch must leave the default's SASS alone; t
 algorithm can differ in time by their instruction order alone, PERF.md twenty-first pass).
 
 usage: python3 bench/sass_roles.py same A B
-           per kernel of two builds: "same" or "differs" (addresses and encodings ignored)
+           per kernel of two builds: "same" or "differs" (code addresses and encodings ignored)
        python3 bench/sass_roles.py roles A --kernel SUBSTR
            the kernel's roles (the code between its setmaxnreg instructions, each named by the
            registers it sets), per role its instructions, the longest loop in it and where that
@@ -24,6 +24,8 @@ import sys
 LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 FUNC = re.compile(r"\s*Function : (\S+)")
 BRANCH = re.compile(r"\bBRA\b.*?(0x[0-9a-f]+)")
+# Instructions whose hex operand is a code address (it moves with the layout, not the code).
+CODE_ADDRESS = re.compile(r"^(@!?U?P\w+\s+)?(BRA|BSSY|CALL|JMP|JMX|BRX|BMOV|WARPSYNC)\b")
 EVENTS = re.compile(r"\b(LDG|CCTL|SYNCS|STAS|BAR|UBLKCP|UTMALDG)\b")
 
 
@@ -38,7 +40,7 @@ def sass_text(path):
 
 
 def kernels(text):
-    """{mangled name: [(address, instruction without predicate-free padding)]}"""
+    """{mangled name: [(address, instruction text)]}"""
     out, cur = {}, None
     for line in text.splitlines():
         m = FUNC.match(line)
@@ -57,8 +59,9 @@ def opcode(ins):
 
 
 def normalized(body):
-    # Branch targets and constants move with the code's layout; compare instructions only.
-    return [re.sub(r"0x[0-9a-f]+", "X", ins) for _, ins in body]
+    # Branch targets move with the code's layout; every other operand (registers, immediates such
+    # as a setmaxnreg budget) is compared as it is.
+    return [re.sub(r"0x[0-9a-f]+", "X", ins) if CODE_ADDRESS.match(ins) else ins for _, ins in body]
 
 
 def roles(body):

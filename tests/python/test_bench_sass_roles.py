@@ -7,13 +7,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 TOOL = ROOT / "bench" / "sass_roles.py"
 
 
-def sass(producer_extra="", target="0x0040"):
+def sass(producer_extra="", target="0x0040", budget="0x98"):
     return f"""
         code for sm_90a
                 Function : _Z6kernelPf
         .headerflags    @"EF_CUDA_SM90 EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
         /*0000*/                   MOV R1, c[0x0][0x28] ;                   /* 0x00000a0000017a02 */
-        /*0010*/                   USETMAXREG.DEALLOC.CTAPOOL 0x98 ;        /* 0x00000000000079c8 */
+        /*0010*/                   USETMAXREG.DEALLOC.CTAPOOL {budget} ;        /* 0x00000000000079c8 */
         /*0020*/                   LDG.E.CONSTANT R2, desc[UR4][R2.64] ;    /* 0x0000000402027981 */
         /*0030*/                   IMAD R3, R2, 0x4, RZ ;                   /* 0x0000000402037824 */
         /*0040*/                   LDG.E.NA.128.CONSTANT R4, desc[UR4][R4.64] ; /* 0x0000000404047981 */
@@ -53,6 +53,9 @@ def test_same_ignores_addresses_and_finds_changes(tmp_path):
     c.write_text(sass(producer_extra="@P1 "))  # a predicate added: a different instruction
     assert run("same", str(a), str(b)).stdout.startswith("same  _Z6kernelPf")
     assert run("same", str(a), str(c)).stdout.startswith("differs (11 / 11 instructions)  _Z6kernelPf")
+    d = tmp_path / "d.sass"
+    d.write_text(sass(budget="0xa0"))  # another register budget: an immediate, not an address
+    assert run("same", str(a), str(d)).stdout.startswith("differs (11 / 11 instructions)  _Z6kernelPf")
 
 
 def test_unknown_kernel_is_an_error(tmp_path):
