@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -105,9 +106,11 @@ Timing time_cuda(const std::function<void(void* stream)>& call_once, int warmup,
   if (hook && warmup > 0) hook("warm-up", warmup, warmup);
   // One event pair per call, read after the loop: no host round trip between calls.
   std::vector<EventPair> events(std::max(iters, 1));
+  const char* warm_env = std::getenv("SMLA_BENCH_WARM_L2");  // diagnostic: no flush between calls
+  const bool warm_l2 = warm_env != nullptr && warm_env[0] == '1';
   for (auto& e : events) {
-    check(cudaMemsetAsync(flush.data(), 0, flush.bytes(), stream),
-          "L2 flush");
+    if (!warm_l2)
+      check(cudaMemsetAsync(flush.data(), 0, flush.bytes(), stream), "L2 flush");
     check(cudaEventRecord(e.start, stream), "cudaEventRecord");
     call(stream);
     check(cudaEventRecord(e.stop, stream), "cudaEventRecord");
