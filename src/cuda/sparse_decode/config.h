@@ -388,6 +388,19 @@ inline constexpr bool kPairLateQueue = SMLA_SD_PAIR_LATE_QUEUE != 0;
 #ifndef SMLA_SD_WIDE_PREFETCH
 #define SMLA_SD_WIDE_PREFETCH 2
 #endif
+// SMLA_SD_FIRST_BLOCK_ALONE=1 (a measurement build, prepared): the unpaired 64-row sparse-decode
+// CTA's first block alone (kFirstAlone): its producer asks for that block's rows alone and stores
+// them before it loads or prefetches any other block. At b = 128 every CTA asks for three blocks
+// at once at its start, and the first block is in 11-13 µs after entry at V3.2 h64 (timeline,
+// twenty-second pass); alone, 9-10.4 µs. Same-call A/B (2026-12-02, µs) of the first build,
+// which did it in every packed producer: V3.2 h64 133.2 -> 127.5, V4 h64 51.6 -> 49.9, but pairs
+// slower (V3.2 s_q2 h128 378.8 -> 457.7, b1 h128 20.7 -> 23.1). This build keeps pairs, dense
+// caches, prefill and persistent CTAs on the old order; its unpaired kernel's SASS differs from
+// the measured one's (ptxas), so it is not the default until timed and tested on the device.
+#ifndef SMLA_SD_FIRST_BLOCK_ALONE
+#define SMLA_SD_FIRST_BLOCK_ALONE 0
+#endif
+inline constexpr bool kFirstBlockAlone = SMLA_SD_FIRST_BLOCK_ALONE != 0;
 inline constexpr int kIndexQueue = 4;
 inline constexpr int kPairIndexQueue = SMLA_SD_PAIR_QUEUE;
 inline constexpr int kPairPrefetch = SMLA_SD_PAIR_PREFETCH;
@@ -405,6 +418,9 @@ constexpr bool packed_rows(int fmt) {
 template <int kRows, int kFmt, bool kPair, bool kPersist = false>
 inline constexpr bool kTwoProducers =
     SMLA_SD_WIDE_PRODUCERS >= (kPersist ? 3 : 2) && kRows == 64 && !kPair && packed_rows(kFmt);
+template <int kRows, int kFmt, bool kPair, bool kLogits>
+inline constexpr bool kFirstAlone = kFirstBlockAlone && kTwoProducers<kRows, kFmt, kPair, false> && !kLogits &&
+                                    kFmt != static_cast<int>(CacheFormat::fp8_e4m3);
 // Threads of a kernel instance: cta_threads, or 512 with three raw-ring consumer warpgroups or
 // two wide producer warpgroups.
 template <int kRows, int kFmt, bool kPair = false, bool kPersist = false>

@@ -379,7 +379,7 @@ __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, 
 // fp8_ds_mla / fp8_model1: global -> registers -> dequantize -> K tile. A thread takes kRounds
 // keys of every block; kAhead = 1 issues the loads of block kb + 1 before it stores block kb.
 // Rows kPf blocks ahead of block kb are prefetched into L2 (config.h kPairPrefetch, kWidePrefetch).
-template <int kRows, int kFmt, int kRounds, bool kPeer, int kAhead, bool kRoute>
+template <int kRows, int kFmt, int kRounds, bool kPeer, int kAhead, bool kRoute, bool kAloneFirst = false>
 __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl, int n0) {
   constexpr int kD = PackedRow<kFmt>::kD;
   constexpr bool kWide = !kPeer && kRows == 64;  // unpaired 64-row CTAs
@@ -387,11 +387,15 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
   using Round = PackedRound<kFmt>;
   using Queue = IndexQueue<kPeer ? kPairIndexQueue : kWide ? kWideIndexQueue : kIndexQueue>;
   static_assert(kPf < Queue::kSize, "the prefetch's index is in the queue");
+  // kAloneFirst (config.h kFirstBlockAlone): the CTA's first block is asked for alone and
+  // stored before anything else; the first step then issues what the others issued before it.
+  const bool alone = kAloneFirst && n0 == 0;
   Queue iq[kRounds];
 #pragma unroll
   for (int r = 0; r < kRounds; ++r) {
     init_queue<serves_dense(kFmt)>(iq[r], p, w, pl, r);
-    for (int d = 0; d < kPf; ++d) prefetch_key<kRows, kFmt>(p, w, pl, r, w.kb_begin + d, iq[r].v[d]);
+    if (!alone)
+      for (int d = 0; d < kPf; ++d) prefetch_key<kRows, kFmt>(p, w, pl, r, w.kb_begin + d, iq[r].v[d]);
   }
   Round ra[kRounds], rb[kRounds];
   if constexpr (kAhead == 1) {
@@ -399,14 +403,16 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
     for (int r = 0; r < kRounds; ++r) ra[r].load(p, w, pl, pl.pos(w.kb_begin, r), iq[r].v[0]);
   }
   // One block: `cur` holds (or receives) block kb's rows, `nxt` receives block kb + 1's.
-  auto step = [&](Round (&cur)[kRounds], Round (&nxt)[kRounds], int kb) {
+  // first_c (std::true_type): the first block alone, stored before anything else is asked for.
+  auto step = [&](Round (&cur)[kRounds], Round (&nxt)[kRounds], int kb, auto first_c) {
+    constexpr bool kFirst = decltype(first_c)::value;
     const int i = kb - w.kb_begin, n = n0 + i;
     const Stage<kRows, kD> st(smem, n & 1);
+    auto load_next = [&] {
 #pragma unroll
-    for (int r = 0; r < kRounds; ++r) {
-      if constexpr (kAhead == 0) cur[r].load(p, w, pl, pl.pos(kb, r), iq[r].v[0]);
-      else if (kb + 1 < w.kb_end) nxt[r].load(p, w, pl, pl.pos(kb + 1, r), iq[r].v[1]);
-    }
+      for (int r = 0; r < kRounds; ++r)
+        if (kAhead == 1 && kb + 1 < w.kb_end) nxt[r].load(p, w, pl, pl.pos(kb + 1, r), iq[r].v[1]);
+    };
     auto ahead = [&] {  // the L2 prefetch of block kb + kPf, the index of block kb + depth
 #pragma unroll
       for (int r = 0; r < kRounds; ++r) {
@@ -414,18 +420,38 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
         rotate_queue<serves_dense(kFmt)>(iq[r], p, w, pl, r, kb);
       }
     };
+    if constexpr (kAhead == 0) {
+#pragma unroll
+      for (int r = 0; r < kRounds; ++r) cur[r].load(p, w, pl, pl.pos(kb, r), iq[r].v[0]);
+    }
     constexpr bool kLate = kPeer && kPairLateQueue;
-    if constexpr (!kLate) ahead();
+    if constexpr (!kFirst) load_next();
+    if constexpr (!kLate && !kFirst) ahead();
     store_and_hand_over<kRows, kD, kRounds, kPeer, kRoute>(st, w, pl, cur, n);
-    if constexpr (kLate) ahead();
+    if constexpr (kFirst) {
+#pragma unroll
+      for (int r = 0; r < kRounds; ++r)
+        for (int d = 1; d < kPf; ++d) prefetch_key<kRows, kFmt>(p, w, pl, r, kb + d, iq[r].v[d]);
+      load_next();
+    }
+    if constexpr (kLate || kFirst) ahead();
     if (kTimeline && i == 0 && pl.first()) timeline_mark(7);
   };
+  int kb = w.kb_begin;
+  if constexpr (kAloneFirst) {
+    if (alone) {  // the caller returns before this on an empty unit: kb < w.kb_end
+      step(ra, rb, kb++, std::true_type{});
+      if constexpr (kAhead == 1) {
+        if (kb < w.kb_end) step(rb, ra, kb++, std::false_type{});
+      }
+    }
+  }
   if constexpr (kAhead == 0) {
-    for (int kb = w.kb_begin; kb < w.kb_end; ++kb) step(ra, ra, kb);
+    for (; kb < w.kb_end; ++kb) step(ra, ra, kb, std::false_type{});
   } else {
-    for (int kb = w.kb_begin; kb < w.kb_end; kb += 2) {
-      step(ra, rb, kb);
-      if (kb + 1 < w.kb_end) step(rb, ra, kb + 1);
+    for (; kb < w.kb_end; kb += 2) {
+      step(ra, rb, kb, std::false_type{});
+      if (kb + 1 < w.kb_end) step(rb, ra, kb + 1, std::false_type{});
     }
   }
 }
@@ -579,7 +605,8 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
 // n0: K blocks the CTA handled before this unit (persistent CTAs; stage and phase continue).
 // kTwo (config.h kTwoProducers): an unpaired 64-row CTA's two producer warpgroups, one round
 // each. kRoute: the bf16 dequantization route where the rows allow it (config.h).
-template <int kRows, int kFmt, bool kTwo, bool kRoute>
+// kAloneFirst: the unpaired CTA's first block alone (config.h kFirstBlockAlone).
+template <int kRows, int kFmt, bool kTwo, bool kRoute, bool kAloneFirst = false>
 __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   const ProducerLane pl(w, consumer_threads(kRows));
   if (w.kb_begin >= w.kb_end) return;
@@ -591,7 +618,7 @@ __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem
       return;
     }
   }
-  produce_packed_rounds<kRows, kFmt, kAlone, false, (kRows == 64 ? 0 : kNarrowAhead), kRoute>(p, w, smem, pl, n0);
+  produce_packed_rounds<kRows, kFmt, kAlone, false, (kRows == 64 ? 0 : kNarrowAhead), kRoute, kAloneFirst>(p, w, smem, pl, n0);
   if (kTimeline && pl.first()) timeline_mark(8);
 }
 
