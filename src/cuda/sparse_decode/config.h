@@ -393,10 +393,12 @@ inline constexpr bool kPairLateQueue = SMLA_SD_PAIR_LATE_QUEUE != 0;
 // them before it loads or prefetches any other block. At b = 128 every CTA asks for three blocks
 // at once at its start, and the first block is in 11-13 µs after entry at V3.2 h64 (timeline,
 // twenty-second pass); alone, 9-10.4 µs. Same-call A/B (2026-12-02, µs) of the first build,
-// which did it in every packed producer: V3.2 h64 133.2 -> 127.5, V4 h64 51.6 -> 49.9, but pairs
-// slower (V3.2 s_q2 h128 378.8 -> 457.7, b1 h128 20.7 -> 23.1). This build keeps pairs, dense
-// caches, prefill and persistent CTAs on the old order; its unpaired kernel's SASS differs from
-// the measured one's (ptxas), so it is not the default until timed and tested on the device.
+// which did it in every packed producer: the one-unit unpaired rows faster (V3.2 h64 133.2 ->
+// 127.5, V4 h64 51.6 -> 49.9), the persistent rows slower (V3.2 s_q2 h128 378.8 -> 457.7, h128
+// 196.6 -> 236.7, s_q2 h64 238.6 -> 274.5: the persistent pair kernel spilled 56 bytes) and b1
+// h128 (one-unit pairs) 20.7 -> 23.1. This build keeps pairs, dense caches, prefill and
+// persistent CTAs on the old order; its unpaired kernel's SASS differs from the measured one's
+// (ptxas), so it is not the default until timed and tested on the device.
 #ifndef SMLA_SD_FIRST_BLOCK_ALONE
 #define SMLA_SD_FIRST_BLOCK_ALONE 0
 #endif
