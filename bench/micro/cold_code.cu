@@ -11,7 +11,7 @@
 //   again     the same kernel relaunched at once (code in L2, perhaps in the SM's caches)
 //   evicted   after a different kernel of the same size ran (code in L2, the SM's instruction
 //             caches refilled by other code)
-// Printed: ns per KB of code (16 bytes an instruction) and the warm issue rate for comparison.
+// Printed: ns and ns per KB of code (16 bytes an instruction); "again" is the warm rate.
 //
 // Build and run on the GPU machine:
 //   nvcc -O3 -std=c++20 -arch=sm_90a bench/micro/cold_code.cu -o cold_code && ./cold_code

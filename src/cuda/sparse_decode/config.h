@@ -420,6 +420,8 @@ constexpr bool packed_rows(int fmt) {
 template <int kRows, int kFmt, bool kPair, bool kPersist = false>
 inline constexpr bool kTwoProducers =
     SMLA_SD_WIDE_PRODUCERS >= (kPersist ? 3 : 2) && kRows == 64 && !kPair && packed_rows(kFmt);
+// The kernels kFirstBlockAlone applies to: one-unit unpaired 64-row sparse decode (two producer
+// warpgroups), not sparse prefill (kLogits) nor the dense fp8_e4m3 cache.
 template <int kRows, int kFmt, bool kPair, bool kLogits>
 inline constexpr bool kFirstAlone = kFirstBlockAlone && kTwoProducers<kRows, kFmt, kPair, false> && !kLogits &&
                                     kFmt != static_cast<int>(CacheFormat::fp8_e4m3);
