@@ -388,6 +388,18 @@ inline constexpr bool kPairLateQueue = SMLA_SD_PAIR_LATE_QUEUE != 0;
 #ifndef SMLA_SD_WIDE_PREFETCH
 #define SMLA_SD_WIDE_PREFETCH 2
 #endif
+// SMLA_SD_EPILOGUE_STAGED=1 (a measurement build, prepared): one-unit 64-row CTAs write their
+// float32 split partials through shared memory and one bulk copy a row (epilogue.cuh,
+// store_partial_rows_staged) instead of 64 8-byte stores a thread. At b = 1 a CTA's 128 KB of
+// partials took 2.9-5.4 µs whatever the call's total (h64: 4 MB, h128: 8 MB; timeline,
+// twenty-second pass): bound by one SM's stores of 8 rows x 32 bytes each.
+#ifndef SMLA_SD_EPILOGUE_STAGED
+#define SMLA_SD_EPILOGUE_STAGED 0
+#endif
+inline constexpr bool kStagedEpilogue = SMLA_SD_EPILOGUE_STAGED != 0;
+// Staged rows: 512 floats and 8 of padding, so a warp's float2 stores (rows g and g + 8, four
+// lanes a row) fall in distinct banks in each half-warp.
+inline constexpr int kStageRowFloats = 520;
 // SMLA_SD_FIRST_BLOCK_ALONE=1 (a measurement build, prepared): the unpaired 64-row sparse-decode
 // CTA's first block alone (kFirstAlone): its producer asks for that block's rows alone and stores
 // them before it loads or prefetches any other block. At b = 128 every CTA asks for three blocks

@@ -115,7 +115,9 @@ __device__ __forceinline__ void pv_from_registers(float (&o)[32][4], const uint3
 // kSw: the K tiles are TMA boxes with the 128-byte swizzle (dense decode, config.h kSwizzled).
 // kMaxLogits: also keep each row's exact maximum (the lazy rescale's m may lag it) for
 // sparse prefill's max_logits (bf16 kernels).
-template <int kD, bool kPair, bool kSw = false, bool kMaxLogits = false>
+// kStaged (config.h kStagedEpilogue; one-unit CTAs, where nothing writes the tiles after the
+// last block): split partials leave through shared memory and bulk copies.
+template <int kD, bool kPair, bool kSw = false, bool kMaxLogits = false, bool kStaged = false>
 __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   using T = WideTiles<kD, kSw>;
   using S = Smem<64, kD>;
@@ -231,20 +233,33 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     s_factor[r1] = res1.factor;
   }
   named_bar_arrive(kBarFinal, kConsumerThreads);
-  if (r0 < w.heads) {
-    store_o_row(p, w, w.head0 + r0, 0, o, 0, res0.factor);
-    if (c == 0) store_lse(p, w, w.head0 + r0, res0.lse);
-    if (kMaxLogits && c == 0) store_max_logit(p, w, w.head0 + r0, kExactMax ? st0.m : top0);
-  }
-  if (r1 < w.heads) {
-    store_o_row(p, w, w.head0 + r1, 0, o, 1, res1.factor);
-    if (c == 0) store_lse(p, w, w.head0 + r1, res1.lse);
-    if (kMaxLogits && c == 0) store_max_logit(p, w, w.head0 + r1, kExactMax ? st1.m : top1);
+  if (kStaged && w.n_splits > 1) {  // WG1 is past its last P V (kBarPFree): the tiles are free
+    static_assert(!kStaged || 64 * kStageRowFloats * 4 <= S::p, "staged rows beyond the Q and K tiles");
+    store_partial_rows_staged(p, w, reinterpret_cast<float*>(smem + S::q), 0, o, res0.factor, res1.factor);
+    if (c == 0 && r0 < w.heads) {
+      store_lse(p, w, w.head0 + r0, res0.lse);
+      if (kMaxLogits) store_max_logit(p, w, w.head0 + r0, kExactMax ? st0.m : top0);
+    }
+    if (c == 0 && r1 < w.heads) {
+      store_lse(p, w, w.head0 + r1, res1.lse);
+      if (kMaxLogits) store_max_logit(p, w, w.head0 + r1, kExactMax ? st1.m : top1);
+    }
+  } else {
+    if (r0 < w.heads) {
+      store_o_row(p, w, w.head0 + r0, 0, o, 0, res0.factor);
+      if (c == 0) store_lse(p, w, w.head0 + r0, res0.lse);
+      if (kMaxLogits && c == 0) store_max_logit(p, w, w.head0 + r0, kExactMax ? st0.m : top0);
+    }
+    if (r1 < w.heads) {
+      store_o_row(p, w, w.head0 + r1, 0, o, 1, res1.factor);
+      if (c == 0) store_lse(p, w, w.head0 + r1, res1.lse);
+      if (kMaxLogits && c == 0) store_max_logit(p, w, w.head0 + r1, kExactMax ? st1.m : top1);
+    }
   }
   if (kTimeline && threadIdx.x == 0) timeline_mark(6);
 }
 
-template <int kD, bool kPair, bool kSw = false>
+template <int kD, bool kPair, bool kSw = false, bool kStaged = false>
 __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   using T = WideTiles<kD, kSw>;
   using S = Smem<64, kD>;
@@ -276,6 +291,10 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
   }
 
   named_bar_sync(kBarFinal, kConsumerThreads);
+  if (kStaged && w.n_splits > 1) {
+    store_partial_rows_staged(p, w, reinterpret_cast<float*>(smem + S::q), 256, o, s_factor[r0], s_factor[r1]);
+    return;
+  }
   if (r0 < w.heads) store_o_row(p, w, w.head0 + r0, 256, o, 0, s_factor[r0]);
   if (r1 < w.heads) store_o_row(p, w, w.head0 + r1, 256, o, 1, s_factor[r1]);
 }

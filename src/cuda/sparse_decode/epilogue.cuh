@@ -6,8 +6,10 @@
 #include <cstdint>
 
 #include "cuda/attention/attention_params.h"
+#include "cuda/common/bulk_store.cuh"
 #include "cuda/common/kv_load.cuh"
 #include "cuda/common/sink.cuh"
+#include "cuda/common/wgmma.cuh"
 #include "cuda/sparse_decode/work.cuh"
 
 namespace smla::cuda::sparse_decode_family {
@@ -46,6 +48,32 @@ __device__ __forceinline__ void store_o_row(const AttnParams& p, const Work& w, 
 #pragma unroll
     for (int nt = 0; nt < 32; ++nt)
       *reinterpret_cast<float2*>(row + nt * 8 + 2 * c) = make_float2(o[nt][2 * k] * factor, o[nt][2 * k + 1] * factor);
+  }
+}
+
+// kStagedEpilogue (config.h): a 64-row consumer warp's 16 rows (16 wq .. 16 wq + 15) of O's
+// columns [col0, col0 + 256), float32 split partials, through shared memory at `stage` (rows of
+// kStageRowFloats; the Q and K tiles' bytes, free once both warpgroups' last MMAs are done) and
+// out by one 1 KB bulk copy a row (lane i: row 16 wq + i) instead of 64 8-byte stores a thread.
+// Row k of the fragment (0: row g, 1: row g + 8) is scaled by f[k].
+__device__ __forceinline__ void store_partial_rows_staged(const AttnParams& p, const Work& w, float* stage, int col0,
+                                                          const float (&o)[32][4], float f0, float f1) {
+  const int lane = threadIdx.x & 31, wq = (threadIdx.x >> 5) & 3;
+  float* s0 = stage + (16 * wq + (lane >> 2)) * kStageRowFloats + col0 + 2 * (lane & 3);
+  float* s1 = s0 + 8 * kStageRowFloats;
+#pragma unroll
+  for (int nt = 0; nt < 32; ++nt) {
+    *reinterpret_cast<float2*>(s0 + nt * 8) = make_float2(o[nt][0] * f0, o[nt][1] * f0);
+    *reinterpret_cast<float2*>(s1 + nt * 8) = make_float2(o[nt][2] * f1, o[nt][3] * f1);
+  }
+  fence_proxy_async();  // read next by the bulk copies (async proxy)
+  __syncwarp();
+  const int r = 16 * wq + lane;
+  if (lane < 16 && r < w.heads) {
+    const int64_t prow = (static_cast<int64_t>(w.split_slot) * p.s_q + w.t) * p.h_q + w.head0 + r;
+    bulk_copy_s2g(p.part_o + prow * kDv + col0,
+                  static_cast<uint32_t>(__cvta_generic_to_shared(stage + r * kStageRowFloats + col0)), 256 * 4);
+    bulk_commit_and_wait();
   }
 }
 

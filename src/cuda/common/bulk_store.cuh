@@ -1,0 +1,22 @@
+// Shared -> global copies by the TMA unit (cp.async.bulk, bulk-group completion): one request
+// writes a whole row where a warp's register stores would write it in 8-byte pieces.
+#pragma once
+
+#include <cstdint>
+
+namespace smla::cuda {
+
+// `bytes` (a multiple of 16; both addresses 16-byte aligned) from shared address `src` to
+// global `dst`. The writing threads fence their stores to `src` (fence.proxy.async) first.
+__device__ __forceinline__ void bulk_copy_s2g(void* dst, uint32_t src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(src), "r"(bytes)
+               : "memory");
+}
+
+// Closes this thread's bulk copies into a group and waits until they are complete (written, not
+// only read from shared memory): the source may be reused and the CTA may exit.
+__device__ __forceinline__ void bulk_commit_and_wait() {
+  asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+
+}  // namespace smla::cuda
