@@ -13,10 +13,11 @@ __device__ __forceinline__ void bulk_copy_s2g(void* dst, uint32_t src, uint32_t 
                : "memory");
 }
 
-// Closes this thread's bulk copies into a group and waits until they are complete (written, not
-// only read from shared memory): the source may be reused and the CTA may exit.
-__device__ __forceinline__ void bulk_commit_and_wait() {
-  asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group 0;\n" ::: "memory");
+// Closes this thread's bulk copies into a group and waits until they have read their source:
+// the shared memory may be reused and the CTA may exit (the writes complete with the grid, which
+// is what a dependent grid's griddepcontrol.wait waits for).
+__device__ __forceinline__ void bulk_commit_and_wait_read() {
+  asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group.read 0;\n" ::: "memory");
 }
 
 }  // namespace smla::cuda

@@ -389,17 +389,20 @@ inline constexpr bool kPairLateQueue = SMLA_SD_PAIR_LATE_QUEUE != 0;
 #define SMLA_SD_WIDE_PREFETCH 2
 #endif
 // SMLA_SD_EPILOGUE_STAGED=1 (a measurement build, prepared): one-unit 64-row CTAs write their
-// float32 split partials through shared memory and one bulk copy a row (epilogue.cuh,
-// store_partial_rows_staged) instead of 64 8-byte stores a thread. At b = 1 a CTA's 128 KB of
-// partials took 2.9-5.4 µs whatever the call's total (h64: 4 MB, h128: 8 MB; timeline,
-// twenty-second pass): bound by one SM's stores of 8 rows x 32 bytes each.
+// rows of O (float32 split partials, or bf16 into an `out` whose rows are 16-byte aligned)
+// through shared memory and one bulk copy a row (epilogue.cuh, store_rows_staged) instead of
+// 64 or 32 narrow stores a thread. A CTA's epilogue took 2.9-5.4 µs at b = 1 whatever the
+// call's total (h64: 4 MB of partials, h128: 8 MB) and 5-7 µs at V3.2 b128 h64 (64 KB of bf16
+// a CTA, the kernel's tail; timeline, twenty-second pass).
 #ifndef SMLA_SD_EPILOGUE_STAGED
 #define SMLA_SD_EPILOGUE_STAGED 0
 #endif
 inline constexpr bool kStagedEpilogue = SMLA_SD_EPILOGUE_STAGED != 0;
-// Staged rows: 512 floats and 8 of padding, so a warp's float2 stores (rows g and g + 8, four
-// lanes a row) fall in distinct banks in each half-warp.
+// Staged rows, padded so that a warp's stores of its rows g and g + 8 (four lanes a row) fall
+// in distinct banks: 512 floats and 8 more (float2 stores, per half-warp), or 256 words of bf16
+// pairs and 4 more (32-bit stores).
 inline constexpr int kStageRowFloats = 520;
+inline constexpr int kStageRowWords = 260;
 // SMLA_SD_FIRST_BLOCK_ALONE=1 (a measurement build, prepared): the unpaired 64-row sparse-decode
 // CTA's first block alone (kFirstAlone): its producer asks for that block's rows alone and stores
 // them before it loads or prefetches any other block. At b = 128 every CTA asks for three blocks

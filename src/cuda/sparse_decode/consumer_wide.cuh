@@ -116,7 +116,7 @@ __device__ __forceinline__ void pv_from_registers(float (&o)[32][4], const uint3
 // kMaxLogits: also keep each row's exact maximum (the lazy rescale's m may lag it) for
 // sparse prefill's max_logits (bf16 kernels).
 // kStaged (config.h kStagedEpilogue; one-unit CTAs, where nothing writes the tiles after the
-// last block): split partials leave through shared memory and bulk copies.
+// last block): O's rows leave through shared memory and bulk copies.
 template <int kD, bool kPair, bool kSw = false, bool kMaxLogits = false, bool kStaged = false>
 __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   using T = WideTiles<kD, kSw>;
@@ -233,9 +233,9 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     s_factor[r1] = res1.factor;
   }
   named_bar_arrive(kBarFinal, kConsumerThreads);
-  if (kStaged && w.n_splits > 1) {  // WG1 is past its last P V (kBarPFree): the tiles are free
+  if (kStaged && (w.n_splits > 1 || staged_out_ok(p))) {  // WG1 is past its last P V (kBarPFree): the tiles are free
     static_assert(!kStaged || 64 * kStageRowFloats * 4 <= S::p, "staged rows beyond the Q and K tiles");
-    store_partial_rows_staged(p, w, reinterpret_cast<float*>(smem + S::q), 0, o, res0.factor, res1.factor);
+    store_rows_staged(p, w, smem + S::q, 0, o, res0.factor, res1.factor);
     if (c == 0 && r0 < w.heads) {
       store_lse(p, w, w.head0 + r0, res0.lse);
       if (kMaxLogits) store_max_logit(p, w, w.head0 + r0, kExactMax ? st0.m : top0);
@@ -291,8 +291,8 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
   }
 
   named_bar_sync(kBarFinal, kConsumerThreads);
-  if (kStaged && w.n_splits > 1) {
-    store_partial_rows_staged(p, w, reinterpret_cast<float*>(smem + S::q), 256, o, s_factor[r0], s_factor[r1]);
+  if (kStaged && (w.n_splits > 1 || staged_out_ok(p))) {
+    store_rows_staged(p, w, smem + S::q, 256, o, s_factor[r0], s_factor[r1]);
     return;
   }
   if (r0 < w.heads) store_o_row(p, w, w.head0 + r0, 256, o, 0, s_factor[r0]);
