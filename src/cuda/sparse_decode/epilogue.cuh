@@ -51,18 +51,18 @@ __device__ __forceinline__ void store_o_row(const AttnParams& p, const Work& w, 
   }
 }
 
+// Whether `out`'s rows are 16-byte aligned, as bulk copies need (split partials, in the
+// workspace, always are).
+__device__ __forceinline__ bool staged_out_ok(const AttnParams& p) {
+  return reinterpret_cast<uintptr_t>(p.out) % 16 == 0 && p.o_sb % 8 == 0 && p.o_st % 8 == 0 && p.o_sh % 8 == 0;
+}
+
 // kStagedEpilogue (config.h): a 64-row consumer warp's 16 rows (16 wq .. 16 wq + 15) of O's
 // columns [col0, col0 + 256) through shared memory at `stage` (the Q and K tiles' bytes, free
 // once both warpgroups' last MMAs are done) and out by one bulk copy a row (lane i: row
 // 16 wq + i) instead of 64 (float32 partials) or 32 (bf16) narrow stores a thread. Row k of the
 // fragment (0: row g, 1: row g + 8) is scaled by f[k]. Staged rows are padded (config.h
 // kStageRowFloats, kStageRowWords) so that a warp's stores fall in distinct banks.
-// staged_out_ok: whether `out`'s rows are 16-byte aligned, as bulk copies need (split partials,
-// in the workspace, always are).
-__device__ __forceinline__ bool staged_out_ok(const AttnParams& p) {
-  return reinterpret_cast<uintptr_t>(p.out) % 16 == 0 && p.o_sb % 8 == 0 && p.o_st % 8 == 0 && p.o_sh % 8 == 0;
-}
-
 __device__ __forceinline__ void store_rows_staged(const AttnParams& p, const Work& w, uint8_t* stage, int col0,
                                                   const float (&o)[32][4], float f0, float f1) {
   const int lane = threadIdx.x & 31, wq = (threadIdx.x >> 5) & 3, g = lane >> 2, c = lane & 3;
