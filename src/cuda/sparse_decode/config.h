@@ -372,16 +372,12 @@ inline constexpr bool kBf16Route =
 #ifndef SMLA_SD_PAIR_PREFETCH
 #define SMLA_SD_PAIR_PREFETCH 3
 #endif
-// SMLA_SD_PAIR_LATE_QUEUE=1 (a measurement build, prepared): a pair's producer issues the L2
-// prefetch and the next index load after it has handed the block over instead of before it
-// waits for the stage, so that nothing but the row loads sits between the loads and the wait.
-#ifndef SMLA_SD_PAIR_LATE_QUEUE
-#define SMLA_SD_PAIR_LATE_QUEUE 0
-#endif
-inline constexpr bool kPairLateQueue = SMLA_SD_PAIR_LATE_QUEUE != 0;
-// SMLA_SD_WIDE_QUEUE / SMLA_SD_WIDE_PREFETCH (measurement builds, prepared): the same two for
-// unpaired 64-row CTAs (defaults 4 / 2, their shipped code), whose producer is also bound by
-// its own instruction order (nineteenth pass).
+// (The pair producer's L2 prefetch and index load after its hand-over instead of before its
+// wait, measured 2026-12-02: V3.2 s_q2 h128 375.8 -> 408.8 µs, V4 +6%; removed.)
+// SMLA_SD_WIDE_QUEUE / SMLA_SD_WIDE_PREFETCH (measurement builds): the same two for unpaired
+// 64-row CTAs (defaults 4 / 2). Measured 2026-12-02 (µs, V3.2 h64 / s_q2 h64 / V4 h64 against
+// 132.6 / 237.7 / 51.8): 5 / 3 132.6 / 265.6 / 53.1, 6 / 3 132.4 / 242.6 / 52.8, prefetch 1
+// 133.8 / 235.9 / 50.8.
 #ifndef SMLA_SD_WIDE_QUEUE
 #define SMLA_SD_WIDE_QUEUE 4
 #endif

@@ -424,17 +424,18 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
 #pragma unroll
       for (int r = 0; r < kRounds; ++r) cur[r].load(p, w, pl, pl.pos(kb, r), iq[r].v[0]);
     }
-    constexpr bool kLate = kPeer && kPairLateQueue;
-    if constexpr (!kFirst) load_next();
-    if constexpr (!kLate && !kFirst) ahead();
+    if constexpr (!kFirst) {
+      load_next();
+      ahead();
+    }
     store_and_hand_over<kRows, kD, kRounds, kPeer, kRoute>(st, w, pl, cur, n);
     if constexpr (kFirst) {
 #pragma unroll
       for (int r = 0; r < kRounds; ++r)
         for (int d = 1; d < kPf; ++d) prefetch_key<kRows, kFmt>(p, w, pl, r, kb + d, iq[r].v[d]);
       load_next();
+      ahead();
     }
-    if constexpr (kLate || kFirst) ahead();
     if (kTimeline && i == 0 && pl.first()) timeline_mark(7);
   };
   int kb = w.kb_begin;
