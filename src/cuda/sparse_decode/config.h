@@ -384,6 +384,15 @@ inline constexpr bool kBf16Route =
 #ifndef SMLA_SD_WIDE_PREFETCH
 #define SMLA_SD_WIDE_PREFETCH 2
 #endif
+// SMLA_SD_Q_CP_ASYNC=1 (a measurement build, prepared): the consumers' Q load (kernel.cuh
+// load_q, bf16 q) as one rolled loop of 16-byte cp.async instead of 18 unrolled loads and
+// swizzled stores a thread, ~800 instructions a warpgroup that run once per unit. At b = 1 Q
+// was in shared memory 4-5 µs after the barriers even from a warm L2 (timeline, twenty-second
+// pass): if code run for the first time is what costs (bench/micro/cold_code.cu), less of it.
+#ifndef SMLA_SD_Q_CP_ASYNC
+#define SMLA_SD_Q_CP_ASYNC 0
+#endif
+inline constexpr bool kQCpAsync = SMLA_SD_Q_CP_ASYNC != 0;
 // SMLA_SD_EPILOGUE_STAGED=1 (a measurement build, prepared): one-unit 64-row CTAs write their
 // rows of O (float32 split partials, or bf16 into an `out` whose rows are 16-byte aligned)
 // through shared memory and one bulk copy a row (epilogue.cuh, store_rows_staged) instead of

@@ -15,6 +15,7 @@
 #include "cuda/attention/attention_params.h"
 #include "cuda/common/barriers.cuh"
 #include "cuda/common/cluster.cuh"
+#include "cuda/common/gather.cuh"
 #include "cuda/common/pdl.cuh"
 #include "cuda/sparse_decode/config.h"
 #include "cuda/sparse_decode/consumer_alt.cuh"
@@ -58,6 +59,21 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
       e4m3x16_to_bf16(make_uint4(b[k].x, b[k].y, 0, 0), 1.0f, lo, hi);
       if (i < kTotal) *reinterpret_cast<uint4*>(smem + Smem<kRows, kD>::q + tile_offset<kD>(r, ch)) = lo;
     }
+    fence_proxy_async();  // Q is read by wgmma
+    named_bar_sync(kBarQReady, kThreads);
+    return;
+  }
+  if constexpr (kQCpAsync) {  // one rolled loop of 16-byte cp.async (zeros for padded rows)
+    const uint16_t* q = static_cast<const uint16_t*>(p.q) + w.req * p.q_sb + w.t * p.q_st + w.head0 * p.q_sh;
+    const uint32_t tile = static_cast<uint32_t>(__cvta_generic_to_shared(smem + Smem<kRows, kD>::q));
+#pragma unroll 1
+    for (int i = static_cast<int>(threadIdx.x); i < kTotal; i += kThreads) {
+      const int r = i / kChunks, ch = i % kChunks;
+      const bool real = r < w.heads;
+      cp_async_16_zfill(tile + tile_offset<kD>(r, ch), real ? q + r * p.q_sh + ch * 8 : q, real ? 16 : 0);
+    }
+    cp_async_commit_group();
+    cp_async_wait_group<0>();
     fence_proxy_async();  // Q is read by wgmma
     named_bar_sync(kBarQReady, kThreads);
     return;
