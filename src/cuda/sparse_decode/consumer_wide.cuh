@@ -233,28 +233,19 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     s_factor[r1] = res1.factor;
   }
   named_bar_arrive(kBarFinal, kConsumerThreads);
-  if (kStaged && (w.n_splits > 1 || staged_out_ok(p))) {  // WG1 is past its last P V (kBarPFree): the tiles are free
-    static_assert(!kStaged || 64 * kStageRowFloats * 4 <= S::p, "staged rows beyond the Q and K tiles");
-    store_rows_staged(p, w, smem + S::q, 0, o, res0.factor, res1.factor);
-    if (c == 0 && r0 < w.heads) {
-      store_lse(p, w, w.head0 + r0, res0.lse);
-      if (kMaxLogits) store_max_logit(p, w, w.head0 + r0, kExactMax ? st0.m : top0);
-    }
-    if (c == 0 && r1 < w.heads) {
-      store_lse(p, w, w.head0 + r1, res1.lse);
-      if (kMaxLogits) store_max_logit(p, w, w.head0 + r1, kExactMax ? st1.m : top1);
-    }
-  } else {
-    if (r0 < w.heads) {
-      store_o_row(p, w, w.head0 + r0, 0, o, 0, res0.factor);
-      if (c == 0) store_lse(p, w, w.head0 + r0, res0.lse);
-      if (kMaxLogits && c == 0) store_max_logit(p, w, w.head0 + r0, kExactMax ? st0.m : top0);
-    }
-    if (r1 < w.heads) {
-      store_o_row(p, w, w.head0 + r1, 0, o, 1, res1.factor);
-      if (c == 0) store_lse(p, w, w.head0 + r1, res1.lse);
-      if (kMaxLogits && c == 0) store_max_logit(p, w, w.head0 + r1, kExactMax ? st1.m : top1);
-    }
+  // kStaged: WG1 is past its last P V (kBarPFree), so the Q and K tiles are free.
+  static_assert(!kStaged || 64 * kStageRowFloats * 4 <= S::p, "staged rows beyond the Q and K tiles");
+  const bool staged = kStaged && staged_rows_ok(p, w);
+  if (staged) store_rows_staged(p, w, smem + S::q, 0, o, res0.factor, res1.factor);
+  if (r0 < w.heads) {
+    if (!staged) store_o_row(p, w, w.head0 + r0, 0, o, 0, res0.factor);
+    if (c == 0) store_lse(p, w, w.head0 + r0, res0.lse);
+    if (kMaxLogits && c == 0) store_max_logit(p, w, w.head0 + r0, kExactMax ? st0.m : top0);
+  }
+  if (r1 < w.heads) {
+    if (!staged) store_o_row(p, w, w.head0 + r1, 0, o, 1, res1.factor);
+    if (c == 0) store_lse(p, w, w.head0 + r1, res1.lse);
+    if (kMaxLogits && c == 0) store_max_logit(p, w, w.head0 + r1, kExactMax ? st1.m : top1);
   }
   if (kTimeline && threadIdx.x == 0) timeline_mark(6);
 }
@@ -291,7 +282,7 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
   }
 
   named_bar_sync(kBarFinal, kConsumerThreads);
-  if (kStaged && (w.n_splits > 1 || staged_out_ok(p))) {
+  if (kStaged && staged_rows_ok(p, w)) {
     store_rows_staged(p, w, smem + S::q, 256, o, s_factor[r0], s_factor[r1]);
     return;
   }

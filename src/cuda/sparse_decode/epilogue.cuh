@@ -51,10 +51,11 @@ __device__ __forceinline__ void store_o_row(const AttnParams& p, const Work& w, 
   }
 }
 
-// Whether `out`'s rows are 16-byte aligned, as bulk copies need (split partials, in the
-// workspace, always are).
-__device__ __forceinline__ bool staged_out_ok(const AttnParams& p) {
-  return reinterpret_cast<uintptr_t>(p.out) % 16 == 0 && p.o_sb % 8 == 0 && p.o_st % 8 == 0 && p.o_sh % 8 == 0;
+// Whether this work's rows of O can leave by bulk copies, which need 16-byte aligned rows:
+// split partials (in the workspace) always, `out` where its base and strides allow.
+__device__ __forceinline__ bool staged_rows_ok(const AttnParams& p, const Work& w) {
+  return w.n_splits > 1 ||
+         (reinterpret_cast<uintptr_t>(p.out) % 16 == 0 && p.o_sb % 8 == 0 && p.o_st % 8 == 0 && p.o_sh % 8 == 0);
 }
 
 // kStagedEpilogue (config.h): a 64-row consumer warp's 16 rows (16 wq .. 16 wq + 15) of O's

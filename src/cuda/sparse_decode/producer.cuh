@@ -387,14 +387,15 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
   using Round = PackedRound<kFmt>;
   using Queue = IndexQueue<kPeer ? kPairIndexQueue : kWide ? kWideIndexQueue : kIndexQueue>;
   static_assert(kPf < Queue::kSize, "the prefetch's index is in the queue");
-  // kAloneFirst (config.h kFirstBlockAlone): the CTA's first block is asked for alone and
-  // stored before anything else; the first step then issues what the others issued before it.
-  const bool alone = kAloneFirst && n0 == 0;
+  // kAloneFirst (config.h kFirstBlockAlone; one-unit unpaired CTAs, n0 = 0, no block ahead):
+  // the CTA's first block is asked for alone and stored before anything else; the first step
+  // then issues what the others issued before it.
+  static_assert(!kAloneFirst || kAhead == 0, "the first block alone is built for producers without a block ahead");
   Queue iq[kRounds];
 #pragma unroll
   for (int r = 0; r < kRounds; ++r) {
     init_queue<serves_dense(kFmt)>(iq[r], p, w, pl, r);
-    if (!alone)
+    if constexpr (!kAloneFirst)
       for (int d = 0; d < kPf; ++d) prefetch_key<kRows, kFmt>(p, w, pl, r, w.kb_begin + d, iq[r].v[d]);
   }
   Round ra[kRounds], rb[kRounds];
@@ -439,14 +440,7 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
     if (kTimeline && i == 0 && pl.first()) timeline_mark(7);
   };
   int kb = w.kb_begin;
-  if constexpr (kAloneFirst) {
-    if (alone) {  // the caller returns before this on an empty unit: kb < w.kb_end
-      step(ra, rb, kb++, std::true_type{});
-      if constexpr (kAhead == 1) {
-        if (kb < w.kb_end) step(rb, ra, kb++, std::false_type{});
-      }
-    }
-  }
+  if constexpr (kAloneFirst) step(ra, ra, kb++, std::true_type{});  // the caller returned on an empty unit
   if constexpr (kAhead == 0) {
     for (; kb < w.kb_end; ++kb) step(ra, ra, kb, std::false_type{});
   } else {
