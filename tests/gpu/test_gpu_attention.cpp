@@ -23,6 +23,9 @@ struct SparseCase {
   // shows NaN.
   bool nan_past_length = false;
   int scale_spread = 0;  // make_cache's: per-tile scales across binades
+  // out's head stride is kDv + out_pad bf16 values: 8 keeps its rows 16-byte aligned (the bulk
+  // copies of staged rows), 4 does not (register stores); the pad must stay unwritten.
+  int out_pad = 0;
 };
 
 bool poisoned_page(int64_t slot, int page_size) { return (slot / page_size) % 3 == 2; }
@@ -144,14 +147,23 @@ void run_sparse_decode(const SparseCase& c) {
     g.extra_indices = on_device(a.extra_indices, deidx);
     g.extra_topk_length = on_device(a.extra_topk_length, detl);
   }
-  DeviceBuffer dout = upload(std::vector<uint16_t>(n_out, bf16_nan()));
+  const int64_t o_hs = kDv + c.out_pad;
+  DeviceBuffer dout = upload(std::vector<uint16_t>(n_lse * o_hs, bf16_nan()));
   DeviceBuffer dlse = upload(std::vector<float>(n_lse, NAN));
-  g.out = make_view(dout.ptr, DType::bf16, {c.b, c.s_q, c.h_q, kDv}, cuda_device(0));
+  g.out = make_strided_view(dout.ptr, DType::bf16, {c.b, c.s_q, c.h_q, kDv}, {c.s_q * c.h_q * o_hs, c.h_q * o_hs, o_hs, 1},
+                            cuda_device(0));
   g.lse = make_view(dlse.ptr, DType::f32, {c.b, c.s_q, c.h_q}, cuda_device(0));
   DeviceBuffer ws(sparse_decode_workspace_size(g));
   sparse_decode(g, {nullptr, {ws.ptr, ws.bytes}});
   GPU_CHECK(cudaDeviceSynchronize());
-  auto out_gpu = download<uint16_t>(dout, n_out);
+  const auto out_padded = download<uint16_t>(dout, n_lse * o_hs);
+  std::vector<uint16_t> out_gpu(n_out), pad;
+  for (size_t row = 0; row < n_lse; ++row) {
+    std::copy_n(out_padded.begin() + row * o_hs, kDv, out_gpu.begin() + row * kDv);
+    pad.insert(pad.end(), out_padded.begin() + row * o_hs + kDv, out_padded.begin() + (row + 1) * o_hs);
+  }
+  EXPECT_TRUE(std::all_of(pad.begin(), pad.end(), [](uint16_t x) { return x == bf16_nan(); }))
+      << "out written between its rows";
   auto lse_gpu = download<float>(dlse, n_lse);
   EXPECT_FALSE(any_nan_bf16(out_gpu)) << "NaN left in out (unwritten or leaked)";
 
@@ -193,6 +205,24 @@ TEST(GpuSparseDecode, HeadTilesAndTokens) {
       run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 2, s_q, h, 320, 64, 64, true, true, false});
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 3, 4, 128, 200, 64, 64, true, true, false});
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 2, 4, 16, 200, 64, 64, true, true, false});
+}
+
+TEST(GpuSparseDecode, StridedOut) {
+  // One key block a request (no split): the 64-row CTAs stage O's bf16 rows in shared memory and
+  // copy them out in bulk where out's rows are 16-byte aligned (pad 8), and store them from
+  // registers where they are not (pad 4); neither writes between the rows. 16 heads: the narrow
+  // tiles' stores; 128: pairs.
+  for (int pad : {8, 4})
+    for (int h : {16, 64, 128}) {
+      SparseCase c{CacheFormat::fp8_ds_mla, 576, 5, 2, h, 64, 64, 48, true, true, false};
+      c.out_pad = pad;
+      run_sparse_decode(c);
+    }
+  // V4: 64 + 64 keys, enough requests that each is one split.
+  SparseCase c{CacheFormat::fp8_model1, 512, 48, 1, 64, 64, 256, 12, true, true, true, 64, 64};
+  c.out_pad = 8;
+  c.check_b = 6;
+  run_sparse_decode(c);
 }
 
 TEST(GpuSparseDecode, NanPagesPastLengthsAreNeverUsed) {

@@ -384,43 +384,43 @@ inline constexpr bool kBf16Route =
 #ifndef SMLA_SD_WIDE_PREFETCH
 #define SMLA_SD_WIDE_PREFETCH 2
 #endif
-// SMLA_SD_Q_CP_ASYNC=1 (a measurement build, prepared): the consumers' Q load (kernel.cuh
-// load_q, bf16 q) as one rolled loop of 16-byte cp.async instead of 18 unrolled loads and
-// swizzled stores a thread, ~800 instructions a warpgroup that run once per unit. At b = 1 Q
-// was in shared memory 4-5 µs after the barriers even from a warm L2 (timeline, twenty-second
-// pass): if code run for the first time is what costs (bench/micro/cold_code.cu), less of it.
+// SMLA_SD_Q_CP_ASYNC (default 1; 0 is the measurement build of the old load): the consumers' Q
+// load (kernel.cuh load_q, bf16 q) as one rolled loop of 16-byte cp.async instead of 18 unrolled
+// loads and swizzled stores a thread, ~800 instructions a warpgroup that run once per unit. Same-
+// call A/B of the form in every kernel (2026-12-02, µs): one-unit CTAs faster (V3.2 b1 h64
+// 19.42 -> 18.56, b1 h128 20.81 -> 20.45, b8 h128 33.96 -> 33.28, b128 h64 132.7 -> 130.7, V4 h64
+// 51.9 -> 50.5), the persistent and dense ones slower (V3.2 s_q2 h128 376.6 -> 402.8, s_q2 h64
+// +0.9%, dense bf16 b1 h128 27.98 -> 28.56): only kDecodeTuned kernels take it.
 #ifndef SMLA_SD_Q_CP_ASYNC
-#define SMLA_SD_Q_CP_ASYNC 0
+#define SMLA_SD_Q_CP_ASYNC 1
 #endif
 inline constexpr bool kQCpAsync = SMLA_SD_Q_CP_ASYNC != 0;
-// SMLA_SD_EPILOGUE_STAGED=1 (a measurement build, prepared): one-unit 64-row CTAs write their
-// rows of O (float32 split partials, or bf16 into an `out` whose rows are 16-byte aligned)
-// through shared memory and one bulk copy a row (epilogue.cuh, store_rows_staged) instead of
-// 64 or 32 narrow stores a thread. A CTA's epilogue took 2.9-5.4 µs at b = 1 whatever the
-// call's total (h64: 4 MB of partials, h128: 8 MB) and 5-7 µs at V3.2 b128 h64 (64 KB of bf16
-// a CTA, the kernel's tail; timeline, twenty-second pass).
+// SMLA_SD_EPILOGUE_STAGED (default 1; 0 is the measurement build of the old stores): one-unit
+// 64-row CTAs write O's bf16 rows into an `out` whose rows are 16-byte aligned through shared
+// memory and one bulk copy a row (epilogue.cuh, store_rows_staged) instead of 32 narrow stores a
+// thread. Same-call A/B (2026-12-02, µs) of the first form, which staged float32 split partials
+// too: V3.2 b128 h64 132.7 -> 125.8, V4 h64 51.9 -> 47.5 (the kernel's tail: 5-7 µs of 64 KB a
+// CTA), b8 h128 33.96 -> 33.42, but b1 h64 19.42 -> 20.09, b1 h128 20.81 -> 21.27 and dense bf16
+// b1 h128 27.98 -> 29.65 (one or two blocks a CTA, then 128 KB of partials): partials keep the
+// register stores, and only kDecodeTuned kernels stage.
 #ifndef SMLA_SD_EPILOGUE_STAGED
-#define SMLA_SD_EPILOGUE_STAGED 0
+#define SMLA_SD_EPILOGUE_STAGED 1
 #endif
 inline constexpr bool kStagedEpilogue = SMLA_SD_EPILOGUE_STAGED != 0;
-// Staged rows, padded so that a warp's stores of its rows g and g + 8 (four lanes a row) fall
-// in distinct banks: 512 floats and 8 more (float2 stores, per half-warp), or 256 words of bf16
-// pairs and 4 more (32-bit stores).
-inline constexpr int kStageRowFloats = 520;
+// Staged bf16 rows: 256 words of bf16 pairs and 4 more, so that a warp's 32-bit stores of its
+// rows g and g + 8 (four lanes a row) fall in distinct banks.
 inline constexpr int kStageRowWords = 260;
-// SMLA_SD_FIRST_BLOCK_ALONE=1 (a measurement build, prepared): the unpaired 64-row sparse-decode
-// CTA's first block alone (kFirstAlone): its producer asks for that block's rows alone and stores
-// them before it loads or prefetches any other block. At b = 128 every CTA asks for three blocks
-// at once at its start, and the first block is in 11-13 µs after entry at V3.2 h64 (timeline,
-// twenty-second pass); alone, 9-10.4 µs. Same-call A/B (2026-12-02, µs) of the first build,
-// which did it in every packed producer: the one-unit unpaired rows faster (V3.2 h64 133.2 ->
-// 127.5, V4 h64 51.6 -> 49.9), the persistent rows slower (V3.2 s_q2 h128 378.8 -> 457.7, h128
-// 196.6 -> 236.7, s_q2 h64 238.6 -> 274.5: the persistent pair kernel spilled 56 bytes) and b1
-// h128 (one-unit pairs) 20.7 -> 23.1. This build keeps pairs, dense caches, prefill and
-// persistent CTAs on the old order; its unpaired kernel's SASS differs from the measured one's
-// (ptxas), so it is not the default until timed and tested on the device.
+// SMLA_SD_FIRST_BLOCK_ALONE (default 1; 0 is the measurement build of the old order): the
+// unpaired 64-row sparse-decode CTA's first block alone (kFirstAlone): its producer asks for that
+// block's rows alone and stores them before it loads or prefetches any other block. At b = 128
+// every CTA asked for three blocks at once at its start, and the first block was in 11-13 µs
+// after entry at V3.2 h64 (timeline, twenty-second pass); alone, 9-10.4 µs. Same-call A/B
+// (2026-12-02, µs): V3.2 b128 h64 132.7 -> 124.5, V4 h64 51.9 -> 49.8. A first form in every
+// packed producer made the persistent rows slower (V3.2 s_q2 h128 378.8 -> 457.7, h128 196.6 ->
+// 236.7, s_q2 h64 238.6 -> 274.5: the persistent pair kernel spilled 56 bytes) and b1 h128 (one-
+// unit pairs) 20.7 -> 23.1: pairs, dense caches, prefill and persistent CTAs keep the old order.
 #ifndef SMLA_SD_FIRST_BLOCK_ALONE
-#define SMLA_SD_FIRST_BLOCK_ALONE 0
+#define SMLA_SD_FIRST_BLOCK_ALONE 1
 #endif
 inline constexpr bool kFirstBlockAlone = SMLA_SD_FIRST_BLOCK_ALONE != 0;
 inline constexpr int kIndexQueue = 4;
@@ -691,6 +691,11 @@ constexpr bool bf16_rows(int fmt) { return fmt == static_cast<int>(CacheFormat::
 constexpr bool serves_dense(int fmt) {
   return bf16_rows(fmt) || fmt == static_cast<int>(CacheFormat::fp8_e4m3) || fmt == kDenseE4m3Fp8;
 }
+// The sparse-decode kernels that take kQCpAsync and kStagedEpilogue (in their one-unit 64-row
+// CTAs): not sparse prefill (kLogits), not the kernels that also serve dense decode, where
+// neither was measured faster.
+template <int kFmt, bool kLogits>
+inline constexpr bool kDecodeTuned = !kLogits && !serves_dense(kFmt);
 constexpr bool has_persistent(int rows, int fmt) {
   return rows == 64 && fmt != kDenseE4m3Fp8 &&
          (!bf16_rows(fmt) || (kBf16Persistent && fmt == static_cast<int>(CacheFormat::bf16)));

@@ -51,56 +51,39 @@ __device__ __forceinline__ void store_o_row(const AttnParams& p, const Work& w, 
   }
 }
 
-// Whether this work's rows of O can leave by bulk copies, which need 16-byte aligned rows:
-// split partials (in the workspace) always, `out` where its base and strides allow.
+// Whether this work's rows of O can leave by bulk copies (kStagedEpilogue): bf16 rows of `out`
+// (no split) where its base and strides keep them 16-byte aligned.
 __device__ __forceinline__ bool staged_rows_ok(const AttnParams& p, const Work& w) {
-  return w.n_splits > 1 ||
-         (reinterpret_cast<uintptr_t>(p.out) % 16 == 0 && p.o_sb % 8 == 0 && p.o_st % 8 == 0 && p.o_sh % 8 == 0);
+  return w.n_splits == 1 &&
+         reinterpret_cast<uintptr_t>(p.out) % 16 == 0 && p.o_sb % 8 == 0 && p.o_st % 8 == 0 && p.o_sh % 8 == 0;
 }
 
 // kStagedEpilogue (config.h): a 64-row consumer warp's 16 rows (16 wq .. 16 wq + 15) of O's
-// columns [col0, col0 + 256) through shared memory at `stage` (the Q and K tiles' bytes, free
-// once both warpgroups' last MMAs are done) and out by one bulk copy a row (lane i: row
-// 16 wq + i) instead of 64 (float32 partials) or 32 (bf16) narrow stores a thread. Row k of the
-// fragment (0: row g, 1: row g + 8) is scaled by f[k]. Staged rows are padded (config.h
-// kStageRowFloats, kStageRowWords) so that a warp's stores fall in distinct banks.
+// columns [col0, col0 + 256), bf16, through shared memory at `stage` (the Q and K tiles' bytes,
+// free once both warpgroups' last MMAs are done) and into `out` by one bulk copy a row (lane i:
+// row 16 wq + i) instead of 32 narrow stores a thread. Row k of the fragment (0: row g, 1: row
+// g + 8) is scaled by f[k]. Staged rows are padded (config.h kStageRowWords) so that a warp's
+// stores fall in distinct banks.
 __device__ __forceinline__ void store_rows_staged(const AttnParams& p, const Work& w, uint8_t* stage, int col0,
                                                   const float (&o)[32][4], float f0, float f1) {
   const int lane = threadIdx.x & 31, wq = (threadIdx.x >> 5) & 3, g = lane >> 2, c = lane & 3;
   const int r = 16 * wq + lane;  // the row this lane copies out (lanes 0-15)
   const bool copies = lane < 16 && r < w.heads;
-  if (w.n_splits > 1) {
-    float* s0 = reinterpret_cast<float*>(stage) + (16 * wq + g) * kStageRowFloats + col0 + 2 * c;
-    float* s1 = s0 + 8 * kStageRowFloats;
+  uint32_t* s0 = reinterpret_cast<uint32_t*>(stage) + (16 * wq + g) * kStageRowWords + col0 / 2 + c;
+  uint32_t* s1 = s0 + 8 * kStageRowWords;
 #pragma unroll
-    for (int nt = 0; nt < 32; ++nt) {
-      *reinterpret_cast<float2*>(s0 + nt * 8) = make_float2(o[nt][0] * f0, o[nt][1] * f0);
-      *reinterpret_cast<float2*>(s1 + nt * 8) = make_float2(o[nt][2] * f1, o[nt][3] * f1);
-    }
-    fence_proxy_async();  // read next by the bulk copies (async proxy)
-    __syncwarp();
-    if (copies) {
-      const int64_t prow = (static_cast<int64_t>(w.split_slot) * p.s_q + w.t) * p.h_q + w.head0 + r;
-      const float* src = reinterpret_cast<const float*>(stage) + r * kStageRowFloats + col0;
-      bulk_copy_s2g(p.part_o + prow * kDv + col0, static_cast<uint32_t>(__cvta_generic_to_shared(src)), 256 * 4);
-    }
-  } else {
-    uint32_t* s0 = reinterpret_cast<uint32_t*>(stage) + (16 * wq + g) * kStageRowWords + col0 / 2 + c;
-    uint32_t* s1 = s0 + 8 * kStageRowWords;
-#pragma unroll
-    for (int nt = 0; nt < 32; ++nt) {
-      s0[nt * 4] = to16x2(o[nt][0] * f0, o[nt][1] * f0, false);
-      s1[nt * 4] = to16x2(o[nt][2] * f1, o[nt][3] * f1, false);
-    }
-    fence_proxy_async();
-    __syncwarp();
-    if (copies) {
-      uint16_t* row = static_cast<uint16_t*>(p.out) + w.req * p.o_sb + w.t * p.o_st + (w.head0 + r) * p.o_sh + col0;
-      const uint32_t* src = reinterpret_cast<const uint32_t*>(stage) + r * kStageRowWords + col0 / 2;
-      bulk_copy_s2g(row, static_cast<uint32_t>(__cvta_generic_to_shared(src)), 256 * 2);
-    }
+  for (int nt = 0; nt < 32; ++nt) {
+    s0[nt * 4] = to16x2(o[nt][0] * f0, o[nt][1] * f0, false);
+    s1[nt * 4] = to16x2(o[nt][2] * f1, o[nt][3] * f1, false);
   }
-  if (copies) bulk_commit_and_wait_read();
+  fence_proxy_async();  // read next by the bulk copies (async proxy)
+  __syncwarp();
+  if (copies) {
+    uint16_t* row = static_cast<uint16_t*>(p.out) + w.req * p.o_sb + w.t * p.o_st + (w.head0 + r) * p.o_sh + col0;
+    const uint32_t* src = reinterpret_cast<const uint32_t*>(stage) + r * kStageRowWords + col0 / 2;
+    bulk_copy_s2g(row, static_cast<uint32_t>(__cvta_generic_to_shared(src)), 256 * 2);
+    bulk_commit_and_wait_read();
+  }
 }
 
 // Four values of a row of O (columns col .. col + 3, already scaled): bf16 into `out`, or the

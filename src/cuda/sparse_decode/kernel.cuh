@@ -42,7 +42,7 @@ namespace smla::cuda::sparse_decode_family {
 // trip), and the consumers meet at a named barrier before their first MMA reads it.
 // kFp8Q (kernels that serve fp8 q: kE4m3Wide): with p.q_kind 2 each 8-value chunk is 8 e4m3
 // bytes (q_e4m3.cuh), converted exactly to bf16 (q_scale is in the logits' scale).
-template <int kRows, int kD, bool kFp8Q = false>
+template <int kRows, int kD, bool kFp8Q = false, bool kCpAsync = false>
 __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8_t* smem) {
   constexpr int kChunks = kD / 8;
   constexpr int kTotal = kRows * kChunks;
@@ -63,7 +63,7 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
     named_bar_sync(kBarQReady, kThreads);
     return;
   }
-  if constexpr (kQCpAsync) {  // one rolled loop of 16-byte cp.async (zeros for padded rows)
+  if constexpr (kCpAsync) {  // config.h kQCpAsync: one rolled loop of 16-byte cp.async (zeros for padded rows)
     const uint16_t* q = static_cast<const uint16_t*>(p.q) + w.req * p.q_sb + w.t * p.q_st + w.head0 * p.q_sh;
     const uint32_t tile = static_cast<uint32_t>(__cvta_generic_to_shared(smem + Smem<kRows, kD>::q));
 #pragma unroll 1
@@ -224,6 +224,8 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
   constexpr bool kSw = kSwizzled<kFmt>;
   constexpr bool kTma = kFmt == kDenseTma;  // the TMA producer and its barriers
   constexpr bool kMaxLogits = kLogits || kFmt == static_cast<int>(CacheFormat::bf16);  // sparse prefill runs here
+  constexpr bool kCpAsyncQ = kQCpAsync && kDecodeTuned<kFmt, kLogits>;      // one-unit 64-row CTAs' Q load
+  constexpr bool kStaged = kStagedEpilogue && kDecodeTuned<kFmt, kLogits>;  // and their O rows
   if (kTimeline && threadIdx.x == 0) timeline_mark(0);
   pdl_wait();                // the split schedule, and q / the cache / indices of earlier work
   if (kTimeline && threadIdx.x == 0) timeline_mark(1);
@@ -281,13 +283,13 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
     } else if constexpr (kRows == 64) {
       if (wg == 0) {
         setmaxnreg_to<kRegsWg0, kEntry>();
-        load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3)>(p, w, smem);
+        load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), kCpAsyncQ>(p, w, smem);
         if (kTimeline && threadIdx.x == 0) timeline_mark(3);
-        consume_wg0<kD, kPair, kSw, kMaxLogits, kStagedEpilogue>(p, w, smem);
+        consume_wg0<kD, kPair, kSw, kMaxLogits, kStaged>(p, w, smem);
       } else if (wg == 1) {
         setmaxnreg_to<kRegsWg1, kEntry>();
-        load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3)>(p, w, smem);
-        consume_wg1<kD, kPair, kSw, kStagedEpilogue>(p, w, smem);
+        load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), kCpAsyncQ>(p, w, smem);
+        consume_wg1<kD, kPair, kSw, kStaged>(p, w, smem);
       } else {
         constexpr bool kTwo = kTwoProducers<kRows, kFmt, kPair, kPersist>;
         setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, kPersist>(), kEntry>();
