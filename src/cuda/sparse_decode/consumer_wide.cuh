@@ -235,7 +235,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   named_bar_arrive(kBarFinal, kConsumerThreads);
   // kStaged: WG1 is past its last P V (kBarPFree), so the Q and K tiles are free.
   static_assert(!kStaged || 64 * kStageRowWords * 4 <= S::p, "staged rows beyond the Q and K tiles");
-  const bool staged = kStaged && staged_rows_ok(p, w);
+  const bool staged = kStaged && staged_rows_ok(w);
   if (staged) store_rows_staged(p, w, smem + S::q, 0, o, res0.factor, res1.factor);
   if (r0 < w.heads) {
     if (!staged) store_o_row(p, w, w.head0 + r0, 0, o, 0, res0.factor);
@@ -282,7 +282,7 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
   }
 
   named_bar_sync(kBarFinal, kConsumerThreads);
-  if (kStaged && staged_rows_ok(p, w)) {
+  if (kStaged && staged_rows_ok(w)) {
     store_rows_staged(p, w, smem + S::q, 256, o, s_factor[r0], s_factor[r1]);
     return;
   }
