@@ -691,11 +691,18 @@ constexpr bool bf16_rows(int fmt) { return fmt == static_cast<int>(CacheFormat::
 constexpr bool serves_dense(int fmt) {
   return bf16_rows(fmt) || fmt == static_cast<int>(CacheFormat::fp8_e4m3) || fmt == kDenseE4m3Fp8;
 }
-// The sparse-decode kernels that take kQCpAsync and kStagedEpilogue (in their one-unit 64-row
-// CTAs): not sparse prefill (kLogits), not the kernels that also serve dense decode, where
-// neither was measured faster.
+// SMLA_SD_BF16_TUNED=1 (a measurement build): the bf16-row kernel (sparse decode and sparse
+// prefill from bf16 rows) takes kQCpAsync and kStagedEpilogue too. Its prefill runs ~62 one-unit
+// CTAs an SM one after another (s_q 4096, h128), each with its own Q load and epilogue.
+#ifndef SMLA_SD_BF16_TUNED
+#define SMLA_SD_BF16_TUNED 0
+#endif
+// The kernels that take kQCpAsync and kStagedEpilogue (in their one-unit 64-row CTAs): sparse
+// decode from packed rows, not sparse prefill from them (kLogits) nor the kernels that also serve
+// dense decode, where neither was measured faster.
 template <int kFmt, bool kLogits>
-inline constexpr bool kDecodeTuned = !kLogits && !serves_dense(kFmt);
+inline constexpr bool kDecodeTuned = (!kLogits && !serves_dense(kFmt)) ||
+                                     (SMLA_SD_BF16_TUNED != 0 && kFmt == static_cast<int>(CacheFormat::bf16));
 constexpr bool has_persistent(int rows, int fmt) {
   return rows == 64 && fmt != kDenseE4m3Fp8 &&
          (!bf16_rows(fmt) || (kBf16Persistent && fmt == static_cast<int>(CacheFormat::bf16)));
