@@ -695,7 +695,7 @@ constexpr bool serves_dense(int fmt) {
 // prefill from bf16 rows) takes kQCpAsync and kStagedEpilogue too. Its prefill runs ~62 one-unit
 // CTAs an SM one after another (s_q 4096, h128), each with its own Q load and epilogue.
 #ifndef SMLA_SD_BF16_TUNED
-#define SMLA_SD_BF16_TUNED 0
+#define SMLA_SD_BF16_TUNED 1
 #endif
 // The kernels that take kQCpAsync and kStagedEpilogue (in their one-unit 64-row CTAs): sparse
 // decode from packed rows, not sparse prefill from them (kLogits) nor the kernels that also serve
