@@ -390,19 +390,19 @@ inline constexpr bool kBf16Route =
 // call A/B of the form in every kernel (2026-12-02, µs): one-unit CTAs faster (V3.2 b1 h64
 // 19.42 -> 18.56, b1 h128 20.81 -> 20.45, b8 h128 33.96 -> 33.28, b128 h64 132.7 -> 130.7, V4 h64
 // 51.9 -> 50.5), the persistent and dense ones slower (V3.2 s_q2 h128 376.6 -> 402.8, s_q2 h64
-// +0.9%, dense bf16 b1 h128 27.98 -> 28.56): only kDecodeTuned kernels take it.
+// +0.9%, dense bf16 b1 h128 27.98 -> 28.56): only kStagedEnds kernels take it.
 #ifndef SMLA_SD_Q_CP_ASYNC
 #define SMLA_SD_Q_CP_ASYNC 1
 #endif
 inline constexpr bool kQCpAsync = SMLA_SD_Q_CP_ASYNC != 0;
 // SMLA_SD_EPILOGUE_STAGED (default 1; 0 is the measurement build of the old stores): one-unit
-// 64-row CTAs write O's bf16 rows into an `out` whose rows are 16-byte aligned through shared
-// memory and one bulk copy a row (epilogue.cuh, store_rows_staged) instead of 32 narrow stores a
-// thread. Same-call A/B (2026-12-02, µs) of the first form, which staged float32 split partials
+// 64-row CTAs of unsplit work write O's bf16 rows (16-byte aligned: the API requires it) through
+// shared memory and one bulk copy a row (epilogue.cuh, store_rows_staged) instead of 32 narrow
+// stores a thread. Same-call A/B (2026-12-02, µs) of the first form, which staged float32 split partials
 // too: V3.2 b128 h64 132.7 -> 125.8, V4 h64 51.9 -> 47.5 (the kernel's tail: 5-7 µs of 64 KB a
 // CTA), b8 h128 33.96 -> 33.42, but b1 h64 19.42 -> 20.09, b1 h128 20.81 -> 21.27 and dense bf16
 // b1 h128 27.98 -> 29.65 (one or two blocks a CTA, then 128 KB of partials): partials keep the
-// register stores, and only kDecodeTuned kernels stage.
+// register stores, and only kStagedEnds kernels stage.
 #ifndef SMLA_SD_EPILOGUE_STAGED
 #define SMLA_SD_EPILOGUE_STAGED 1
 #endif
@@ -419,6 +419,9 @@ inline constexpr int kStageRowWords = 260;
 // packed producer made the persistent rows slower (V3.2 s_q2 h128 378.8 -> 457.7, h128 196.6 ->
 // 236.7, s_q2 h64 238.6 -> 274.5: the persistent pair kernel spilled 56 bytes) and b1 h128 (one-
 // unit pairs) 20.7 -> 23.1: pairs, dense caches, prefill and persistent CTAs keep the old order.
+// With the two switches above (same call, µs; all three / this one off / staging off / all off):
+// V3.2 b128 h64 125.4 / 129.6 / 127.1 / 133.2, V4 h64 47.1 / 46.2 / 50.5 / 51.9, b64 h64 78.0 /
+// 79.9 / 77.6 / 80.5, b1 h64 19.2 / 18.4 / 19.2 / 19.5: kept for the V3.2 rows.
 #ifndef SMLA_SD_FIRST_BLOCK_ALONE
 #define SMLA_SD_FIRST_BLOCK_ALONE 1
 #endif
@@ -691,18 +694,21 @@ constexpr bool bf16_rows(int fmt) { return fmt == static_cast<int>(CacheFormat::
 constexpr bool serves_dense(int fmt) {
   return bf16_rows(fmt) || fmt == static_cast<int>(CacheFormat::fp8_e4m3) || fmt == kDenseE4m3Fp8;
 }
-// SMLA_SD_BF16_TUNED=1 (a measurement build): the bf16-row kernel (sparse decode and sparse
-// prefill from bf16 rows) takes kQCpAsync and kStagedEpilogue too. Its prefill runs ~62 one-unit
-// CTAs an SM one after another (s_q 4096, h128), each with its own Q load and epilogue.
+// SMLA_SD_BF16_TUNED (default 1; 0 is the measurement build without): the bf16-row kernel (sparse
+// decode and sparse prefill from bf16 rows) takes kQCpAsync and kStagedEpilogue too. Its prefill
+// runs ~62 one-unit CTAs an SM one after another (s_q 4096, h128), each with its own Q load and
+// epilogue. Same-call A/B (2026-12-02, µs): prefill d512 h64 932 -> 818, d512 h128 3055 -> 2840,
+// d576 h128 5795 -> 5612; bf16 sparse decode b128 h64 106.4 -> 103.6.
 #ifndef SMLA_SD_BF16_TUNED
 #define SMLA_SD_BF16_TUNED 1
 #endif
-// The kernels that take kQCpAsync and kStagedEpilogue (in their one-unit 64-row CTAs): sparse
-// decode from packed rows, not sparse prefill from them (kLogits) nor the kernels that also serve
-// dense decode, where neither was measured faster.
+// The kernels whose one-unit 64-row CTAs load Q by cp.async (kQCpAsync) and stage O's bf16 rows
+// (kStagedEpilogue): sparse decode from packed rows and the bf16-row kernel (SMLA_SD_BF16_TUNED);
+// not sparse prefill from packed rows (kLogits) nor the dense caches' kernels, where neither was
+// measured faster.
 template <int kFmt, bool kLogits>
-inline constexpr bool kDecodeTuned = (!kLogits && !serves_dense(kFmt)) ||
-                                     (SMLA_SD_BF16_TUNED != 0 && kFmt == static_cast<int>(CacheFormat::bf16));
+inline constexpr bool kStagedEnds = (!kLogits && !serves_dense(kFmt)) ||
+                                    (SMLA_SD_BF16_TUNED != 0 && kFmt == static_cast<int>(CacheFormat::bf16));
 constexpr bool has_persistent(int rows, int fmt) {
   return rows == 64 && fmt != kDenseE4m3Fp8 &&
          (!bf16_rows(fmt) || (kBf16Persistent && fmt == static_cast<int>(CacheFormat::bf16)));

@@ -224,8 +224,8 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
   constexpr bool kSw = kSwizzled<kFmt>;
   constexpr bool kTma = kFmt == kDenseTma;  // the TMA producer and its barriers
   constexpr bool kMaxLogits = kLogits || kFmt == static_cast<int>(CacheFormat::bf16);  // sparse prefill runs here
-  constexpr bool kCpAsyncQ = kQCpAsync && kDecodeTuned<kFmt, kLogits>;      // one-unit 64-row CTAs' Q load
-  constexpr bool kStaged = kStagedEpilogue && kDecodeTuned<kFmt, kLogits>;  // and their O rows
+  constexpr bool kCpAsyncQ = kQCpAsync && kStagedEnds<kFmt, kLogits>;      // one-unit 64-row CTAs' Q load
+  constexpr bool kStaged = kStagedEpilogue && kStagedEnds<kFmt, kLogits>;  // and their O rows
   if (kTimeline && threadIdx.x == 0) timeline_mark(0);
   pdl_wait();                // the split schedule, and q / the cache / indices of earlier work
   if (kTimeline && threadIdx.x == 0) timeline_mark(1);
