@@ -220,6 +220,14 @@ TEST(GpuSparseDecode, StridedOut) {
   c.out_pad = 8;
   c.check_b = 6;
   run_sparse_decode(c);
+  // More units than CTAs: the persistent kernels, each CTA through several unsplit units (one
+  // unit's rows still leaving while the next unit's Q arrives).
+  for (int h : {64, 128}) {
+    SparseCase many{CacheFormat::fp8_ds_mla, 576, 300, 1, h, 64, 64, 48, true, true, false};
+    many.out_pad = 8;
+    many.check_b = 6;
+    run_sparse_decode(many);
+  }
 }
 
 TEST(GpuSparseDecode, NanPagesPastLengthsAreNeverUsed) {

@@ -78,6 +78,7 @@ inline constexpr int kBarSeeS0 = 8;     // kSeesaw: WG0 -> WG1: P0, M and a0 of 
 inline constexpr int kBarSeeS1 = 9;     // kSeesaw: WG1 -> WG0: P1, M and a1 of an odd block
 inline constexpr int kBarSeeQ = 11;     // kSeesawStagger: WG0 -> WG1: WG0's QK^T is done
 inline constexpr int kBarFp8POwn = kBarMerge;  // kDenseE4m3Fp8 (no narrow merge there): WG0's P is in
+inline constexpr int kBarStagedOut = kBarMerge;  // persistent 64-row CTAs: both warpgroups' staged rows have left
 
 // Which keys of a block are real: one 32-bit ballot per (32-key round, producer warp) whose low
 // byte holds that warp's eight keys (32 bits so that a peer CTA's producer can st.async it).
@@ -780,6 +781,19 @@ struct Smem {
   static_assert(kRaw || (k % 1024 == 0 && kKBytes % 1024 == 0), "K tiles off the 1024-byte swizzle grid");
   static_assert(bytes <= 232448, "shared-memory plan exceeds the 227 KB opt-in limit");
 };
+
+// SMLA_SD_PERSIST_STAGED=1 (a measurement build): persistent 64-row CTAs also stage O's bf16 rows
+// (kStagedEpilogue's bulk copies), in the Q tile alone (the producer may be filling the K tiles
+// with the next unit's blocks), and the next unit's Q is stored only after both warpgroups' copies
+// have read it (load_q kAfterStaged). Where padded rows fit the Q tile: d576 (66.5 of 73.7 KB),
+// not d512 (64 KB). For the pairs (V3.2 s_q2 h128, 4 units a CTA) and paged prefill (62), whose
+// consumers wait on each unit's 64 narrow stores a thread; not the dense caches' kernels.
+#ifndef SMLA_SD_PERSIST_STAGED
+#define SMLA_SD_PERSIST_STAGED 0
+#endif
+template <int kD, int kFmt>
+inline constexpr bool kPersistStaged =
+    SMLA_SD_PERSIST_STAGED != 0 && !serves_dense(kFmt) && 64 * kStageRowWords * 4 <= Smem<64, kD>::kQBytes;
 
 // Shared memory of the FP8 tiles (kDenseE4m3Fp8, d_qk 576, 64 rows): Q and three K tiles of
 // e4m3 as nine boxes of 64 rows x 64 bytes each, two V^T tiles (512 value columns x 64 keys),

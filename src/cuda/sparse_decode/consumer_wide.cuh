@@ -115,8 +115,9 @@ __device__ __forceinline__ void pv_from_registers(float (&o)[32][4], const uint3
 // kSw: the K tiles are TMA boxes with the 128-byte swizzle (dense decode, config.h kSwizzled).
 // kMaxLogits: also keep each row's exact maximum (the lazy rescale's m may lag it) for
 // sparse prefill's max_logits (bf16 kernels).
-// kStaged (config.h kStagedEpilogue; one-unit CTAs, where nothing writes the tiles after the
-// last block): O's rows leave through shared memory and bulk copies.
+// kStaged (config.h kStagedEpilogue: one-unit CTAs, where nothing writes the tiles after the
+// last block; kPersistStaged: persistent CTAs whose staged rows fit the Q tile, which the next
+// unit's Q load waits to store into): O's rows leave through shared memory and bulk copies.
 template <int kD, bool kPair, bool kSw = false, bool kMaxLogits = false, bool kStaged = false>
 __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   using T = WideTiles<kD, kSw>;

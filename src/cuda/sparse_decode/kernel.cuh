@@ -42,12 +42,16 @@ namespace smla::cuda::sparse_decode_family {
 // trip), and the consumers meet at a named barrier before their first MMA reads it.
 // kFp8Q (kernels that serve fp8 q: kE4m3Wide): with p.q_kind 2 each 8-value chunk is 8 e4m3
 // bytes (q_e4m3.cuh), converted exactly to bf16 (q_scale is in the logits' scale).
-template <int kRows, int kD, bool kFp8Q = false, bool kCpAsync = false>
+// kAfterStaged (persistent CTAs with config.h kPersistStaged): the previous unit's O rows were
+// staged in the Q tile; the loads are issued first, and the stores wait until both consumer
+// warpgroups' bulk copies have read them (their copying lanes wait before they arrive).
+template <int kRows, int kD, bool kFp8Q = false, bool kCpAsync = false, bool kAfterStaged = false>
 __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8_t* smem) {
   constexpr int kChunks = kD / 8;
   constexpr int kTotal = kRows * kChunks;
   constexpr int kThreads = consumer_threads(kRows);
   constexpr int kPer = (kTotal + kThreads - 1) / kThreads;
+  static_assert(!kAfterStaged || (!kFp8Q && !kCpAsync), "the staged rows' barrier is on the unrolled bf16 path");
   if (kFp8Q && p.q_kind == 2) {
     uint2 b[kPer];  // converted at the stores: half the registers of bf16 chunks
     load_q_e4m3_chunks<kRows, kD, kThreads>(p, w, b);
@@ -89,6 +93,7 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
       if (i < kTotal && r < w.heads) v[k] = __ldg(reinterpret_cast<const uint4*>(q + r * p.q_sh) + ch);
     }
   }
+  if constexpr (kAfterStaged) named_bar_sync(kBarStagedOut, kThreads);
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {
     const int i = static_cast<int>(threadIdx.x) + k * kThreads;
@@ -143,6 +148,7 @@ __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
 template <int kRows, int kD, int kFmt, bool kPair, bool kMaxLogits>
 __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
   constexpr bool kTwo = kTwoProducers<kRows, kFmt, kPair, true>;
+  constexpr bool kStaged = kPersistStaged<kD, kFmt>;
   init_stage_barriers<kRows, kD, 0, false, false, kernel_producer_threads<kRows, kFmt, kPair, true>()>(smem, kPair);
   __syncthreads();
   if constexpr (kPair) cluster_sync();
@@ -171,14 +177,14 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
   if (wg == 0) {
     setmaxnreg_to<kRegsWg0, kEntry>();
     each_unit([&](const Work& w, int n0) {
-      load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3)>(p, w, smem);
-      consume_wg0<kD, kPair, kSwizzled<kFmt>, kMaxLogits>(p, w, smem, n0);
+      load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), false, kStaged>(p, w, smem);
+      consume_wg0<kD, kPair, kSwizzled<kFmt>, kMaxLogits, kStaged>(p, w, smem, n0);
     });
   } else if (wg == 1) {
     setmaxnreg_to<kRegsWg1, kEntry>();
     each_unit([&](const Work& w, int n0) {
-      load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3)>(p, w, smem);
-      consume_wg1<kD, kPair, kSwizzled<kFmt>>(p, w, smem, n0);
+      load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), false, kStaged>(p, w, smem);
+      consume_wg1<kD, kPair, kSwizzled<kFmt>, kStaged>(p, w, smem, n0);
     });
   } else {
     setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, true>(), kEntry>();
