@@ -399,11 +399,11 @@ inline constexpr bool kQCpAsync = SMLA_SD_Q_CP_ASYNC != 0;
 // SMLA_SD_EPILOGUE_STAGED (default 1; 0 is the measurement build of the old stores): one-unit
 // 64-row CTAs of unsplit work write O's bf16 rows (16-byte aligned: the API requires it) through
 // shared memory and one bulk copy a row (epilogue.cuh, store_rows_staged) instead of 32 narrow
-// stores a thread. Same-call A/B (2026-12-02, µs) of the first form, which staged float32 split partials
-// too: V3.2 b128 h64 132.7 -> 125.8, V4 h64 51.9 -> 47.5 (the kernel's tail: 5-7 µs of 64 KB a
-// CTA), b8 h128 33.96 -> 33.42, but b1 h64 19.42 -> 20.09, b1 h128 20.81 -> 21.27 and dense bf16
-// b1 h128 27.98 -> 29.65 (one or two blocks a CTA, then 128 KB of partials): partials keep the
-// register stores, and only kStagedEnds kernels stage.
+// stores a thread. Same-call A/B (2026-12-02, µs) of the first form, which staged float32 split
+// partials too: V3.2 b128 h64 132.7 -> 125.8, V4 h64 51.9 -> 47.5 (the kernel's tail: 5-7 µs of
+// 64 KB a CTA), b8 h128 33.96 -> 33.42, but b1 h64 19.42 -> 20.09, b1 h128 20.81 -> 21.27 and
+// dense bf16 b1 h128 27.98 -> 29.65 (one or two blocks a CTA, then 128 KB of partials): partials
+// keep the register stores, and only kStagedEnds kernels stage.
 #ifndef SMLA_SD_EPILOGUE_STAGED
 #define SMLA_SD_EPILOGUE_STAGED 1
 #endif
