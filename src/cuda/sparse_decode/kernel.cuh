@@ -67,8 +67,8 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
     named_bar_sync(kBarQReady, kThreads);
     return;
   }
+  const uint16_t* q = static_cast<const uint16_t*>(p.q) + w.req * p.q_sb + w.t * p.q_st + w.head0 * p.q_sh;
   if constexpr (kCpAsync) {  // config.h kQCpAsync: one rolled loop of 16-byte cp.async (zeros for padded rows)
-    const uint16_t* q = static_cast<const uint16_t*>(p.q) + w.req * p.q_sb + w.t * p.q_st + w.head0 * p.q_sh;
     const uint32_t tile = static_cast<uint32_t>(__cvta_generic_to_shared(smem + Smem<kRows, kD>::q));
 #pragma unroll 1
     for (int i = static_cast<int>(threadIdx.x); i < kTotal; i += kThreads) {
@@ -78,13 +78,8 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
     }
     cp_async_commit_group();
     cp_async_wait_group<0>();
-    fence_proxy_async();  // Q is read by wgmma
-    named_bar_sync(kBarQReady, kThreads);
-    return;
-  }
-  uint4 v[kPer];
-  {
-    const uint16_t* q = static_cast<const uint16_t*>(p.q) + w.req * p.q_sb + w.t * p.q_st + w.head0 * p.q_sh;
+  } else {
+    uint4 v[kPer];
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
       const int i = static_cast<int>(threadIdx.x) + k * kThreads;
@@ -92,13 +87,13 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
       v[k] = make_uint4(0, 0, 0, 0);
       if (i < kTotal && r < w.heads) v[k] = __ldg(reinterpret_cast<const uint4*>(q + r * p.q_sh) + ch);
     }
-  }
-  if constexpr (kAfterStaged) named_bar_sync(kBarStagedOut, kThreads);
+    if constexpr (kAfterStaged) named_bar_sync(kBarStagedOut, kThreads);
 #pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    const int i = static_cast<int>(threadIdx.x) + k * kThreads;
-    const int r = i / kChunks, ch = i % kChunks;
-    if (i < kTotal) *reinterpret_cast<uint4*>(smem + Smem<kRows, kD>::q + tile_offset<kD>(r, ch)) = v[k];
+    for (int k = 0; k < kPer; ++k) {
+      const int i = static_cast<int>(threadIdx.x) + k * kThreads;
+      const int r = i / kChunks, ch = i % kChunks;
+      if (i < kTotal) *reinterpret_cast<uint4*>(smem + Smem<kRows, kD>::q + tile_offset<kD>(r, ch)) = v[k];
+    }
   }
   fence_proxy_async();  // Q is read by wgmma
   named_bar_sync(kBarQReady, kThreads);
