@@ -782,18 +782,36 @@ struct Smem {
   static_assert(bytes <= 232448, "shared-memory plan exceeds the 227 KB opt-in limit");
 };
 
-// SMLA_SD_PERSIST_STAGED=1 (a measurement build): persistent 64-row CTAs also stage O's bf16 rows
-// (kStagedEpilogue's bulk copies), in the Q tile alone (the producer may be filling the K tiles
-// with the next unit's blocks), and the next unit's Q is stored only after both warpgroups' copies
-// have read it (load_q kAfterStaged). Where padded rows fit the Q tile: d576 (66.5 of 73.7 KB),
-// not d512 (64 KB). For the pairs (V3.2 s_q2 h128, 4 units a CTA) and paged prefill (62), whose
-// consumers wait on each unit's 64 narrow stores a thread; not the dense caches' kernels.
+// SMLA_SD_PERSIST_STAGED (default 1; 0 is the measurement build of the register stores):
+// persistent 64-row CTAs also stage O's bf16 rows (kStagedEpilogue's bulk copies), in the Q tile
+// alone (the producer may be filling the K tiles with the next unit's blocks), and the next
+// unit's Q is stored only after both warpgroups' copies have read it (load_q kAfterStaged).
+// Where padded rows fit the Q tile: d576 (66.5 of 73.7 KB). Same-call A/B (2026-12-02, µs, one
+// rep): V3.2 s_q2 h128 378.6 -> 366.6, h128 197.2 -> 189.2, paged prefill h128 5691 -> 5573,
+// paged prefill h64 3426 -> 3419, s_q2 h64 238.9 -> 240.4; not the dense caches' kernels.
 #ifndef SMLA_SD_PERSIST_STAGED
-#define SMLA_SD_PERSIST_STAGED 0
+#define SMLA_SD_PERSIST_STAGED 1
 #endif
+// SMLA_SD_PERSIST_STAGED_P=1 (a measurement build): d512 too (V4's pairs), whose padded rows are
+// 1 KB more than its 64 KB Q tile: rows 0-62 in the Q tile, row 63 in the P tile (free from WG1's
+// last P V until the next unit's first P, which comes after its Q), at the bank its place in
+// sequence would have.
+#ifndef SMLA_SD_PERSIST_STAGED_P
+#define SMLA_SD_PERSIST_STAGED_P 0
+#endif
+inline constexpr size_t kStageRowBytes = kStageRowWords * 4;
+// Byte offset of staged row 63 from the Q tile in persistent CTAs: 0 (in sequence) or in the P tile.
+template <int kD>
+inline constexpr int kStagedRow63 =
+    64 * kStageRowBytes <= Smem<64, kD>::kQBytes || SMLA_SD_PERSIST_STAGED_P == 0
+        ? 0
+        : static_cast<int>(Smem<64, kD>::p - Smem<64, kD>::q + (63 * kStageRowBytes) % 128);
 template <int kD, int kFmt>
 inline constexpr bool kPersistStaged =
-    SMLA_SD_PERSIST_STAGED != 0 && !serves_dense(kFmt) && 64 * kStageRowWords * 4 <= Smem<64, kD>::kQBytes;
+    SMLA_SD_PERSIST_STAGED != 0 && !serves_dense(kFmt) &&
+    (64 * kStageRowBytes <= Smem<64, kD>::kQBytes ||
+     (kStagedRow63<kD> != 0 && 63 * kStageRowBytes <= Smem<64, kD>::kQBytes &&
+      (63 * kStageRowBytes) % 128 + 256 * 4 <= 64 * kKeys * 2));
 
 // Shared memory of the FP8 tiles (kDenseE4m3Fp8, d_qk 576, 64 rows): Q and three K tiles of
 // e4m3 as nine boxes of 64 rows x 64 bytes each, two V^T tiles (512 value columns x 64 keys),

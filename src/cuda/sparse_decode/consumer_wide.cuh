@@ -118,7 +118,8 @@ __device__ __forceinline__ void pv_from_registers(float (&o)[32][4], const uint3
 // kStaged (config.h kStagedEpilogue: one-unit CTAs, where nothing writes the tiles after the
 // last block; kPersistStaged: persistent CTAs whose staged rows fit the Q tile, which the next
 // unit's Q load waits to store into): O's rows leave through shared memory and bulk copies.
-template <int kD, bool kPair, bool kSw = false, bool kMaxLogits = false, bool kStaged = false>
+// kRow63: where staged row 63 goes (config.h kStagedRow63; 0 in sequence).
+template <int kD, bool kPair, bool kSw = false, bool kMaxLogits = false, bool kStaged = false, int kRow63 = 0>
 __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   using T = WideTiles<kD, kSw>;
   using S = Smem<64, kD>;
@@ -238,7 +239,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   // CTAs stage in the Q tile alone: config.h kPersistStaged).
   static_assert(!kStaged || 64 * kStageRowWords * 4 <= S::p, "staged rows beyond the Q and K tiles");
   const bool staged = kStaged && staged_rows_ok(w);
-  if (staged) store_rows_staged(p, w, smem + S::q, 0, o, res0.factor, res1.factor);
+  if (staged) store_rows_staged<kRow63>(p, w, smem + S::q, 0, o, res0.factor, res1.factor);
   if (r0 < w.heads) {
     if (!staged) store_o_row(p, w, w.head0 + r0, 0, o, 0, res0.factor);
     if (c == 0) store_lse(p, w, w.head0 + r0, res0.lse);
@@ -252,7 +253,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   if (kTimeline && threadIdx.x == 0) timeline_mark(6);
 }
 
-template <int kD, bool kPair, bool kSw = false, bool kStaged = false>
+template <int kD, bool kPair, bool kSw = false, bool kStaged = false, int kRow63 = 0>
 __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   using T = WideTiles<kD, kSw>;
   using S = Smem<64, kD>;
@@ -285,7 +286,7 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
 
   named_bar_sync(kBarFinal, kConsumerThreads);
   if (kStaged && staged_rows_ok(w)) {
-    store_rows_staged(p, w, smem + S::q, 256, o, s_factor[r0], s_factor[r1]);
+    store_rows_staged<kRow63>(p, w, smem + S::q, 256, o, s_factor[r0], s_factor[r1]);
     return;
   }
   if (r0 < w.heads) store_o_row(p, w, w.head0 + r0, 256, o, 0, s_factor[r0]);

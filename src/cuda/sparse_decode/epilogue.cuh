@@ -61,7 +61,9 @@ __device__ __forceinline__ bool staged_rows_ok(const Work& w) { return w.n_split
 // free once both warpgroups' last MMAs are done) and into `out` by one bulk copy a row (lane i:
 // row 16 wq + i) instead of 32 narrow stores a thread. Row k of the fragment (0: row g, 1: row
 // g + 8) is scaled by f[k]. Staged rows are padded (config.h kStageRowWords) so that a warp's
-// stores fall in distinct banks.
+// stores fall in distinct banks. kRow63: row 63 at that byte offset from `stage` instead of in
+// sequence (config.h kStagedRow63: d512's persistent CTAs).
+template <int kRow63 = 0>
 __device__ __forceinline__ void store_rows_staged(const AttnParams& p, const Work& w, uint8_t* stage, int col0,
                                                   const float (&o)[32][4], float f0, float f1) {
   const int lane = threadIdx.x & 31, wq = (threadIdx.x >> 5) & 3, g = lane >> 2, c = lane & 3;
@@ -69,6 +71,8 @@ __device__ __forceinline__ void store_rows_staged(const AttnParams& p, const Wor
   const bool copies = lane < 16 && r < w.heads;
   uint32_t* s0 = reinterpret_cast<uint32_t*>(stage) + (16 * wq + g) * kStageRowWords + col0 / 2 + c;
   uint32_t* s1 = s0 + 8 * kStageRowWords;
+  if constexpr (kRow63 != 0)
+    if (16 * wq + g + 8 == 63) s1 = reinterpret_cast<uint32_t*>(stage + kRow63) + col0 / 2 + c;
 #pragma unroll
   for (int nt = 0; nt < 32; ++nt) {
     s0[nt * 4] = to16x2(o[nt][0] * f0, o[nt][1] * f0, false);
@@ -78,7 +82,8 @@ __device__ __forceinline__ void store_rows_staged(const AttnParams& p, const Wor
   __syncwarp();
   if (copies) {
     uint16_t* row = static_cast<uint16_t*>(p.out) + w.req * p.o_sb + w.t * p.o_st + (w.head0 + r) * p.o_sh + col0;
-    const uint32_t* src = reinterpret_cast<const uint32_t*>(stage) + r * kStageRowWords + col0 / 2;
+    const uint32_t* src = (kRow63 != 0 && r == 63 ? reinterpret_cast<const uint32_t*>(stage + kRow63)
+                                                   : reinterpret_cast<const uint32_t*>(stage) + r * kStageRowWords) + col0 / 2;
     bulk_copy_s2g(row, static_cast<uint32_t>(__cvta_generic_to_shared(src)), 256 * 2);
     bulk_commit_and_wait_read();
   }

@@ -144,6 +144,7 @@ template <int kRows, int kD, int kFmt, bool kPair, bool kMaxLogits>
 __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
   constexpr bool kTwo = kTwoProducers<kRows, kFmt, kPair, true>;
   constexpr bool kStaged = kPersistStaged<kD, kFmt>;
+  constexpr int kRow63 = kStaged ? kStagedRow63<kD> : 0;
   init_stage_barriers<kRows, kD, 0, false, false, kernel_producer_threads<kRows, kFmt, kPair, true>()>(smem, kPair);
   __syncthreads();
   if constexpr (kPair) cluster_sync();
@@ -173,13 +174,13 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
     setmaxnreg_to<kRegsWg0, kEntry>();
     each_unit([&](const Work& w, int n0) {
       load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), false, kStaged>(p, w, smem);
-      consume_wg0<kD, kPair, kSwizzled<kFmt>, kMaxLogits, kStaged>(p, w, smem, n0);
+      consume_wg0<kD, kPair, kSwizzled<kFmt>, kMaxLogits, kStaged, kRow63>(p, w, smem, n0);
     });
   } else if (wg == 1) {
     setmaxnreg_to<kRegsWg1, kEntry>();
     each_unit([&](const Work& w, int n0) {
       load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), false, kStaged>(p, w, smem);
-      consume_wg1<kD, kPair, kSwizzled<kFmt>, kStaged>(p, w, smem, n0);
+      consume_wg1<kD, kPair, kSwizzled<kFmt>, kStaged, kRow63>(p, w, smem, n0);
     });
   } else {
     setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, true>(), kEntry>();
