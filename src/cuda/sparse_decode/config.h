@@ -786,18 +786,20 @@ struct Smem {
 // persistent 64-row CTAs also stage O's bf16 rows (kStagedEpilogue's bulk copies), in the Q tile
 // alone (the producer may be filling the K tiles with the next unit's blocks), and the next
 // unit's Q is stored only after both warpgroups' copies have read it (load_q kAfterStaged).
-// Where padded rows fit the Q tile: d576 (66.5 of 73.7 KB). Same-call A/B (2026-12-02, µs, one
+// Where padded rows fit the Q tile: d576 (66.5 of 73.7 KB); d512 below. Same-call A/B (2026-12-02, µs, one
 // rep): V3.2 s_q2 h128 378.6 -> 366.6, h128 197.2 -> 189.2, paged prefill h128 5691 -> 5573,
 // paged prefill h64 3426 -> 3419, s_q2 h64 238.9 -> 240.4; not the dense caches' kernels.
 #ifndef SMLA_SD_PERSIST_STAGED
 #define SMLA_SD_PERSIST_STAGED 1
 #endif
-// SMLA_SD_PERSIST_STAGED_P=1 (a measurement build): d512 too (V4's pairs), whose padded rows are
-// 1 KB more than its 64 KB Q tile: rows 0-62 in the Q tile, row 63 in the P tile (free from WG1's
-// last P V until the next unit's first P, which comes after its Q), at the bank its place in
-// sequence would have.
+// SMLA_SD_PERSIST_STAGED_P (default 1; 0 is the measurement build without it): d512 too (V4),
+// whose padded rows are 1 KB more than its 64 KB Q tile: rows 0-62 in the Q tile, row 63 in the P
+// tile (free from WG1's last P V until the next unit's first P, which comes after its Q), at the
+// bank its place in sequence would have. Same-call A/B (2026-12-02, µs, two reps): V4 s_q2 h128
+// 221.6 -> 213.2, h128 118.4 -> 112.9, s_q2 h64 91.1 -> 89.1 (its unpaired kernel spills 168
+// bytes against 16), fp8_model1 paged prefill h128 2942 -> 2898.
 #ifndef SMLA_SD_PERSIST_STAGED_P
-#define SMLA_SD_PERSIST_STAGED_P 0
+#define SMLA_SD_PERSIST_STAGED_P 1
 #endif
 inline constexpr size_t kStageRowBytes = kStageRowWords * 4;
 // Byte offset of staged row 63 from the Q tile in persistent CTAs: 0 (in sequence) or in the P tile.
