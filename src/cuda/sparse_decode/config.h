@@ -786,9 +786,9 @@ struct Smem {
 // persistent 64-row CTAs also stage O's bf16 rows (kStagedEpilogue's bulk copies), in the Q tile
 // alone (the producer may be filling the K tiles with the next unit's blocks), and the next
 // unit's Q is stored only after both warpgroups' copies have read it (load_q kAfterStaged).
-// Where padded rows fit the Q tile: d576 (66.5 of 73.7 KB); d512 below. Same-call A/B (2026-12-02, µs, one
-// rep): V3.2 s_q2 h128 378.6 -> 366.6, h128 197.2 -> 189.2, paged prefill h128 5691 -> 5573,
-// paged prefill h64 3426 -> 3419, s_q2 h64 238.9 -> 240.4; not the dense caches' kernels.
+// Where padded rows fit the Q tile: d576 (66.5 of 73.7 KB); d512 below. Not the dense caches'
+// kernels. Same-call A/B (2026-12-02, µs, one rep): V3.2 s_q2 h128 378.6 -> 366.6, h128 197.2 ->
+// 189.2, paged prefill h128 5691 -> 5573, paged prefill h64 3426 -> 3419, s_q2 h64 238.9 -> 240.4.
 #ifndef SMLA_SD_PERSIST_STAGED
 #define SMLA_SD_PERSIST_STAGED 1
 #endif

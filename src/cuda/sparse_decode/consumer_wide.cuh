@@ -116,8 +116,9 @@ __device__ __forceinline__ void pv_from_registers(float (&o)[32][4], const uint3
 // kMaxLogits: also keep each row's exact maximum (the lazy rescale's m may lag it) for
 // sparse prefill's max_logits (bf16 kernels).
 // kStaged (config.h kStagedEpilogue: one-unit CTAs, where nothing writes the tiles after the
-// last block; kPersistStaged: persistent CTAs whose staged rows fit the Q tile, which the next
-// unit's Q load waits to store into): O's rows leave through shared memory and bulk copies.
+// last block; kPersistStaged: persistent CTAs, whose rows go to the Q tile (d512: row 63 to the P
+// tile, kRow63), which the next unit's Q load waits to store into): O's rows leave through shared
+// memory and bulk copies.
 // kRow63: where staged row 63 goes (config.h kStagedRow63; 0 in sequence).
 template <int kD, bool kPair, bool kSw = false, bool kMaxLogits = false, bool kStaged = false, int kRow63 = 0>
 __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
@@ -236,7 +237,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   }
   named_bar_arrive(kBarFinal, kConsumerThreads);
   // kStaged: WG1 is past its last P V (kBarPFree), so the Q and K tiles are free (persistent
-  // CTAs stage in the Q tile alone: config.h kPersistStaged).
+  // CTAs stage in the Q tile alone, d512's row 63 in the P tile: config.h kPersistStaged).
   static_assert(!kStaged || 64 * kStageRowWords * 4 <= S::p, "staged rows beyond the Q and K tiles");
   const bool staged = kStaged && staged_rows_ok(w);
   if (staged) store_rows_staged<kRow63>(p, w, smem + S::q, 0, o, res0.factor, res1.factor);

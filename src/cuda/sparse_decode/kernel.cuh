@@ -43,8 +43,9 @@ namespace smla::cuda::sparse_decode_family {
 // kFp8Q (kernels that serve fp8 q: kE4m3Wide): with p.q_kind 2 each 8-value chunk is 8 e4m3
 // bytes (q_e4m3.cuh), converted exactly to bf16 (q_scale is in the logits' scale).
 // kAfterStaged (persistent CTAs with config.h kPersistStaged): the previous unit's O rows were
-// staged in the Q tile; the loads are issued first, and the stores wait until both consumer
-// warpgroups' bulk copies have read them (their copying lanes wait before they arrive).
+// staged in the Q tile (d512: row 63 in the P tile); the loads are issued first, and the stores
+// wait until both consumer warpgroups' bulk copies have read them (their copying lanes wait
+// before they arrive), so the next P, written after Q, waits too.
 template <int kRows, int kD, bool kFp8Q = false, bool kCpAsync = false, bool kAfterStaged = false>
 __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8_t* smem) {
   constexpr int kChunks = kD / 8;
