@@ -814,6 +814,15 @@ inline constexpr bool kPersistStaged =
     (64 * kStageRowBytes <= Smem<64, kD>::kQBytes ||
      (kStagedRow63<kD> != 0 && 63 * kStageRowBytes <= Smem<64, kD>::kQBytes &&
       (63 * kStageRowBytes) % 128 + 256 * 4 <= 64 * kKeys * 2));
+// SMLA_SD_Q_PREFETCH=1 (a measurement build): in persistent 64-row CTAs of packed caches the
+// producer, on starting a unit after the first (the consumers have up to kStages blocks of the
+// previous one left), prefetches that unit's Q rows into L2, so that the consumers' Q load
+// between units (behind the staged rows' copies) reads L2 instead of DRAM.
+#ifndef SMLA_SD_Q_PREFETCH
+#define SMLA_SD_Q_PREFETCH 0
+#endif
+template <int kFmt>
+inline constexpr bool kQPrefetch = SMLA_SD_Q_PREFETCH != 0 && !serves_dense(kFmt) && !bf16_rows(kFmt);
 
 // Shared memory of the FP8 tiles (kDenseE4m3Fp8, d_qk 576, 64 rows): Q and three K tiles of
 // e4m3 as nine boxes of 64 rows x 64 bytes each, two V^T tiles (512 value columns x 64 keys),

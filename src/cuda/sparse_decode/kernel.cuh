@@ -100,6 +100,16 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
   named_bar_sync(kBarQReady, kThreads);
 }
 
+// config.h kQPrefetch: unit w's bf16 Q rows into L2, 128-byte lines spread over `threads`
+// threads from thread `t`.
+template <int kD>
+__device__ __forceinline__ void prefetch_q_rows(const AttnParams& p, const Work& w, int t, int threads) {
+  constexpr int kLines = kD * 2 / 128;
+  const uint16_t* q = static_cast<const uint16_t*>(p.q) + w.req * p.q_sb + w.t * p.q_st + w.head0 * p.q_sh;
+#pragma unroll 1
+  for (int i = t; i < w.heads * kLines; i += threads) prefetch_l2_line(q + (i / kLines) * p.q_sh + (i % kLines) * 64);
+}
+
 // The K tiles' mbarriers. full: one arrive per producer thread (kTma: one, with the TMA boxes'
 // bytes); empty: one per consumer warp (of both CTAs of a pair, whose producers both fill each
 // tile). kTma: also the aux barrier of partial blocks (producer_dense_tma.cuh).
@@ -186,6 +196,8 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
   } else {
     setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, true>(), kEntry>();
     each_unit([&](const Work& w, int n0) {
+      if constexpr (kQPrefetch<kFmt>)
+        if (n0 > 0) prefetch_q_rows<kD>(p, w, static_cast<int>(threadIdx.x) - 256, static_cast<int>(blockDim.x) - 256);
       if constexpr (bf16_rows(kFmt)) produce_bf16<kRows, kD>(p, w, smem, n0);
       else produce_packed<kRows, kFmt, kTwo, kBf16Route<kRows, kFmt, kPair, true>>(p, w, smem, n0);
     });
