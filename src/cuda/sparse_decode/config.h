@@ -809,11 +809,8 @@ inline constexpr int kStagedRow63 =
         ? 0
         : static_cast<int>(Smem<64, kD>::p - Smem<64, kD>::q + (63 * kStageRowBytes) % 128);
 template <int kD, int kFmt>
-inline constexpr bool kPersistStaged =
-    SMLA_SD_PERSIST_STAGED != 0 && !serves_dense(kFmt) &&
-    (64 * kStageRowBytes <= Smem<64, kD>::kQBytes ||
-     (kStagedRow63<kD> != 0 && 63 * kStageRowBytes <= Smem<64, kD>::kQBytes &&
-      (63 * kStageRowBytes) % 128 + 256 * 4 <= 64 * kKeys * 2));
+inline constexpr bool kPersistStaged = SMLA_SD_PERSIST_STAGED != 0 && !serves_dense(kFmt) &&
+                                       (64 * kStageRowBytes <= Smem<64, kD>::kQBytes || kStagedRow63<kD> != 0);
 // SMLA_SD_Q_PREFETCH=1 (a measurement build): in persistent 64-row CTAs of packed caches the
 // producer, on starting a unit after the first (the consumers have up to kStages blocks of the
 // previous one left), prefetches that unit's Q rows into L2, so that the consumers' Q load

@@ -217,7 +217,7 @@ template <int kRows, int kFmt>
 __device__ __forceinline__ void load_q_f16(const AttnParams& p, const Work& w, uint8_t* smem) {
   using S = RingSmem<kRows, kFmt>;
   constexpr int kD = S::kD, kChunks = kD / 8, kQChunks = S::kQCols / 8, kThreads = raw_consumer_threads<kRows, kFmt>();
-  const uint16_t* q = static_cast<const uint16_t*>(p.q) + w.req * p.q_sb + w.t * p.q_st + w.head0 * p.q_sh;
+  const uint16_t* q = unit_q(p, w);
   float* qinv = reinterpret_cast<float*>(smem + S::qinv);
   const int lane = threadIdx.x & 31, wq = threadIdx.x >> 5;
   auto row_factor = [&](int r, float mx) {  // the warp's maximum of row r -> Q's factor (qinv[r] its inverse)

@@ -238,7 +238,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   named_bar_arrive(kBarFinal, kConsumerThreads);
   // kStaged: WG1 is past its last P V (kBarPFree), so the Q and K tiles are free (persistent
   // CTAs stage in the Q tile alone, d512's row 63 in the P tile: config.h kPersistStaged).
-  static_assert(!kStaged || 64 * kStageRowWords * 4 <= S::p, "staged rows beyond the Q and K tiles");
+  static_assert(!kStaged || 64 * kStageRowBytes <= S::p, "staged rows beyond the Q and K tiles");
   const bool staged = kStaged && staged_rows_ok(w);
   if (staged) store_rows_staged<kRow63>(p, w, smem + S::q, 0, o, res0.factor, res1.factor);
   if (r0 < w.heads) {

@@ -68,7 +68,7 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
     named_bar_sync(kBarQReady, kThreads);
     return;
   }
-  const uint16_t* q = static_cast<const uint16_t*>(p.q) + w.req * p.q_sb + w.t * p.q_st + w.head0 * p.q_sh;
+  const uint16_t* q = unit_q(p, w);
   if constexpr (kCpAsync) {  // config.h kQCpAsync: one rolled loop of 16-byte cp.async (zeros for padded rows)
     const uint32_t tile = static_cast<uint32_t>(__cvta_generic_to_shared(smem + Smem<kRows, kD>::q));
 #pragma unroll 1
@@ -105,7 +105,7 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
 template <int kD>
 __device__ __forceinline__ void prefetch_q_rows(const AttnParams& p, const Work& w, int t, int threads) {
   constexpr int kLines = kD * 2 / 128;
-  const uint16_t* q = static_cast<const uint16_t*>(p.q) + w.req * p.q_sb + w.t * p.q_st + w.head0 * p.q_sh;
+  const uint16_t* q = unit_q(p, w);
 #pragma unroll 1
   for (int i = t; i < w.heads * kLines; i += threads) prefetch_l2_line(q + (i / kLines) * p.q_sh + (i % kLines) * 64);
 }
@@ -156,6 +156,9 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
   constexpr bool kTwo = kTwoProducers<kRows, kFmt, kPair, true>;
   constexpr bool kStaged = kPersistStaged<kD, kFmt>;
   constexpr int kRow63 = kStaged ? kStagedRow63<kD> : 0;
+  using S = Smem<kRows, kD>;
+  static_assert(kRow63 == 0 || (63 * kStageRowBytes <= S::kQBytes && kRow63 + 2 * kDv <= S::scale - S::q),
+                "staged rows 0-62 fit the Q tile and row 63 the P tile");
   init_stage_barriers<kRows, kD, 0, false, false, kernel_producer_threads<kRows, kFmt, kPair, true>()>(smem, kPair);
   __syncthreads();
   if constexpr (kPair) cluster_sync();
@@ -197,7 +200,8 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
     setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, true>(), kEntry>();
     each_unit([&](const Work& w, int n0) {
       if constexpr (kQPrefetch<kFmt>)
-        if (n0 > 0) prefetch_q_rows<kD>(p, w, static_cast<int>(threadIdx.x) - 256, static_cast<int>(blockDim.x) - 256);
+        if (n0 > 0)
+          prefetch_q_rows<kD>(p, w, static_cast<int>(threadIdx.x) - kConsumerThreads, static_cast<int>(blockDim.x) - kConsumerThreads);
       if constexpr (bf16_rows(kFmt)) produce_bf16<kRows, kD>(p, w, smem, n0);
       else produce_packed<kRows, kFmt, kTwo, kBf16Route<kRows, kFmt, kPair, true>>(p, w, smem, n0);
     });

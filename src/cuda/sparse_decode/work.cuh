@@ -30,6 +30,12 @@ struct Work {
   int rank = 0;                   // this CTA's rank in its pair
 };
 
+// The unit's first bf16 Q value (its token, the head tile's first head); its rows are p.q_sh
+// values apart.
+__device__ __forceinline__ const uint16_t* unit_q(const AttnParams& p, const Work& w) {
+  return static_cast<const uint16_t*>(p.q) + w.req * p.q_sb + w.t * p.q_st + w.head0 * p.q_sh;
+}
+
 // A work unit's grid position: the CTA's own (blockIdx), or one a persistent CTA walks to.
 struct OwnBlock {
   __device__ unsigned x() const { return blockIdx.x; }
