@@ -4,11 +4,11 @@
 // pass: b1 h128 20.9 µs cold, 19.4 with no L2 flush). If instruction fetch sets that pace, the
 // b = 1 floor is the code on the startup path, not its loads.
 //
-// Kernels of N straight-line instructions (eight independent IMAD chains, so that a warm SM
-// issues about one a cycle per scheduler), one CTA of 128 threads per SM, run twice in a rolled
-// loop: the first pass fetches the code, the second runs it from the SM's instruction caches
-// where it fits. Each CTA's first thread records %globaltimer at entry, after the first pass and
-// at exit. Three cases per N, each the median over SMs:
+// Kernels of N straight-line instructions (eight independent IMAD chains, so that no chain's
+// latency sets the pace; measured ~2.5 cycles an instruction a scheduler, IMAD's issue rate),
+// one CTA of 128 threads per SM, run twice in a rolled loop: the first pass fetches the code,
+// the second runs it from the SM's instruction caches where it fits. Each CTA's first thread
+// records %globaltimer at entry, after the first pass and at exit. Three cases per N, each the median over SMs:
 //   cold_l2   after a 512 MB memset (the benchmark method: L2 holds no code or data)
 //   again     the same kernel relaunched at once (code in L2, perhaps in the SM's caches)
 //   evicted   after a different kernel of the same size ran (code in L2, the SM's instruction
