@@ -35,6 +35,16 @@ __device__ __forceinline__ void prefetch_l2_line(const void* p) {
   asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
 }
 
+// The lines holding `p` and `p + 512` into L2, the second only where `second`: the second
+// address is the first's register plus an immediate, so no instruction rebuilds an address
+// in registers that a prefetch still waits to read (a long scoreboard stall behind a busy
+// load/store unit).
+__device__ __forceinline__ void prefetch_l2_line_and_512(const void* p, bool second) {
+  asm volatile(
+      "{\n\t.reg .pred s;\n\tsetp.ne.b32 s, %1, 0;\n\tprefetch.global.L2 [%0];\n\t@s prefetch.global.L2 [%0+512];\n\t}\n" ::"l"(p),
+      "r"(static_cast<int>(second)));
+}
+
 // `bytes` (a multiple of 16; both addresses 16-byte aligned) global -> shared by the TMA unit,
 // completing as transaction bytes on the mbarrier at shared address `bar`.
 __device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {

@@ -116,6 +116,22 @@ inline constexpr bool kPairConsumerFence = SMLA_SD_PAIR_CONSUMER_FENCE != 0;
 #endif
 template <int kRows>
 inline constexpr bool kPrefetch = SMLA_SD_PREFETCH == 1 || (SMLA_SD_PREFETCH == 2 && kRows != 16);
+// A lane's two L2 lines of a row by one prefetch and the same register plus 512 (gather.cuh,
+// prefetch_l2_line_and_512), in unpaired fp8_ds_mla producers. ncu of V3.2 b128 h64
+// (2026-12-02): 23% of the unpaired producer's stall samples sat on the two instructions after
+// its first prefetch, which rebuilt the second line's address in the first's registers and so
+// waited for the load/store unit to take the first prefetch. Same-call A/B (µs, two reps):
+// V3.2 b128 h64 125.0 -> 123.8, s_q2 h64 240.2 -> 237.7; the pairs level to slower (s_q2 h128
+// 365.5 -> 366.7, h128 188.5 -> 189.2, V4 s_q2 h128 215.1 -> 214.6, V4 h128 112.7 -> 113.1),
+// fp8_model1's unpaired V4 h64 46.9 -> 47.2, so only there. SMLA_SD_PREFETCH_PAIRED=1 (a
+// measurement build): in every packed producer; 0: none.
+#ifndef SMLA_SD_PREFETCH_PAIRED
+#define SMLA_SD_PREFETCH_PAIRED 2
+#endif
+template <int kFmt, bool kPeer>
+inline constexpr bool kPrefetchPaired =
+    SMLA_SD_PREFETCH_PAIRED == 1 ||
+    (SMLA_SD_PREFETCH_PAIRED == 2 && !kPeer && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla));
 
 // 64-row tiles: online softmax with lazy rescaling (online_softmax.cuh, update_max_lazy): O is
 // rescaled only when a row's maximum grows by more than a factor 2^8 (V4 b128 s_q2 h128: 247.7
@@ -811,15 +827,20 @@ inline constexpr int kStagedRow63 =
 template <int kD, int kFmt>
 inline constexpr bool kPersistStaged = SMLA_SD_PERSIST_STAGED != 0 && !serves_dense(kFmt) &&
                                        (64 * kStageRowBytes <= Smem<64, kD>::kQBytes || kStagedRow63<kD> != 0);
-// SMLA_SD_Q_PREFETCH=1 (a measurement build): in persistent 64-row CTAs of packed caches the
-// producer, on starting a unit after the first (the consumers have up to kStages blocks of the
-// previous one left), prefetches that unit's Q rows into L2, so that the consumers' Q load
-// between units (behind the staged rows' copies) reads L2 instead of DRAM.
+// In persistent 64-row CTAs of fp8_model1 the producer, on starting a unit after the first (the
+// consumers have up to kStages blocks of the previous one left), prefetches that unit's Q rows
+// into L2, so that the consumers' Q load between units (behind the staged rows' copies) reads
+// L2 instead of DRAM. Same-call A/Bs (2026-12-02, µs): V4 s_q2 h128 215.3 -> 212.1 (four reps
+// over two calls), V4 h128 113.1 -> 111.6, s_q2 h64 89.1 -> 88.8, fp8_model1 paged prefill h128
+// 2905 -> 2850; in fp8_ds_mla's kernels slower (V3.2 s_q2 h128 366.9 -> 389.7, paged prefill
+// 5614 -> 5885), not profiled. SMLA_SD_Q_PREFETCH (measurement builds): 0 none, 1 every packed
+// format.
 #ifndef SMLA_SD_Q_PREFETCH
-#define SMLA_SD_Q_PREFETCH 0
+#define SMLA_SD_Q_PREFETCH 2
 #endif
 template <int kFmt>
-inline constexpr bool kQPrefetch = SMLA_SD_Q_PREFETCH != 0 && !serves_dense(kFmt) && !bf16_rows(kFmt);
+inline constexpr bool kQPrefetch = !serves_dense(kFmt) && !bf16_rows(kFmt) &&
+                                   (SMLA_SD_Q_PREFETCH == 1 || (SMLA_SD_Q_PREFETCH == 2 && kFmt == static_cast<int>(CacheFormat::fp8_model1)));
 
 // Shared memory of the FP8 tiles (kDenseE4m3Fp8, d_qk 576, 64 rows): Q and three K tiles of
 // e4m3 as nine boxes of 64 rows x 64 bytes each, two V^T tiles (512 value columns x 64 keys),

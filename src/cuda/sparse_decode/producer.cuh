@@ -62,10 +62,17 @@ struct PackedRow<static_cast<int>(CacheFormat::fp8_ds_mla)> {
   __device__ static uint32_t multiplier(const Scales& s, int i) { return bf16_route_multiplier(scale(s, i)); }
   // Lane q of the key's four: two 128-byte lines of the row (together every line it spans; one
   // bulk prefetch per row measured slower: its uniform operands serialize the lanes).
+  template <bool kPaired>
   __device__ static void prefetch_lines(const KeyAddr& a, int q) {
     const uint8_t* r = row(a);
-    prefetch_l2_line(r + q * 128);
-    prefetch_l2_line(r + min((q + 4) * 128, L::bytes_per_token - 1));
+    // 656-byte rows start 16 bytes apart modulo 128, so lanes 0 and 1's second lines (r + 512,
+    // r + 640) hold bytes 512 .. 655.
+    static_assert(L::bytes_per_token == 656, "the paired prefetch's lines");
+    if constexpr (kPaired) prefetch_l2_line_and_512(r + q * 128, q < 2);
+    else {
+      prefetch_l2_line(r + q * 128);
+      prefetch_l2_line(r + min((q + 4) * 128, L::bytes_per_token - 1));
+    }
   }
 };
 
@@ -92,10 +99,16 @@ struct PackedRow<static_cast<int>(CacheFormat::fp8_model1)> {
     const uint32_t b = ((i < 4 ? s.x : s.y) >> (8 * (i & 3))) & 0xffu;
     return ((b + 120u) << 7) * 0x10001u;
   }
+  template <bool kPaired>
   __device__ static void prefetch_lines(const KeyAddr& a, int q) {
     const uint8_t* r = row(a);
-    prefetch_l2_line(r + q * 128);
-    prefetch_l2_line(r + min((q + 4) * 128, L::data_bytes - 1));
+    // 576-byte rows start 0 or 64 bytes into a line, so lane 0's second line holds bytes 512 .. 575.
+    static_assert(L::data_bytes == 576, "the paired prefetch's lines");
+    if constexpr (kPaired) prefetch_l2_line_and_512(r + q * 128, q == 0);
+    else {
+      prefetch_l2_line(r + q * 128);
+      prefetch_l2_line(r + min((q + 4) * 128, L::data_bytes - 1));
+    }
     if (q == 0) prefetch_l2_line(a.page + L::scales_offset(a.page_size, a.off));
   }
 };
@@ -115,6 +128,7 @@ struct PackedRow<static_cast<int>(CacheFormat::fp8_e4m3)> {
   __device__ static float scale(const Scales&, int) { return 1.0f; }
   __device__ static bool bf16_route(const Scales&) { return true; }
   __device__ static uint32_t multiplier(const Scales&, int) { return 0x7b807b80u; }  // 2^120
+  template <bool>
   __device__ static void prefetch_lines(const KeyAddr& a, int q) {
     const uint8_t* r = row(a);
     prefetch_l2_line(r + q * 128);
@@ -339,12 +353,12 @@ __device__ __forceinline__ void rotate_queue(IndexQueue<kDepth>& iq, const AttnP
   iq.v[kDepth - 1] = kb + kDepth < w.kb_end ? load_key_index<kDenseToo>(p, w, pl.pos(kb + kDepth, r)) : -1;
 }
 
-template <int kRows, int kFmt>
+template <int kRows, int kFmt, bool kPaired>
 __device__ __forceinline__ void prefetch_key(const AttnParams& p, const Work& w, const ProducerLane& pl, int r, int kb,
                                              int32_t idx) {
   if (!kPrefetch<kRows> || kb >= w.kb_end) return;
   const KeyAddr a = key_addr(p, w, pl.pos(kb, r), idx);
-  if (a.page) PackedRow<kFmt>::prefetch_lines(a, pl.q);
+  if (a.page) PackedRow<kFmt>::template prefetch_lines<kPaired>(a, pl.q);
 }
 
 // Bytes a pair's peer writes into this CTA's K tile per block: its 32 rows and its 4 ballots.
@@ -384,6 +398,7 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
   constexpr int kD = PackedRow<kFmt>::kD;
   constexpr bool kWide = !kPeer && kRows == 64;  // unpaired 64-row CTAs
   constexpr int kPf = kPeer ? kPairPrefetch : kWide ? kWidePrefetch : 2 + kAhead;
+  constexpr bool kPaired = kPrefetchPaired<kFmt, kPeer>;
   using Round = PackedRound<kFmt>;
   using Queue = IndexQueue<kPeer ? kPairIndexQueue : kWide ? kWideIndexQueue : kIndexQueue>;
   static_assert(kPf < Queue::kSize, "the prefetch's index is in the queue");
@@ -396,7 +411,7 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
   for (int r = 0; r < kRounds; ++r) {
     init_queue<serves_dense(kFmt)>(iq[r], p, w, pl, r);
     if constexpr (!kAloneFirst)
-      for (int d = 0; d < kPf; ++d) prefetch_key<kRows, kFmt>(p, w, pl, r, w.kb_begin + d, iq[r].v[d]);
+      for (int d = 0; d < kPf; ++d) prefetch_key<kRows, kFmt, kPaired>(p, w, pl, r, w.kb_begin + d, iq[r].v[d]);
   }
   Round ra[kRounds], rb[kRounds];
   if constexpr (kAhead == 1) {
@@ -417,7 +432,7 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
     auto ahead = [&] {  // the L2 prefetch of block kb + kPf, the index of block kb + depth
 #pragma unroll
       for (int r = 0; r < kRounds; ++r) {
-        prefetch_key<kRows, kFmt>(p, w, pl, r, kb + kPf, iq[r].v[kPf]);
+        prefetch_key<kRows, kFmt, kPaired>(p, w, pl, r, kb + kPf, iq[r].v[kPf]);
         rotate_queue<serves_dense(kFmt)>(iq[r], p, w, pl, r, kb);
       }
     };
@@ -433,7 +448,7 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
     if constexpr (kFirst) {
 #pragma unroll
       for (int r = 0; r < kRounds; ++r)
-        for (int d = 1; d < kPf; ++d) prefetch_key<kRows, kFmt>(p, w, pl, r, kb + d, iq[r].v[d]);
+        for (int d = 1; d < kPf; ++d) prefetch_key<kRows, kFmt, kPaired>(p, w, pl, r, kb + d, iq[r].v[d]);
       load_next();
       ahead();
     }
