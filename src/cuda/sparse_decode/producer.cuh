@@ -65,8 +65,9 @@ struct PackedRow<static_cast<int>(CacheFormat::fp8_ds_mla)> {
   template <bool kPaired>
   __device__ static void prefetch_lines(const KeyAddr& a, int q) {
     const uint8_t* r = row(a);
-    // 656-byte rows start 16 bytes apart modulo 128, so lanes 0 and 1's second lines (r + 512,
-    // r + 640) hold bytes 512 .. 655.
+    // Paired: in a 16-byte aligned cache a 656-byte row starts a multiple of 16 bytes into a
+    // line, so lanes 0 and 1's second lines (r + 512, r + 640) hold bytes 512 .. 655 (a cache
+    // aligned less only misses a line: a prefetch is a hint, and each address is in the row).
     static_assert(L::bytes_per_token == 656, "the paired prefetch's lines");
     if constexpr (kPaired) prefetch_l2_line_and_512(r + q * 128, q < 2);
     else {
@@ -102,7 +103,8 @@ struct PackedRow<static_cast<int>(CacheFormat::fp8_model1)> {
   template <bool kPaired>
   __device__ static void prefetch_lines(const KeyAddr& a, int q) {
     const uint8_t* r = row(a);
-    // 576-byte rows start 0 or 64 bytes into a line, so lane 0's second line holds bytes 512 .. 575.
+    // Paired: in a 64-byte aligned cache a 576-byte row starts 0 or 64 bytes into a line, so
+    // lane 0's second line holds bytes 512 .. 575.
     static_assert(L::data_bytes == 576, "the paired prefetch's lines");
     if constexpr (kPaired) prefetch_l2_line_and_512(r + q * 128, q == 0);
     else {
