@@ -3,6 +3,7 @@
 # the details page (throughputs, warp states, stalls) and per-SASS-instruction stall samples.
 # Run on the GPU machine after a build: bash bench/ncu_sparse_decode.sh NAME [smla bench flags...]
 #   e.g. bash bench/ncu_sparse_decode.sh h64 --b 128 --s_q 1 --h_q 64
+# Then, anywhere: python3 bench/ncu_roles.py NAME.source.csv (the stall samples role by role).
 set -uo pipefail
 NAME=$1
 shift
