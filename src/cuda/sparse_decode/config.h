@@ -121,8 +121,8 @@ inline constexpr bool kPrefetch = SMLA_SD_PREFETCH == 1 || (SMLA_SD_PREFETCH == 
 // (2026-12-02): 23% of the unpaired producer's stall samples sat on the two instructions after
 // its first prefetch, which rebuilt the second line's address in the first's registers and so
 // waited for the load/store unit to take the first prefetch. Same-call A/B (µs, two reps):
-// V3.2 b128 h64 125.0 -> 123.8, s_q2 h64 240.2 -> 237.7; the pairs level to slower (s_q2 h128
-// 365.5 -> 366.7, h128 188.5 -> 189.2, V4 s_q2 h128 215.1 -> 214.6, V4 h128 112.7 -> 113.1),
+// V3.2 b128 h64 125.0 -> 123.8, s_q2 h64 240.2 -> 237.7; the pairs within 0.4% (s_q2 h128
+// 365.5 -> 366.7, h128 188.5 -> 189.2, V4 s_q2 h128 215.1 -> 214.6, V4 h128 112.7 -> 113.1) and
 // fp8_model1's unpaired V4 h64 46.9 -> 47.2, so only there. SMLA_SD_PREFETCH_PAIRED=1 (a
 // measurement build): in every packed producer; 0: none.
 #ifndef SMLA_SD_PREFETCH_PAIRED
