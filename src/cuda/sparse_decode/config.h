@@ -125,6 +125,15 @@ inline constexpr bool kPrefetch = SMLA_SD_PREFETCH == 1 || (SMLA_SD_PREFETCH == 
 // 365.5 -> 366.7, h128 188.5 -> 189.2, V4 s_q2 h128 215.1 -> 214.6, V4 h128 112.7 -> 113.1) and
 // fp8_model1's unpaired V4 h64 46.9 -> 47.2, so only there. SMLA_SD_PREFETCH_PAIRED=1 (a
 // measurement build): in every packed producer; 0: none.
+// SMLA_SD_INDEX_ROWS=1 (a measurement build, prepared 2026-12-02, not yet timed): make_work
+// keeps the token's two index rows as pointers (Work::idx_main, idx_extra), so a key's index
+// load is a select, an add and the load. Without it each load rebuilds its row's address from
+// the request and token strides (~25 instructions of the unpaired producer's ~576 a block and
+// warp in the SASS of V3.2 b128 h64), which ptxas recomputes rather than hold the 64-bit products.
+#ifndef SMLA_SD_INDEX_ROWS
+#define SMLA_SD_INDEX_ROWS 0
+#endif
+inline constexpr bool kIndexRows = SMLA_SD_INDEX_ROWS != 0;
 #ifndef SMLA_SD_PREFETCH_PAIRED
 #define SMLA_SD_PREFETCH_PAIRED 2
 #endif

@@ -17,7 +17,26 @@
 
 namespace smla::cuda::sparse_decode_family {
 
-struct Work {
+// config.h kIndexRows: the token's index rows (sparse only; extra: nullptr without the set).
+// Members only in that build, so that no other build's Work changes.
+struct IndexRowsOff {
+  __device__ void set(const AttnParams&, int, int) {}
+  __device__ int32_t load(int, int) const { return -1; }
+};
+struct IndexRowsOn {
+  const int32_t* idx_main = nullptr;
+  const int32_t* idx_extra = nullptr;
+  __device__ void set(const AttnParams& p, int req, int t) {
+    idx_main = p.main.indices + req * p.main.idx_sb + t * p.main.idx_st;
+    idx_extra = p.has_extra ? p.extra.indices + req * p.extra.idx_sb + t * p.extra.idx_st : nullptr;
+  }
+  // Key v's index (v below the list's total length: then v >= len_main means the extra set).
+  __device__ int32_t load(int v, int len_main) const {
+    return v < len_main ? __ldg(idx_main + v) : __ldg(idx_extra + (v - len_main));
+  }
+};
+
+struct Work : std::conditional_t<kIndexRows, IndexRowsOn, IndexRowsOff> {
   int req = 0, t = 0;             // request, query token
   int split_slot = 0;             // row block of the split-KV partials (the unit's grid x)
   int n_splits = 1;
@@ -61,6 +80,7 @@ __device__ __forceinline__ void set_lengths(const AttnParams& p, Work& w) {
   }
   w.len_main = sparse_len(p.main, w.req);
   w.len_total = w.len_main + (p.has_extra ? sparse_len(p.extra, w.req) : 0);
+  w.set(p, w.req, w.t);
 }
 
 // Dense decode, one CTA per grid position (OwnBlock), grids of two waves or more
@@ -128,6 +148,7 @@ __device__ __forceinline__ int32_t load_key_index(const AttnParams& p, const Wor
   if (v >= w.len_total) return -1;
   if constexpr (kNoIndexLoads) return v;  // experiment (config.h): no index loads
   if (kDenseToo && p.dense) return dense_slot(p, w, v);
+  if constexpr (kIndexRows) return w.load(v, w.len_main);
   if (v < w.len_main) return __ldg(p.main.indices + w.req * p.main.idx_sb + w.t * p.main.idx_st + v);
   return __ldg(p.extra.indices + w.req * p.extra.idx_sb + w.t * p.extra.idx_st + (v - w.len_main));
 }
