@@ -1,8 +1,8 @@
 // Decode context parallelism across ranks (SPEC §3, §4.6): every rank attends over its shard of
 // the cache for all heads (sparse_decode or dense_decode with the local lengths and slots of
 // smla/metadata.h), then the partial results are combined as engines do: an all-gather of the
-// LSEs and a reduce-scatter of the rescaled outputs over the head dimension. The sink is
-// applied once, after the merge.
+// LSEs and a reduce-scatter of the rescaled outputs over the head dimension, or one all-to-all
+// of each rank's heads and a local merge. The sink is applied once, after the merge.
 #pragma once
 
 #include <cstddef>
@@ -28,9 +28,17 @@ struct DcpRescaleArgs {
 };
 void dcp_rescale(const DcpRescaleArgs& args, const Exec& exec = {});
 
+// How dcp_combine moves the partials (the two ways engines do):
+//   reduce_scatter: ncclAllGather of lse_local, dcp_rescale, ncclReduceScatter (sum) of the
+//     float32 rescaled partials into out;
+//   all_to_all: every rank sends each rank its heads of out_local (in out_local's dtype) with
+//     their LSEs by ncclSend / ncclRecv in one group, then merge_states of the N received parts
+//     (for a bf16 partial a quarter of reduce_scatter's bytes; smla.dcp_combine's default).
+enum class DcpCombineMethod : uint8_t { reduce_scatter, all_to_all };
+
 // The whole combine on the caller's NCCL communicator (an ncclComm_t, passed as a pointer so
-// this header needs no NCCL) and exec.stream: ncclAllGather of lse_local, dcp_rescale,
-// ncclReduceScatter (sum) into out. CUDA tensors only; workspace from the size query.
+// this header needs no NCCL) and exec.stream, by `method`. CUDA tensors only; workspace from the
+// size query (it depends on the method).
 struct DcpCombineArgs {
   TensorView out_local;  // [T, h, d_v] float32 or bf16, last dim packed
   TensorView lse_local;  // [T, h] float32, packed
@@ -39,6 +47,7 @@ struct DcpCombineArgs {
   int rank = 0;          // this rank in the communicator
   TensorView out;        // [T, h / N, d_v] float32, packed
   TensorView lse;        // [T, h / N] float32
+  DcpCombineMethod method = DcpCombineMethod::reduce_scatter;
 };
 size_t dcp_combine_workspace_size(const DcpCombineArgs& args);
 void dcp_combine(const DcpCombineArgs& args, void* nccl_comm, const Exec& exec);

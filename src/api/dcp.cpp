@@ -45,6 +45,9 @@ void validate(const DcpRescaleArgs& a) {
 }
 
 void validate(const DcpCombineArgs& a) {
+  detail::check_value("method",
+                      a.method == DcpCombineMethod::reduce_scatter || a.method == DcpCombineMethod::all_to_all,
+                      "reduce_scatter or all_to_all", std::to_string(static_cast<int>(a.method)));
   detail::check_value("world", a.world >= 1, "at least 1", std::to_string(a.world));
   detail::check_value("rank", a.rank >= 0 && a.rank < a.world, "between 0 and " + std::to_string(a.world - 1),
                       std::to_string(a.rank));

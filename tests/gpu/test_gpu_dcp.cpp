@@ -313,7 +313,15 @@ TEST(GpuDcp, RescaleMatchesCpu) {
 }
 
 #if SMLA_WITH_NCCL
-TEST(GpuDcp, CombineOverOneRankCommunicator) {
+// Both methods of dcp_combine (smla/dcp.h).
+class GpuDcpMethod : public ::testing::TestWithParam<DcpCombineMethod> {};
+INSTANTIATE_TEST_SUITE_P(Methods, GpuDcpMethod,
+                         ::testing::Values(DcpCombineMethod::reduce_scatter, DcpCombineMethod::all_to_all),
+                         [](const auto& info) {
+                           return std::string(info.param == DcpCombineMethod::all_to_all ? "AllToAll" : "ReduceScatter");
+                         });
+
+TEST_P(GpuDcpMethod, CombineOverOneRankCommunicator) {
   ncclComm_t comm;
   int dev = 0;
   ASSERT_EQ(ncclCommInitAll(&comm, 1, &dev), ncclSuccess);
@@ -337,6 +345,7 @@ TEST(GpuDcp, CombineOverOneRankCommunicator) {
   a.attn_sink = make_view(d_sink.ptr, DType::f32, {h}, cuda_device(0));
   a.out = make_view(d_out.ptr, DType::f32, {T, h, d_v}, cuda_device(0));
   a.lse = make_view(d_lse.ptr, DType::f32, {T, h}, cuda_device(0));
+  a.method = GetParam();
   DeviceBuffer ws(dcp_combine_workspace_size(a));
   dcp_combine(a, comm, {nullptr, {ws.ptr, ws.bytes}});
   GPU_CHECK(cudaDeviceSynchronize());
@@ -347,7 +356,7 @@ TEST(GpuDcp, CombineOverOneRankCommunicator) {
 
 // Two GPUs, one thread per rank on communicators from ncclCommInitAll: every rank's combined
 // heads must equal the merge of both partials computed here (dcp_rescale on the CPU, summed).
-TEST(GpuDcp, CombineAcrossTwoGpus) {
+TEST_P(GpuDcpMethod, CombineAcrossTwoGpus) {
   int count = 0;
   cudaGetDeviceCount(&count);
   if (count < 2) GTEST_SKIP() << "needs 2 GPUs, this machine has " << count;
@@ -392,6 +401,7 @@ TEST(GpuDcp, CombineAcrossTwoGpus) {
       a.rank = r;
       a.out = make_view(d_out.ptr, DType::f32, {T, hr, d_v}, cuda_device(r));
       a.lse = make_view(d_lse.ptr, DType::f32, {T, hr}, cuda_device(r));
+      a.method = GetParam();
       DeviceBuffer ws(dcp_combine_workspace_size(a));
       try {
         dcp_combine(a, comms[r], {nullptr, {ws.ptr, ws.bytes}});
