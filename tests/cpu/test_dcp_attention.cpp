@@ -210,6 +210,9 @@ TEST(DcpCombine, RejectsHostTensorsAndBadRanks) {
   b = a;
   b.world = 0;
   tu::expect_error([&] { dcp_combine(b, &fake_comm, {}); }, {"world", "at least 1", "got 0"});
+  b = a;
+  b.method = static_cast<DcpCombineMethod>(7);
+  tu::expect_error([&] { dcp_combine(b, &fake_comm, {}); }, {"method", "reduce_scatter or all_to_all", "got 7"});
   EXPECT_EQ(tu::snapshot(out), before);
 }
 
