@@ -44,7 +44,7 @@ struct A2aLayout {
 // LSE (lse_local is packed). 16-byte pieces where row and message allow, else 2-byte ones.
 __global__ void pack_a2a_kernel(const uint8_t* out_local, int64_t stride_t, int64_t stride_h, const float* lse_local,
                                 uint8_t* send, int64_t h, int64_t hr, int64_t row_bytes, int64_t lse_at,
-                                int64_t message, int64_t T) {
+                                int64_t message) {
   const int64_t row = blockIdx.x, t = row / h, head = row % h, d = head / hr, j = head % hr;
   const uint8_t* src = out_local + t * stride_t + head * stride_h;
   uint8_t* dst = send + d * message + (t * hr + j) * row_bytes;
@@ -70,7 +70,7 @@ void combine_all_to_all(const DcpCombineArgs& a, ncclComm_t comm, const Exec& ex
   pack_a2a_kernel<<<static_cast<unsigned>(L.T * h), 64, 0, stream>>>(
       static_cast<const uint8_t*>(a.out_local.data), a.out_local.stride[0] * elt, a.out_local.stride[1] * elt,
       static_cast<const float*>(a.lse_local.data), send, h, L.hr, L.d_v * elt, static_cast<int64_t>(L.lse_at),
-      static_cast<int64_t>(L.message), L.T);
+      static_cast<int64_t>(L.message));
   SMLA_CUDA_CHECK_LAUNCH();
   nccl_check(ncclGroupStart(), "ncclGroupStart");
   for (int peer = 0; peer < a.world; ++peer) {
