@@ -125,6 +125,13 @@ inline constexpr bool kPrefetch = SMLA_SD_PREFETCH == 1 || (SMLA_SD_PREFETCH == 
 // 365.5 -> 366.7, h128 188.5 -> 189.2, V4 s_q2 h128 215.1 -> 214.6, V4 h128 112.7 -> 113.1) and
 // fp8_model1's unpaired V4 h64 46.9 -> 47.2, so only there. SMLA_SD_PREFETCH_PAIRED=1 (a
 // measurement build): in every packed producer; 0: none.
+#ifndef SMLA_SD_PREFETCH_PAIRED
+#define SMLA_SD_PREFETCH_PAIRED 2
+#endif
+template <int kFmt, bool kPeer>
+inline constexpr bool kPrefetchPaired =
+    SMLA_SD_PREFETCH_PAIRED == 1 ||
+    (SMLA_SD_PREFETCH_PAIRED == 2 && !kPeer && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla));
 // SMLA_SD_INDEX_ROWS=1 (a measurement build, prepared 2026-12-02, not yet timed): make_work
 // keeps the token's two index rows as pointers (Work::idx_main, idx_extra), so a key's index
 // load is a select, an add and the load. Without it each load rebuilds its row's address from
@@ -134,13 +141,6 @@ inline constexpr bool kPrefetch = SMLA_SD_PREFETCH == 1 || (SMLA_SD_PREFETCH == 
 #define SMLA_SD_INDEX_ROWS 0
 #endif
 inline constexpr bool kIndexRows = SMLA_SD_INDEX_ROWS != 0;
-#ifndef SMLA_SD_PREFETCH_PAIRED
-#define SMLA_SD_PREFETCH_PAIRED 2
-#endif
-template <int kFmt, bool kPeer>
-inline constexpr bool kPrefetchPaired =
-    SMLA_SD_PREFETCH_PAIRED == 1 ||
-    (SMLA_SD_PREFETCH_PAIRED == 2 && !kPeer && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla));
 
 // 64-row tiles: online softmax with lazy rescaling (online_softmax.cuh, update_max_lazy): O is
 // rescaled only when a row's maximum grows by more than a factor 2^8 (V4 b128 s_q2 h128: 247.7

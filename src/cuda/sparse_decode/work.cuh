@@ -17,8 +17,14 @@
 
 namespace smla::cuda::sparse_decode_family {
 
+// Token t of request req's index row in key set ks (its first index).
+__device__ __forceinline__ const int32_t* index_row(const KeySetParams& ks, int req, int t) {
+  return ks.indices + req * ks.idx_sb + t * ks.idx_st;
+}
+
 // config.h kIndexRows: the token's index rows (sparse only; extra: nullptr without the set).
-// Members only in that build, so that no other build's Work changes.
+// Members only in that build, so that no other build's Work changes. (IndexRowsOff::load is
+// never called; load_key_index names it in a branch compiled only with kIndexRows.)
 struct IndexRowsOff {
   __device__ void set(const AttnParams&, int, int) {}
   __device__ int32_t load(int, int) const { return -1; }
@@ -27,8 +33,8 @@ struct IndexRowsOn {
   const int32_t* idx_main = nullptr;
   const int32_t* idx_extra = nullptr;
   __device__ void set(const AttnParams& p, int req, int t) {
-    idx_main = p.main.indices + req * p.main.idx_sb + t * p.main.idx_st;
-    idx_extra = p.has_extra ? p.extra.indices + req * p.extra.idx_sb + t * p.extra.idx_st : nullptr;
+    idx_main = index_row(p.main, req, t);
+    idx_extra = p.has_extra ? index_row(p.extra, req, t) : nullptr;
   }
   // Key v's index (v below the list's total length: then v >= len_main means the extra set).
   __device__ int32_t load(int v, int len_main) const {
@@ -149,8 +155,8 @@ __device__ __forceinline__ int32_t load_key_index(const AttnParams& p, const Wor
   if constexpr (kNoIndexLoads) return v;  // experiment (config.h): no index loads
   if (kDenseToo && p.dense) return dense_slot(p, w, v);
   if constexpr (kIndexRows) return w.load(v, w.len_main);
-  if (v < w.len_main) return __ldg(p.main.indices + w.req * p.main.idx_sb + w.t * p.main.idx_st + v);
-  return __ldg(p.extra.indices + w.req * p.extra.idx_sb + w.t * p.extra.idx_st + (v - w.len_main));
+  if (v < w.len_main) return __ldg(index_row(p.main, w.req, w.t) + v);
+  return __ldg(index_row(p.extra, w.req, w.t) + (v - w.len_main));
 }
 
 // Where key v's bytes are: its page and the token's offset in it, or page == nullptr when the
