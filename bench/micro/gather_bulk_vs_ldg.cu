@@ -15,7 +15,7 @@
 //   4 as 2 with a ring of 2, 5 with a ring of 1
 //   6, 7 ring slots of half a block (32 rows), 2 or 3 of them, converted and stored
 // Build and run on the GPU machine:
-//   nvcc -O3 -std=c++17 -arch=sm_90a -I src bench/micro/gather_bulk_vs_ldg.cu -o gather_bench && ./gather_bench
+//   nvcc -O3 -std=c++17 -arch=sm_90a -I src -I include bench/micro/gather_bulk_vs_ldg.cu -o gather_bench && ./gather_bench
 // Prints one JSON line per way: row bytes per second and ns per block per SM (median of 7).
 #include <cuda_runtime.h>
 
@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "cuda/common/barriers.cuh"
+#include "cuda/common/cuda_check.h"
 #include "cuda/common/fp8.cuh"
 #include "cuda/common/gather.cuh"
 
@@ -46,14 +47,6 @@ constexpr int kSmem = kTileBytes + kMaxRing * kBlockBytes + 64;
 constexpr int kBlocks = 256;
 constexpr int64_t kCacheRows = 128LL * 32768;  // b128's cache: 2.75 GB
 
-#define CHECK(x)                                                                            \
-  do {                                                                                      \
-    cudaError_t e_ = (x);                                                                   \
-    if (e_ != cudaSuccess) {                                                                \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));        \
-      std::exit(1);                                                                         \
-    }                                                                                       \
-  } while (0)
 
 // A thread's share of a key row, as the producer holds it: a quarter of each 64-byte chunk.
 struct Share {
@@ -227,18 +220,18 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::string_view(argv[i]) == "--way") only = std::atoi(argv[i + 1]);
   int sms = 0;
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  SMLA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   uint8_t* cache = nullptr;
-  CHECK(cudaMalloc(&cache, kCacheRows * kRowBytes));
-  CHECK(cudaMemset(cache, 0x11, kCacheRows * kRowBytes));
+  SMLA_CUDA_CHECK(cudaMalloc(&cache, kCacheRows * kRowBytes));
+  SMLA_CUDA_CHECK(cudaMemset(cache, 0x11, kCacheRows * kRowBytes));
   std::vector<int> h(static_cast<size_t>(sms) * kBlocks * kKeys);
   std::mt19937_64 rng(7);
   for (auto& v : h) v = static_cast<int>(rng() % kCacheRows);
   int* slots = nullptr;
   uint32_t* sink = nullptr;
-  CHECK(cudaMalloc(&slots, h.size() * sizeof(int)));
-  CHECK(cudaMalloc(&sink, sms * sizeof(uint32_t)));
-  CHECK(cudaMemcpy(slots, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
+  SMLA_CUDA_CHECK(cudaMalloc(&slots, h.size() * sizeof(int)));
+  SMLA_CUDA_CHECK(cudaMalloc(&sink, sms * sizeof(uint32_t)));
+  SMLA_CUDA_CHECK(cudaMemcpy(slots, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
   using Kernel = void (*)(const uint8_t*, const int*, uint32_t*);
   const Kernel ways[] = {ldg_kernel<true>,       ldg_kernel<false>,      bulk_kernel<true, 3>, bulk_kernel<false, 3>,
                          bulk_kernel<true, 2>,    bulk_kernel<true, 1>,   bulk_half_kernel<2>,  bulk_half_kernel<3>};
@@ -250,21 +243,21 @@ int main(int argc, char** argv) {
                         "bulk copies, ring of 3 half blocks (63 KB), converted + stored"};
   constexpr int kWays = sizeof(ways) / sizeof(ways[0]);
   cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
+  SMLA_CUDA_CHECK(cudaEventCreate(&e0));
+  SMLA_CUDA_CHECK(cudaEventCreate(&e1));
   for (int w = 0; w < kWays; ++w) {
     if (only >= 0 && w != only) continue;
-    CHECK(cudaFuncSetAttribute(ways[w], cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    SMLA_CUDA_CHECK(cudaFuncSetAttribute(ways[w], cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     std::vector<float> ms;
     for (int rep = 0; rep < 8; ++rep) {
-      CHECK(cudaMemset(cache, 0x11, 512 << 20));  // flush L2 between runs
-      CHECK(cudaEventRecord(e0));
+      SMLA_CUDA_CHECK(cudaMemset(cache, 0x11, 512 << 20));  // flush L2 between runs
+      SMLA_CUDA_CHECK(cudaEventRecord(e0));
       ways[w]<<<sms, kThreads, kSmem>>>(cache, slots, sink);
-      CHECK(cudaEventRecord(e1));
-      CHECK(cudaEventSynchronize(e1));
-      CHECK(cudaGetLastError());
+      SMLA_CUDA_CHECK(cudaEventRecord(e1));
+      SMLA_CUDA_CHECK(cudaEventSynchronize(e1));
+      SMLA_CUDA_CHECK(cudaGetLastError());
       float m = 0;
-      CHECK(cudaEventElapsedTime(&m, e0, e1));
+      SMLA_CUDA_CHECK(cudaEventElapsedTime(&m, e0, e1));
       if (rep > 0) ms.push_back(m);
     }
     std::sort(ms.begin(), ms.end());

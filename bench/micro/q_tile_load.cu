@@ -18,7 +18,7 @@
 // has Q; the kernel is also timed by events. L2 cold (a 512 MB memset before every launch) and
 // warm (the same launch repeated).
 // Build and run on the GPU machine (the driver API for the tensor map: -lcuda):
-//   nvcc -O3 -std=c++20 -arch=sm_90a -I src bench/micro/q_tile_load.cu -lcuda -o q_tile_load && ./q_tile_load
+//   nvcc -O3 -std=c++20 -arch=sm_90a -I src -I include bench/micro/q_tile_load.cu -lcuda -o q_tile_load && ./q_tile_load
 // Prints one JSON line per (way, grid, L2): medians over 9 launches of the CTAs' median and
 // largest ns from entry to Q, and of the kernel's time.
 #include <cuda.h>
@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "cuda/common/barriers.cuh"
+#include "cuda/common/cuda_check.h"
 #include "cuda/common/gather.cuh"
 #include "cuda/common/wgmma.cuh"
 
@@ -45,14 +46,6 @@ constexpr int kTileBytes = kRows * kRowBytes;  // 73,728
 constexpr int kThreads = 384, kConsumers = 256;
 constexpr int kSmem = kTileBytes + 1024 + 64;  // the tile (1024-aligned for the swizzle), the mbarrier
 
-#define CHECK(x)                                                                            \
-  do {                                                                                      \
-    cudaError_t e_ = (x);                                                                   \
-    if (e_ != cudaSuccess) {                                                                \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));        \
-      std::exit(1);                                                                         \
-    }                                                                                       \
-  } while (0)
 
 // The family's core-matrix offset of row r's 16-byte chunk ch (config.h tile_offset).
 __device__ __forceinline__ int core_offset(int r, int ch) { return (r >> 3) * 16 * kD + ch * 128 + (r & 7) * 16; }
@@ -166,35 +159,35 @@ int main(int argc, char** argv) {
   uint32_t *ns = nullptr, *sink = nullptr;
   void* flush = nullptr;
   const size_t flush_bytes = 512u << 20;
-  CHECK(cudaMalloc(&q, static_cast<size_t>(max_grid) * kTileBytes));
-  CHECK(cudaMalloc(&ns, max_grid * sizeof(uint32_t)));
-  CHECK(cudaMalloc(&sink, sizeof(uint32_t)));
-  CHECK(cudaMalloc(&flush, flush_bytes));
-  CHECK(cudaMemset(q, 0x3c, static_cast<size_t>(max_grid) * kTileBytes));  // bf16 1.17: finite values
+  SMLA_CUDA_CHECK(cudaMalloc(&q, static_cast<size_t>(max_grid) * kTileBytes));
+  SMLA_CUDA_CHECK(cudaMalloc(&ns, max_grid * sizeof(uint32_t)));
+  SMLA_CUDA_CHECK(cudaMalloc(&sink, sizeof(uint32_t)));
+  SMLA_CUDA_CHECK(cudaMalloc(&flush, flush_bytes));
+  SMLA_CUDA_CHECK(cudaMemset(q, 0x3c, static_cast<size_t>(max_grid) * kTileBytes));  // bf16 1.17: finite values
   cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
+  SMLA_CUDA_CHECK(cudaEventCreate(&e0));
+  SMLA_CUDA_CHECK(cudaEventCreate(&e1));
   for (int way = 0; way < 4; ++way) {
     if (only >= 0 && way != only) continue;
     Kernel k = kernel_for(way);
-    CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    SMLA_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     for (int grid : grids) {
       const CUtensorMap map = q_map(q, grid);
       for (int cold = 1; cold >= 0; --cold) {
         std::vector<uint32_t> med, mx;
         std::vector<float> kernel_us;
         for (int rep = 0; rep < 10; ++rep) {
-          if (cold) CHECK(cudaMemset(flush, rep & 0xff, flush_bytes));
-          CHECK(cudaEventRecord(e0));
+          if (cold) SMLA_CUDA_CHECK(cudaMemset(flush, rep & 0xff, flush_bytes));
+          SMLA_CUDA_CHECK(cudaEventRecord(e0));
           k<<<grid, kThreads, kSmem>>>(q, map, ns, sink);
-          CHECK(cudaEventRecord(e1));
-          CHECK(cudaEventSynchronize(e1));
-          CHECK(cudaGetLastError());
+          SMLA_CUDA_CHECK(cudaEventRecord(e1));
+          SMLA_CUDA_CHECK(cudaEventSynchronize(e1));
+          SMLA_CUDA_CHECK(cudaGetLastError());
           if (rep == 0) continue;  // the first launch loads the code
           float ms = 0.f;
-          CHECK(cudaEventElapsedTime(&ms, e0, e1));
+          SMLA_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
           std::vector<uint32_t> h(grid);
-          CHECK(cudaMemcpy(h.data(), ns, grid * sizeof(uint32_t), cudaMemcpyDeviceToHost));
+          SMLA_CUDA_CHECK(cudaMemcpy(h.data(), ns, grid * sizeof(uint32_t), cudaMemcpyDeviceToHost));
           med.push_back(median(h));
           mx.push_back(*std::max_element(h.begin(), h.end()));
           kernel_us.push_back(ms * 1000.f);
