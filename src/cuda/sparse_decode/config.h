@@ -132,15 +132,25 @@ template <int kFmt, bool kPeer>
 inline constexpr bool kPrefetchPaired =
     SMLA_SD_PREFETCH_PAIRED == 1 ||
     (SMLA_SD_PREFETCH_PAIRED == 2 && !kPeer && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla));
-// SMLA_SD_INDEX_ROWS=1 (a measurement build, prepared 2026-12-02, not yet timed): make_work
-// keeps the token's two index rows as pointers (Work::idx_main, idx_extra), so a key's index
-// load is a select, an add and the load. Without it each load rebuilds its row's address from
-// the request and token strides (~25 instructions of the unpaired producer's ~576 a block and
-// warp in the SASS of V3.2 b128 h64), which ptxas recomputes rather than hold the 64-bit products.
+// SMLA_SD_INDEX_ROWS (default 2): make_work keeps the token's two index rows as pointers
+// (Work::idx_main, idx_extra), so a key's index load is a select, an add and the load. Without
+// them each load rebuilds its row's address from the request and token strides (~25
+// instructions of the unpaired producer's ~576 a block and warp in the SASS of V3.2 b128 h64),
+// which ptxas recomputes rather than hold the 64-bit products. 2: only the kernels that serve
+// sparse decode alone (fp8_ds_mla, fp8_model1: load_key_index<kDenseToo = false>); 1 (a
+// measurement build): every kernel; 0: none. Same-call A/B of 1 against 0 (2026-12-02, µs,
+// --seed 7, two reps): V3.2 b128 h32 89.2 / 89.3 -> 88.0 / 88.3, V4 s_q2 h128 211.4 / 211.5 ->
+// 210.8 / 210.6, V4 h128 111.6 / 112.0 -> 111.4 / 111.4; h64, h16, s_q2 h128 and paged prefill
+// h128 level (123.2 / 123.2 -> 123.2 / 123.1, 69.0 / 69.3 -> 69.3 / 69.1, 364.8 / 364.8 -> 365.3 /
+// 365.7, 5541 -> 5534). The dense-serving kernels were not timed with it, so they keep the
+// old load (2 leaves their SASS as it was).
 #ifndef SMLA_SD_INDEX_ROWS
-#define SMLA_SD_INDEX_ROWS 0
+#define SMLA_SD_INDEX_ROWS 2
 #endif
 inline constexpr bool kIndexRows = SMLA_SD_INDEX_ROWS != 0;
+// Whether a kernel's load_key_index reads the index rows kept in Work.
+template <bool kDenseToo>
+inline constexpr bool kIndexRowsIn = SMLA_SD_INDEX_ROWS == 1 || (SMLA_SD_INDEX_ROWS == 2 && !kDenseToo);
 
 // 64-row tiles: online softmax with lazy rescaling (online_softmax.cuh, update_max_lazy): O is
 // rescaled only when a row's maximum grows by more than a factor 2^8 (V4 b128 s_q2 h128: 247.7

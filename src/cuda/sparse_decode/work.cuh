@@ -23,15 +23,17 @@ __device__ __forceinline__ const int32_t* index_row(const KeySetParams& ks, int 
 }
 
 // config.h kIndexRows: the token's index rows (sparse only; extra: nullptr without the set).
-// Members only in that build, so that no other build's Work changes. (IndexRowsOff::load is
-// never called; load_key_index names it in a branch compiled only with kIndexRows.)
+// Members only in builds that use them, so that the build without them keeps its Work.
+// (IndexRowsOff::load is never called; load_key_index names it in a branch compiled only with
+// kIndexRowsIn.) Kernels that do not read them leave them unused, and ptxas drops them.
 struct IndexRowsOff {
   __device__ void set(const AttnParams&, int, int) {}
   __device__ int32_t load(int, int) const { return -1; }
 };
 struct IndexRowsOn {
-  const int32_t* idx_main = nullptr;
-  const int32_t* idx_extra = nullptr;
+  const int32_t* idx_main;  // set by set() wherever load() is used (no initializer: the kernels that never
+                            // read them keep their SASS)
+  const int32_t* idx_extra;
   __device__ void set(const AttnParams& p, int req, int t) {
     idx_main = index_row(p.main, req, t);
     idx_extra = p.has_extra ? index_row(p.extra, req, t) : nullptr;
@@ -86,7 +88,7 @@ __device__ __forceinline__ void set_lengths(const AttnParams& p, Work& w) {
   }
   w.len_main = sparse_len(p.main, w.req);
   w.len_total = w.len_main + (p.has_extra ? sparse_len(p.extra, w.req) : 0);
-  w.set(p, w.req, w.t);
+  if constexpr (kIndexRowsIn<kDenseToo>) w.set(p, w.req, w.t);
 }
 
 // Dense decode, one CTA per grid position (OwnBlock), grids of two waves or more
@@ -154,7 +156,7 @@ __device__ __forceinline__ int32_t load_key_index(const AttnParams& p, const Wor
   if (v >= w.len_total) return -1;
   if constexpr (kNoIndexLoads) return v;  // experiment (config.h): no index loads
   if (kDenseToo && p.dense) return dense_slot(p, w, v);
-  if constexpr (kIndexRows) return w.load(v, w.len_main);
+  if constexpr (kIndexRowsIn<kDenseToo>) return w.load(v, w.len_main);
   if (v < w.len_main) return __ldg(index_row(p.main, w.req, w.t) + v);
   return __ldg(index_row(p.extra, w.req, w.t) + (v - w.len_main));
 }
