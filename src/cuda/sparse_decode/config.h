@@ -151,6 +151,13 @@ inline constexpr bool kIndexRows = SMLA_SD_INDEX_ROWS != 0;
 // Whether a kernel's load_key_index reads the index rows kept in Work.
 template <bool kDenseToo>
 inline constexpr bool kIndexRowsIn = SMLA_SD_INDEX_ROWS == 1 || (SMLA_SD_INDEX_ROWS == 2 && !kDenseToo);
+// SMLA_SD_WORK_NO_INIT=1 (a measurement build): Work's index-row members without their
+// initializers, as e6c9089 shipped them. The fp8_ds_mla pair kernels compile 16 instructions
+// shorter and ran 4.5-7.5% slower (2026-12-02: V3.2 b128 s_q2 h128 394.3 µs against 369.4, h128
+// 203.9 against 189.6, paged prefill h128 5897 against 5645): kept to compare the two in ncu.
+#ifndef SMLA_SD_WORK_NO_INIT
+#define SMLA_SD_WORK_NO_INIT 0
+#endif
 
 // 64-row tiles: online softmax with lazy rescaling (online_softmax.cuh, update_max_lazy): O is
 // rescaled only when a row's maximum grows by more than a factor 2^8 (V4 b128 s_q2 h128: 247.7
@@ -401,7 +408,9 @@ inline constexpr bool kBf16Route =
 // block ahead) hold 4: 6 measured slower there (V3.2 h64 132.4 -> 134.3, s_q2 h64 236.5 -> 239.5).
 // SMLA_SD_PAIR_QUEUE (a measurement build): the pairs' depth; SMLA_SD_PAIR_PREFETCH: how many
 // blocks ahead of the one being stored a pair's producer prefetches rows into L2 (at most
-// depth - 1).
+// depth - 1). On V4 (2026-12-02, same call, two reps, µs; default V4 s_q2 h128 211.4 / 211.5,
+// V4 h128 111.6 / 112.0): distance 2 217.5 / 218.7 and 114.5 / 114.8; depth 7 with distance 4
+// 212.0 / 212.5 and 112.0 / 112.0. The V3.2 pairs level with both.
 #ifndef SMLA_SD_PAIR_QUEUE
 #define SMLA_SD_PAIR_QUEUE 6
 #endif

@@ -31,10 +31,13 @@ struct IndexRowsOff {
   __device__ int32_t load(int, int) const { return -1; }
 };
 struct IndexRowsOn {
-  // (Without these initializers the pair kernels of fp8_ds_mla compile 8-48 instructions
-  // shorter and ran 7.5% slower: V3.2 b128 s_q2 h128 394.3 µs, h128 203.9, 2026-12-02.)
+#if SMLA_SD_WORK_NO_INIT
+  const int32_t* idx_main;
+  const int32_t* idx_extra;
+#else  // the initializers keep the pair kernels at their measured speed (config.h SMLA_SD_WORK_NO_INIT)
   const int32_t* idx_main = nullptr;
   const int32_t* idx_extra = nullptr;
+#endif
   __device__ void set(const AttnParams& p, int req, int t) {
     idx_main = index_row(p.main, req, t);
     idx_extra = p.has_extra ? index_row(p.extra, req, t) : nullptr;
