@@ -754,6 +754,19 @@ constexpr bool serves_dense(int fmt) {
 template <int kFmt, bool kLogits>
 inline constexpr bool kStagedEnds = (!kLogits && !serves_dense(kFmt)) ||
                                     (SMLA_SD_BF16_TUNED != 0 && kFmt == static_cast<int>(CacheFormat::bf16));
+// SMLA_SD_Q_TMA=1 (a measurement build, prepared 2026-12-02, not yet timed): the one-unit 64-row
+// CTAs of sparse decode from packed rows (kStagedEnds, not the bf16-row kernel) take Q by the TMA
+// unit: nine (d512: eight) boxes of 64 columns x 64 rows in the 128-byte swizzle over a tensor
+// map of q (AttnParams::q_map, built by the launch), completing on one mbarrier (Smem::q_bar);
+// WG0's QK^T reads Q with the swizzled descriptor. Where the launch cannot build the map (q's
+// strides not multiples of 16 bytes), cp.async writes the same swizzled layout. The Q micro
+// (bench/micro/q_tile_load.cu, 2026-12-02): TMA 3.9 µs against cp.async 5.1 from DRAM at 128
+// CTAs, 0.9 against 2.7 from L2 at 64. Predicted: b = 1 -1 to -2 µs, b128 h64 -0.5 to -1.
+#ifndef SMLA_SD_Q_TMA
+#define SMLA_SD_Q_TMA 0
+#endif
+template <int kFmt, bool kLogits>
+inline constexpr bool kQTma = SMLA_SD_Q_TMA != 0 && kStagedEnds<kFmt, kLogits> && !bf16_rows(kFmt);
 constexpr bool has_persistent(int rows, int fmt) {
   return rows == 64 && fmt != kDenseE4m3Fp8 &&
          (!bf16_rows(fmt) || (kBf16Persistent && fmt == static_cast<int>(CacheFormat::bf16)));
@@ -820,7 +833,9 @@ struct Smem {
   static constexpr size_t alt_m = alt_bars + (2 * kStages + 1) * 8;
   static constexpr size_t alt_l = alt_m + 64 * 4;
   static constexpr size_t alt_top = alt_l + 2 * 64 * 4;
-  static constexpr size_t bytes = kRaw ? raw + kSlots * kRawBlockBytes : (kWide ? alt_top + 2 * 64 * 4 : aux + 8);
+  // SMLA_SD_Q_TMA: uint64 q_bar, Q's mbarrier (one-unit 64-row CTAs, config.h kQTma).
+  static constexpr size_t q_bar = kWide ? alt_top + 2 * 64 * 4 : aux + 8;
+  static constexpr size_t bytes = kRaw ? raw + kSlots * kRawBlockBytes : q_bar + (SMLA_SD_Q_TMA != 0 && kWide ? 8 : 0);
   // kSwizzled: 128-byte-swizzled tiles start on 1024-byte boundaries.
   static_assert(kRaw || (k % 1024 == 0 && kKBytes % 1024 == 0), "K tiles off the 1024-byte swizzle grid");
   static_assert(bytes <= 232448, "shared-memory plan exceeds the 227 KB opt-in limit");

@@ -120,7 +120,9 @@ __device__ __forceinline__ void pv_from_registers(float (&o)[32][4], const uint3
 // tile, kRow63), which the next unit's Q load waits to store into): O's rows leave through shared
 // memory and bulk copies.
 // kRow63: where staged row 63 goes (config.h kStagedRow63; 0 in sequence).
-template <int kD, bool kPair, bool kSw = false, bool kMaxLogits = false, bool kStaged = false, int kRow63 = 0>
+// kQSw (config.h kQTma): the Q tile in the 128-byte swizzle, boxes of 64 columns (load_q_tma).
+template <int kD, bool kPair, bool kSw = false, bool kMaxLogits = false, bool kStaged = false, int kRow63 = 0,
+          bool kQSw = false>
 __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   using T = WideTiles<kD, kSw>;
   using S = Smem<64, kD>;
@@ -143,7 +145,8 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   // two extra registers spilled) rescales at every new maximum instead and reads st.m.
   constexpr bool kExactMax = kMaxLogits && kBf16Persistent;
   float top0 = -INFINITY, top1 = -INFINITY;
-  const uint64_t dq = T::q(smem);
+  using QT = KTileDesc<kD, true>;  // kQSw: Q's boxes have the K tiles' swizzled geometry (64 rows)
+  const uint64_t dq = kQSw ? QT::k(smem_addr(smem + S::q)) : T::q(smem);
 
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
@@ -162,7 +165,8 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     const uint64_t dk = T::k(smem, s);
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) wgmma_m64n64k16_ss(sc, desc_add(dq, ks * 16), desc_add(dk, T::k_step(ks)), ks > 0);
+    for (int ks = 0; ks < kD / 16; ++ks)
+      wgmma_m64n64k16_ss(sc, desc_add(dq, kQSw ? QT::k_step(ks) : ks * 16), desc_add(dk, T::k_step(ks)), ks > 0);
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence(sc);

@@ -100,6 +100,40 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
   named_bar_sync(kBarQReady, kThreads);
 }
 
+// config.h kQTma: Q by the TMA unit into the 128-byte-swizzled tile (boxes of 64 columns, 8 KB
+// each; padded rows past h_q are the map's zero fill), one thread issuing, every consumer thread
+// waiting on Q's mbarrier. Where the launch built no map (p.q_tma == 0), cp.async writes the same
+// layout (zeros for padded rows).
+template <int kD>
+__device__ __forceinline__ void load_q_tma(const AttnParams& p, const Work& w, uint8_t* smem) {
+  using S = Smem<64, kD>;
+  constexpr int kThreads = consumer_threads(64);
+  const uint32_t tile = smem_addr(smem + S::q);
+  uint64_t* bar = reinterpret_cast<uint64_t*>(smem + S::q_bar);
+  if (p.q_tma) {
+    if (threadIdx.x == 0) {
+      mbar_arrive_expect_tx(bar, 64 * kD * 2);
+#pragma unroll
+      for (int b = 0; b < kD / 64; ++b) tma_load_4d(tile + b * 8192, &p.q_map, 64 * b, w.head0, w.t, w.req, smem_addr(bar));
+    }
+    mbar_wait(bar, 0);
+    return;
+  }
+  constexpr int kChunks = kD / 8, kTotal = 64 * kChunks;
+  const uint16_t* q = unit_q(p, w);
+#pragma unroll 1
+  for (int i = static_cast<int>(threadIdx.x); i < kTotal; i += kThreads) {
+    const int r = i / kChunks, ch = i % kChunks;
+    const bool real = r < w.heads;
+    cp_async_16_zfill(tile + (ch >> 3) * 8192 + r * 128 + (((ch & 7) ^ (r & 7)) << 4), real ? q + r * p.q_sh + ch * 8 : q,
+                      real ? 16 : 0);
+  }
+  cp_async_commit_group();
+  cp_async_wait_group<0>();
+  fence_proxy_async();  // Q is read by wgmma
+  named_bar_sync(kBarQReady, kThreads);
+}
+
 // config.h kQPrefetch: unit w's bf16 Q rows into L2, 128-byte lines spread over `threads`
 // threads from thread `t`.
 template <int kD>
@@ -245,6 +279,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
   constexpr bool kMaxLogits = kLogits || kFmt == static_cast<int>(CacheFormat::bf16);  // sparse prefill runs here
   constexpr bool kCpAsyncQ = kQCpAsync && kStagedEnds<kFmt, kLogits>;      // one-unit 64-row CTAs' Q load
   constexpr bool kStaged = kStagedEpilogue && kStagedEnds<kFmt, kLogits>;  // and their O rows
+  constexpr bool kTmaQ = kRows == 64 && kQTma<kFmt, kLogits>;               // config.h: Q by the TMA unit
   if (kTimeline && threadIdx.x == 0) timeline_mark(0);
   pdl_wait();                // the split schedule, and q / the cache / indices of earlier work
   if (kTimeline && threadIdx.x == 0) timeline_mark(1);
@@ -277,6 +312,12 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
       }
     } else {
       init_stage_barriers<kRows, kD, kRaw, kTma, kAlt<kRows, kFmt>, kernel_producer_threads<kRows, kFmt, kPair, kPersist>()>(smem, w.pair);
+      if constexpr (kTmaQ) {
+        if (threadIdx.x == 0) {
+          mbar_init(reinterpret_cast<uint64_t*>(smem + Smem<kRows, kD>::q_bar), 1);
+          fence_mbarrier_init();
+        }
+      }
     }
     __syncthreads();
     if constexpr (kPair) cluster_sync();  // the peer's barriers are initialized before anyone writes or arrives there
@@ -302,12 +343,14 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
     } else if constexpr (kRows == 64) {
       if (wg == 0) {
         setmaxnreg_to<kRegsWg0, kEntry>();
-        load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), kCpAsyncQ>(p, w, smem);
+        if constexpr (kTmaQ) load_q_tma<kD>(p, w, smem);
+        else load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), kCpAsyncQ>(p, w, smem);
         if (kTimeline && threadIdx.x == 0) timeline_mark(3);
-        consume_wg0<kD, kPair, kSw, kMaxLogits, kStaged>(p, w, smem);
+        consume_wg0<kD, kPair, kSw, kMaxLogits, kStaged, 0, kTmaQ>(p, w, smem);
       } else if (wg == 1) {
         setmaxnreg_to<kRegsWg1, kEntry>();
-        load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), kCpAsyncQ>(p, w, smem);
+        if constexpr (kTmaQ) load_q_tma<kD>(p, w, smem);
+        else load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), kCpAsyncQ>(p, w, smem);
         consume_wg1<kD, kPair, kSw, kStaged>(p, w, smem);
       } else {
         constexpr bool kTwo = kTwoProducers<kRows, kFmt, kPair, kPersist>;

@@ -76,14 +76,11 @@ bool takes_prefill(const uint8_t* kv, int64_t row_stride_bytes, int d_qk) {
 // SMLA_DENSE_DECODE_KERNEL=gather asks for the cp.async producer. Fills p.kv_map: boxes of 64
 // bf16 columns in the 128-byte swizzle, or (e4m3, the FP8 tiles) 64 one-byte columns in the
 // 64-byte swizzle.
-bool dense_tma_map(AttnParams& p, bool e4m3 = false) {
-  static const bool gather = env_is("SMLA_DENSE_DECODE_KERNEL", "gather");
-  const int ps = p.main.page_size;
-  if (!p.dense || gather || !(ps == 16 || ps == 32 || ps % 64 == 0) || !aligned16(p.main.base, p.main.page_stride))
-    return false;
-  using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*,
-                              const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
-                              CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+// The driver's cuTensorMapEncodeTiled (through the runtime, so no link to libcuda), or null.
+using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*,
+                            const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                            CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+Encode tensor_map_encoder() {
   static const Encode encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found{};
@@ -92,6 +89,15 @@ bool dense_tma_map(AttnParams& p, bool e4m3 = false) {
       fn = nullptr;
     return reinterpret_cast<Encode>(fn);
   }();
+  return encode;
+}
+
+bool dense_tma_map(AttnParams& p, bool e4m3 = false) {
+  static const bool gather = env_is("SMLA_DENSE_DECODE_KERNEL", "gather");
+  const int ps = p.main.page_size;
+  if (!p.dense || gather || !(ps == 16 || ps == 32 || ps % 64 == 0) || !aligned16(p.main.base, p.main.page_stride))
+    return false;
+  const Encode encode = tensor_map_encoder();
   if (encode == nullptr) return false;
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(p.d_qk), static_cast<cuuint64_t>(ps),
                               static_cast<cuuint64_t>(p.main.num_blocks)};
@@ -101,6 +107,28 @@ bool dense_tma_map(AttnParams& p, bool e4m3 = false) {
   return encode(&p.kv_map, e4m3 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
                 const_cast<uint8_t*>(p.main.base), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
                 e4m3 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// config.h SMLA_SD_Q_TMA: q as a 4-D tensor (d_qk, h_q, s_q, b) for the one-unit 64-row CTAs'
+// Q load (kernel.cuh load_q_tma), boxes of 64 values x 64 heads in the 128-byte swizzle; heads
+// past h_q read as zeros. Only where a box holds one head tile (64 heads a tile, or one tile)
+// and one token, and the TMA unit takes q's address and strides (16-byte multiples); else the
+// kernel's cp.async writes the same layout.
+bool q_tma_map(AttnParams& p) {
+  const int64_t sh = p.q_sh * 2, st = p.q_st * 2, sb = p.q_sb * 2;
+  if (p.q_kind != 0 || p.tokens_per_cta != 1 || (p.heads_tile != 64 && p.h_q > p.heads_tile)) return false;
+  if (reinterpret_cast<uintptr_t>(p.q) % 16 != 0 || sh <= 0 || st <= 0 || sb <= 0 || sh % 16 || st % 16 || sb % 16)
+    return false;
+  const Encode encode = tensor_map_encoder();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.d_qk), static_cast<cuuint64_t>(p.h_q), static_cast<cuuint64_t>(p.s_q),
+                              static_cast<cuuint64_t>(p.b)};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(sh), static_cast<cuuint64_t>(st), static_cast<cuuint64_t>(sb)};
+  const cuuint32_t box[4] = {64, 64, 1, 1};
+  const cuuint32_t unit[4] = {1, 1, 1, 1};
+  return encode(&p.q_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void*>(p.q), dims, strides, box, unit,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
@@ -136,6 +164,9 @@ void launch(const AttnParams& p_in, int rows, dim3 grid, cudaStream_t stream) {
   // Sparse prefill from a packed cache also writes max_logits (its own kernels, so that the
   // decode kernels carry none of it).
   const bool logits = p.max_logits != nullptr;
+  if constexpr (SMLA_SD_Q_TMA != 0) {
+    if (!logits && rows == 64 && (fmt == kDs || fmt == kM1)) p.q_tma = q_tma_map(p) ? 1 : 0;
+  }
   if (fmt == kDs) logits ? by_rows<576, kDs, true>(p, rows, grid, stream) : by_rows<576, kDs>(p, rows, grid, stream);
   else if (fmt == kM1) logits ? by_rows<512, kM1, true>(p, rows, grid, stream) : by_rows<512, kM1>(p, rows, grid, stream);
   else if (p.d_qk == 576) by_rows<576, kBf>(p, rows, grid, stream);
