@@ -762,6 +762,9 @@ inline constexpr bool kStagedEnds = (!kLogits && !serves_dense(kFmt)) ||
 // strides not multiples of 16 bytes), cp.async writes the same swizzled layout. The Q micro
 // (bench/micro/q_tile_load.cu, 2026-12-02): TMA 3.9 µs against cp.async 5.1 from DRAM at 128
 // CTAs, 0.9 against 2.7 from L2 at 64. Predicted: b = 1 -1 to -2 µs, b128 h64 -0.5 to -1.
+// SMLA_SD_Q_TMA=2 also loads each unit's Q so in the persistent CTAs that stage O (kernel.cuh
+// persistent_units), after the staged rows' barrier: the V4 pairs' unit changes (~4 a CTA),
+// whose Q the producer prefetched into L2 (kQPrefetch).
 #ifndef SMLA_SD_Q_TMA
 #define SMLA_SD_Q_TMA 0
 #endif

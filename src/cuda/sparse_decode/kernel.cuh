@@ -102,21 +102,24 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
 
 // config.h kQTma: Q by the TMA unit into the 128-byte-swizzled tile (boxes of 64 columns, 8 KB
 // each; padded rows past h_q are the map's zero fill), one thread issuing, every consumer thread
-// waiting on Q's mbarrier. Where the launch built no map (p.q_tma == 0), cp.async writes the same
-// layout (zeros for padded rows).
-template <int kD>
-__device__ __forceinline__ void load_q_tma(const AttnParams& p, const Work& w, uint8_t* smem) {
+// waiting on Q's mbarrier (phase: the CTA's units before this one, for persistent CTAs). Where
+// the launch built no map (p.q_tma == 0), cp.async writes the same layout (zeros for padded
+// rows). kAfterStaged (persistent CTAs, config.h kPersistStaged): nothing is written before both
+// warpgroups' bulk copies have read the previous unit's staged O rows (load_q).
+template <int kD, bool kAfterStaged = false>
+__device__ __forceinline__ void load_q_tma(const AttnParams& p, const Work& w, uint8_t* smem, int phase = 0) {
   using S = Smem<64, kD>;
   constexpr int kThreads = consumer_threads(64);
   const uint32_t tile = smem_addr(smem + S::q);
   uint64_t* bar = reinterpret_cast<uint64_t*>(smem + S::q_bar);
+  if constexpr (kAfterStaged) named_bar_sync(kBarStagedOut, kThreads);
   if (p.q_tma) {
     if (threadIdx.x == 0) {
       mbar_arrive_expect_tx(bar, 64 * kD * 2);
 #pragma unroll
       for (int b = 0; b < kD / 64; ++b) tma_load_4d(tile + b * 8192, &p.q_map, 64 * b, w.head0, w.t, w.req, smem_addr(bar));
     }
-    mbar_wait(bar, 0);
+    mbar_wait(bar, phase & 1);
     return;
   }
   constexpr int kChunks = kD / 8, kTotal = 64 * kChunks;
@@ -193,7 +196,16 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
   using S = Smem<kRows, kD>;
   static_assert(kRow63 == 0 || (63 * kStageRowBytes <= S::kQBytes && kRow63 + 2 * kDv <= S::scale - S::q),
                 "staged rows 0-62 fit the Q tile and row 63 the P tile");
+  // config.h kQTma, SMLA_SD_Q_TMA=2: the units' Q by the TMA unit too (staged CTAs only, whose
+  // Q loads already meet at the staged rows' barrier).
+  constexpr bool kTmaQ = SMLA_SD_Q_TMA >= 2 && kQTma<kFmt, kMaxLogits> && kStaged;
   init_stage_barriers<kRows, kD, 0, false, false, kernel_producer_threads<kRows, kFmt, kPair, true>()>(smem, kPair);
+  if constexpr (kTmaQ) {
+    if (threadIdx.x == 0) {
+      mbar_init(reinterpret_cast<uint64_t*>(smem + S::q_bar), 1);
+      fence_mbarrier_init();
+    }
+  }
   __syncthreads();
   if constexpr (kPair) cluster_sync();
   const int rank = kPair ? static_cast<int>(cluster_ctarank()) : 0;
@@ -220,14 +232,18 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
   constexpr int kEntry = launch_regs(kernel_threads<kRows, kFmt, kPair, true>());
   if (wg == 0) {
     setmaxnreg_to<kRegsWg0, kEntry>();
+    int qn = 0;  // kTmaQ: units whose Q this CTA loaded (Q's mbarrier phase)
     each_unit([&](const Work& w, int n0) {
-      load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), false, kStaged>(p, w, smem);
-      consume_wg0<kD, kPair, kSwizzled<kFmt>, kMaxLogits, kStaged, kRow63>(p, w, smem, n0);
+      if constexpr (kTmaQ) load_q_tma<kD, kStaged>(p, w, smem, qn++);
+      else load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), false, kStaged>(p, w, smem);
+      consume_wg0<kD, kPair, kSwizzled<kFmt>, kMaxLogits, kStaged, kRow63, kTmaQ>(p, w, smem, n0);
     });
   } else if (wg == 1) {
     setmaxnreg_to<kRegsWg1, kEntry>();
+    int qn = 0;
     each_unit([&](const Work& w, int n0) {
-      load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), false, kStaged>(p, w, smem);
+      if constexpr (kTmaQ) load_q_tma<kD, kStaged>(p, w, smem, qn++);
+      else load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), false, kStaged>(p, w, smem);
       consume_wg1<kD, kPair, kSwizzled<kFmt>, kStaged, kRow63>(p, w, smem, n0);
     });
   } else {
