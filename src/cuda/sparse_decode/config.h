@@ -764,7 +764,8 @@ inline constexpr bool kStagedEnds = (!kLogits && !serves_dense(kFmt)) ||
 // CTAs, 0.9 against 2.7 from L2 at 64. Predicted: b = 1 -1 to -2 µs, b128 h64 -0.5 to -1.
 // SMLA_SD_Q_TMA=2 also loads each unit's Q so in the persistent CTAs that stage O (kernel.cuh
 // persistent_units), after the staged rows' barrier: the V4 pairs' unit changes (~4 a CTA),
-// whose Q the producer prefetched into L2 (kQPrefetch).
+// whose Q the producer prefetched into L2 (kQPrefetch). SMLA_SD_Q_TMA=3 also the persistent
+// CTAs of paged prefill (kLogits; ~62 units a CTA at s_q 4096 h128).
 #ifndef SMLA_SD_Q_TMA
 #define SMLA_SD_Q_TMA 0
 #endif

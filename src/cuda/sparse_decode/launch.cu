@@ -111,12 +111,15 @@ bool dense_tma_map(AttnParams& p, bool e4m3 = false) {
 }
 
 // config.h SMLA_SD_Q_TMA: q as a 4-D tensor (d_qk, h_q, s_q, b) for the 64-row CTAs' Q load by
-// the TMA unit (kernel.cuh load_q_tma: one-unit CTAs, with 2 also persistent ones), boxes of 64 values x 64 heads in the 128-byte swizzle; heads
-// past h_q read as zeros. Only where a box holds one head tile (64 heads a tile, or one tile)
-// and one token, and the TMA unit takes q's address and strides (16-byte multiples); else the
-// kernel's cp.async writes the same layout.
+// the TMA unit (kernel.cuh load_q_tma: one-unit CTAs; with 2 also persistent ones, with 3 paged
+// prefill's), boxes of 64 values x 64 heads in the 128-byte swizzle; heads past h_q read as
+// zeros. Only where a box holds one head tile (64 heads a tile, or one tile) and one token, and
+// the TMA unit takes q's address and strides (16-byte multiples); else the kernel's cp.async
+// writes the same layout.
 bool q_tma_map(AttnParams& p) {
-  const int64_t sh = p.q_sh * 2, st = p.q_st * 2, sb = p.q_sb * 2;
+  // A dimension of one (sparse prefill's s_q, b = 1) takes the packed stride: its own is never
+  // used, and may be anything (prefill leaves q_st 0).
+  const int64_t sh = p.q_sh * 2, st = p.s_q == 1 ? sh * p.h_q : p.q_st * 2, sb = p.b == 1 ? st * p.s_q : p.q_sb * 2;
   if (p.q_kind != 0 || p.tokens_per_cta != 1 || (p.heads_tile != 64 && p.h_q > p.heads_tile)) return false;
   if (reinterpret_cast<uintptr_t>(p.q) % 16 != 0 || sh <= 0 || st <= 0 || sb <= 0 || sh % 16 || st % 16 || sb % 16)
     return false;
@@ -165,7 +168,7 @@ void launch(const AttnParams& p_in, int rows, dim3 grid, cudaStream_t stream) {
   // decode kernels carry none of it).
   const bool logits = p.max_logits != nullptr;
   if constexpr (SMLA_SD_Q_TMA != 0) {
-    if (!logits && rows == 64 && (fmt == kDs || fmt == kM1)) p.q_tma = q_tma_map(p) ? 1 : 0;
+    if ((!logits || SMLA_SD_Q_TMA >= 3) && rows == 64 && (fmt == kDs || fmt == kM1)) p.q_tma = q_tma_map(p) ? 1 : 0;
   }
   if (fmt == kDs) logits ? by_rows<576, kDs, true>(p, rows, grid, stream) : by_rows<576, kDs>(p, rows, grid, stream);
   else if (fmt == kM1) logits ? by_rows<512, kM1, true>(p, rows, grid, stream) : by_rows<512, kM1>(p, rows, grid, stream);
