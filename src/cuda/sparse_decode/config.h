@@ -758,11 +758,12 @@ inline constexpr bool kStagedEnds = (!kLogits && !serves_dense(kFmt)) ||
 // CTAs of sparse decode from packed rows (kStagedEnds, not the bf16-row kernel) take Q by the TMA
 // unit: nine (d512: eight) boxes of 64 columns x 64 rows in the 128-byte swizzle over a tensor
 // map of q (AttnParams::q_map, built by the launch), completing on one mbarrier (Smem::q_bar);
-// WG0's QK^T reads Q with the swizzled descriptor. Where the launch cannot build the map (q's
-// strides not multiples of 16 bytes), cp.async writes the same swizzled layout. The Q micro
+// WG0's QK^T reads Q with the swizzled descriptor. Where the launch builds no map (head tiles
+// under 64 with several tiles, strides the TMA unit does not take), cp.async writes the same
+// swizzled layout. The Q micro
 // (bench/micro/q_tile_load.cu, 2026-12-02): TMA 3.9 µs against cp.async 5.1 from DRAM at 128
 // CTAs, 0.9 against 2.7 from L2 at 64. Predicted: b = 1 -1 to -2 µs, b128 h64 -0.5 to -1.
-// SMLA_SD_Q_TMA=2 also loads each unit's Q so in the persistent CTAs that stage O (kernel.cuh
+// SMLA_SD_Q_TMA=2 also loads each unit's Q that way in the persistent CTAs that stage O (kernel.cuh
 // persistent_units), after the staged rows' barrier: the V4 pairs' unit changes (~4 a CTA),
 // whose Q the producer prefetched into L2 (kQPrefetch). SMLA_SD_Q_TMA=3 also the persistent
 // CTAs of paged prefill (kLogits; ~62 units a CTA at s_q 4096 h128).
@@ -837,7 +838,7 @@ struct Smem {
   static constexpr size_t alt_m = alt_bars + (2 * kStages + 1) * 8;
   static constexpr size_t alt_l = alt_m + 64 * 4;
   static constexpr size_t alt_top = alt_l + 2 * 64 * 4;
-  // SMLA_SD_Q_TMA: uint64 q_bar, Q's mbarrier (one-unit 64-row CTAs, config.h kQTma).
+  // SMLA_SD_Q_TMA: uint64 q_bar, Q's mbarrier (64-row CTAs, config.h kQTma).
   static constexpr size_t q_bar = kWide ? alt_top + 2 * 64 * 4 : aux + 8;
   static constexpr size_t bytes = kRaw ? raw + kSlots * kRawBlockBytes : q_bar + (SMLA_SD_Q_TMA != 0 && kWide ? 8 : 0);
   // kSwizzled: 128-byte-swizzled tiles start on 1024-byte boundaries.

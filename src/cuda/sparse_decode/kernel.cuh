@@ -46,13 +46,20 @@ namespace smla::cuda::sparse_decode_family {
 // staged in the Q tile (d512: row 63 in the P tile); the loads are issued first, and the stores
 // wait until both consumer warpgroups' bulk copies have read them (their copying lanes wait
 // before they arrive), so the next P, written after Q, waits too.
-template <int kRows, int kD, bool kFp8Q = false, bool kCpAsync = false, bool kAfterStaged = false>
+// kSw (config.h kQTma, load_q_tma where the launch built no map): the cp.async path writes the
+// layout of the TMA unit's boxes instead, 64 columns (8 KB) each in the 128-byte swizzle.
+template <int kRows, int kD, bool kFp8Q = false, bool kCpAsync = false, bool kAfterStaged = false, bool kSw = false>
 __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8_t* smem) {
   constexpr int kChunks = kD / 8;
   constexpr int kTotal = kRows * kChunks;
   constexpr int kThreads = consumer_threads(kRows);
   constexpr int kPer = (kTotal + kThreads - 1) / kThreads;
   static_assert(!kAfterStaged || (!kFp8Q && !kCpAsync), "the staged rows' barrier is on the unrolled bf16 path");
+  static_assert(!kSw || (kCpAsync && kRows == 64), "the swizzled layout is written by the 64-row cp.async path");
+  // Row r's 16-byte chunk ch (columns 8 ch .. 8 ch + 7) in the tile.
+  auto offset = [](int r, int ch) {
+    return kSw ? (ch >> 3) * 8192 + r * 128 + (((ch & 7) ^ (r & 7)) << 4) : tile_offset<kD>(r, ch);
+  };
   if (kFp8Q && p.q_kind == 2) {
     uint2 b[kPer];  // converted at the stores: half the registers of bf16 chunks
     load_q_e4m3_chunks<kRows, kD, kThreads>(p, w, b);
@@ -75,7 +82,7 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
     for (int i = static_cast<int>(threadIdx.x); i < kTotal; i += kThreads) {
       const int r = i / kChunks, ch = i % kChunks;
       const bool real = r < w.heads;
-      cp_async_16_zfill(tile + tile_offset<kD>(r, ch), real ? q + r * p.q_sh + ch * 8 : q, real ? 16 : 0);
+      cp_async_16_zfill(tile + offset(r, ch), real ? q + r * p.q_sh + ch * 8 : q, real ? 16 : 0);
     }
     cp_async_commit_group();
     cp_async_wait_group<0>();
@@ -103,8 +110,8 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
 // config.h kQTma: Q by the TMA unit into the 128-byte-swizzled tile (boxes of 64 columns, 8 KB
 // each; padded rows past h_q are the map's zero fill), one thread issuing, every consumer thread
 // waiting on Q's mbarrier (phase: the CTA's units before this one, for persistent CTAs). Where
-// the launch built no map (p.q_tma == 0), cp.async writes the same layout (zeros for padded
-// rows). kAfterStaged (persistent CTAs, config.h kPersistStaged): nothing is written before both
+// the launch built no map (p.q_tma == 0), load_q's cp.async writes the same layout (zeros for
+// padded rows). kAfterStaged (persistent CTAs, config.h kPersistStaged): nothing is written before both
 // warpgroups' bulk copies have read the previous unit's staged O rows (load_q).
 template <int kD, bool kAfterStaged = false>
 __device__ __forceinline__ void load_q_tma(const AttnParams& p, const Work& w, uint8_t* smem, int phase = 0) {
@@ -122,19 +129,7 @@ __device__ __forceinline__ void load_q_tma(const AttnParams& p, const Work& w, u
     mbar_wait(bar, phase & 1);
     return;
   }
-  constexpr int kChunks = kD / 8, kTotal = 64 * kChunks;
-  const uint16_t* q = unit_q(p, w);
-#pragma unroll 1
-  for (int i = static_cast<int>(threadIdx.x); i < kTotal; i += kThreads) {
-    const int r = i / kChunks, ch = i % kChunks;
-    const bool real = r < w.heads;
-    cp_async_16_zfill(tile + (ch >> 3) * 8192 + r * 128 + (((ch & 7) ^ (r & 7)) << 4), real ? q + r * p.q_sh + ch * 8 : q,
-                      real ? 16 : 0);
-  }
-  cp_async_commit_group();
-  cp_async_wait_group<0>();
-  fence_proxy_async();  // Q is read by wgmma
-  named_bar_sync(kBarQReady, kThreads);
+  load_q<64, kD, false, true, false, true>(p, w, smem);
 }
 
 // config.h kQPrefetch: unit w's bf16 Q rows into L2, 128-byte lines spread over `threads`
