@@ -754,24 +754,37 @@ constexpr bool serves_dense(int fmt) {
 template <int kFmt, bool kLogits>
 inline constexpr bool kStagedEnds = (!kLogits && !serves_dense(kFmt)) ||
                                     (SMLA_SD_BF16_TUNED != 0 && kFmt == static_cast<int>(CacheFormat::bf16));
-// SMLA_SD_Q_TMA=1 (a measurement build, prepared 2026-12-02, not yet timed): the one-unit 64-row
-// CTAs of sparse decode from packed rows (kStagedEnds, not the bf16-row kernel) take Q by the TMA
-// unit: nine (d512: eight) boxes of 64 columns x 64 rows in the 128-byte swizzle over a tensor
-// map of q (AttnParams::q_map, built by the launch), completing on one mbarrier (Smem::q_bar);
-// WG0's QK^T reads Q with the swizzled descriptor. Where the launch builds no map (head tiles
-// under 64 with several tiles, strides the TMA unit does not take), cp.async writes the same
-// swizzled layout. The Q micro
-// (bench/micro/q_tile_load.cu, 2026-12-02): TMA 3.9 µs against cp.async 5.1 from DRAM at 128
-// CTAs, 0.9 against 2.7 from L2 at 64. Predicted: b = 1 -1 to -2 µs, b128 h64 -0.5 to -1.
-// SMLA_SD_Q_TMA=2 also loads each unit's Q that way in the persistent CTAs that stage O (kernel.cuh
-// persistent_units), after the staged rows' barrier: the V4 pairs' unit changes (~4 a CTA),
-// whose Q the producer prefetched into L2 (kQPrefetch). SMLA_SD_Q_TMA=3 also the persistent
-// CTAs of paged prefill (kLogits; ~62 units a CTA at s_q 4096 h128).
+// SMLA_SD_Q_TMA (default 2): the 64-row CTAs of sparse decode from packed rows (kStagedEnds, not
+// the bf16-row kernel) take Q by the TMA unit: nine (d512: eight) boxes of 64 columns x 64 rows in
+// the 128-byte swizzle over a tensor map of q (AttnParams::q_map, built by the launch), completing
+// on one mbarrier (Smem::q_bar); WG0's QK^T reads Q with the swizzled descriptor. Where the launch
+// builds no map (head tiles under 64 with several tiles, strides the TMA unit does not take),
+// cp.async writes the same swizzled layout. 1: the one-unit CTAs only; 2: also each unit's Q in
+// the persistent CTAs that stage O (kernel.cuh persistent_units, after the staged rows' barrier),
+// except the fp8_ds_mla pair kernel's (kPersistQTma); 3: also paged prefill's persistent CTAs;
+// 0: cp.async into core matrices, as before.
+// Same-call A/B (2026-12-02, --seed 7, µs, 0 / 1 / 2 / 3): V3.2 b1 h128 20.69 / 18.32 / 18.16;
+// b1 h64 19.23 / 17.41 / 17.46; b8 h128 33.26 / 31.89 / 31.87; b128 h64 123.6 / 120.5 / 120.1;
+// V4 h64 47.17 / 45.44 / 45.47; V4 s_q2 h128 211.2 / 210.5 / 201.0; V4 h128 111.2 / 111.4 / 106.7;
+// V3.2 s_q2 h64 243.8 / 244.3 / 232.6. The fp8_ds_mla pair kernel's persistent CTAs lost at 2
+// (V3.2 s_q2 h128 366.4 / 367.0 / 381.8, h128 190.3 / 189.6 / 196.6), paged prefill at 3
+// (5623 / - / 5574 / 5759).
 #ifndef SMLA_SD_Q_TMA
-#define SMLA_SD_Q_TMA 0
+#define SMLA_SD_Q_TMA 2
+#endif
+// SMLA_SD_Q_TMA_DS_PAIR=1 (a measurement build): the fp8_ds_mla pair kernel's persistent CTAs take
+// each unit's Q by the TMA unit too (SMLA_SD_Q_TMA >= 2).
+#ifndef SMLA_SD_Q_TMA_DS_PAIR
+#define SMLA_SD_Q_TMA_DS_PAIR 0
 #endif
 template <int kFmt, bool kLogits>
 inline constexpr bool kQTma = SMLA_SD_Q_TMA != 0 && kStagedEnds<kFmt, kLogits> && !bf16_rows(kFmt);
+// The persistent CTAs that load each unit's Q by the TMA unit (SMLA_SD_Q_TMA above); kStaged:
+// they stage O (kPersistStaged), so their Q loads already meet at the staged rows' barrier.
+template <int kFmt, bool kPair, bool kLogits, bool kStaged>
+inline constexpr bool kPersistQTma =
+    SMLA_SD_Q_TMA >= 2 && kStaged && (!kLogits || SMLA_SD_Q_TMA >= 3) &&
+    (!kPair || kFmt != static_cast<int>(CacheFormat::fp8_ds_mla) || SMLA_SD_Q_TMA_DS_PAIR != 0);
 constexpr bool has_persistent(int rows, int fmt) {
   return rows == 64 && fmt != kDenseE4m3Fp8 &&
          (!bf16_rows(fmt) || (kBf16Persistent && fmt == static_cast<int>(CacheFormat::bf16)));

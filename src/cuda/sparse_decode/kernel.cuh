@@ -191,9 +191,7 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
   using S = Smem<kRows, kD>;
   static_assert(kRow63 == 0 || (63 * kStageRowBytes <= S::kQBytes && kRow63 + 2 * kDv <= S::scale - S::q),
                 "staged rows 0-62 fit the Q tile and row 63 the P tile");
-  // config.h kQTma, SMLA_SD_Q_TMA=2: the units' Q by the TMA unit too (staged CTAs only, whose
-  // Q loads already meet at the staged rows' barrier: packed rows); 3: also paged prefill's.
-  constexpr bool kTmaQ = SMLA_SD_Q_TMA >= 2 && kStaged && (!kMaxLogits || SMLA_SD_Q_TMA >= 3);
+  constexpr bool kTmaQ = kPersistQTma<kFmt, kPair, kMaxLogits, kStaged>;  // config.h: the units' Q by the TMA unit
   init_stage_barriers<kRows, kD, 0, false, false, kernel_producer_threads<kRows, kFmt, kPair, true>()>(smem, kPair);
   if constexpr (kTmaQ) {
     if (threadIdx.x == 0) {
