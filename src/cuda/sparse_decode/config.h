@@ -419,15 +419,18 @@ inline constexpr bool kBf16Route =
 #endif
 // (The pair producer's L2 prefetch and index load after its hand-over instead of before its
 // wait, measured 2026-12-02: V3.2 s_q2 h128 375.8 -> 408.8 µs, V4 +6%; removed.)
-// SMLA_SD_WIDE_QUEUE / SMLA_SD_WIDE_PREFETCH (measurement builds): the same two for unpaired
-// 64-row CTAs (defaults 4 / 2). Measured 2026-12-02 (µs, V3.2 h64 / s_q2 h64 / V4 h64 against
-// 132.6 / 237.7 / 51.8): 5 / 3 132.6 / 265.6 / 53.1, 6 / 3 132.4 / 242.6 / 52.8, prefetch 1
-// 133.8 / 235.9 / 50.8.
+// SMLA_SD_WIDE_QUEUE / SMLA_SD_WIDE_PREFETCH: the same two for unpaired 64-row CTAs (defaults
+// 4 / 1). Measured 2026-12-02 with the cp.async Q (µs, V3.2 h64 / s_q2 h64 / V4 h64 against
+// 132.6 / 237.7 / 51.8 at 4 / 2): 5 / 3 132.6 / 265.6 / 53.1, 6 / 3 132.4 / 242.6 / 52.8,
+// prefetch 1 133.8 / 235.9 / 50.8. With Q by the TMA unit (same call, prefetch 2 -> 1): V3.2 h64
+// 120.4 -> 120.1, s_q2 h64 232.5 -> 231.3, V4 h64 45.46 -> 43.54, V4 s_q2 h64 81.66 -> 79.49,
+// b64 h64 73.9 -> 73.5, b1 h64 17.47 -> 17.25. The dense fp8_e4m3 cache's unpaired CTAs, not timed
+// with it, keep 2 (kWidePrefetchOf).
 #ifndef SMLA_SD_WIDE_QUEUE
 #define SMLA_SD_WIDE_QUEUE 4
 #endif
 #ifndef SMLA_SD_WIDE_PREFETCH
-#define SMLA_SD_WIDE_PREFETCH 2
+#define SMLA_SD_WIDE_PREFETCH 1
 #endif
 // SMLA_SD_Q_CP_ASYNC (default 1; 0 is the measurement build of the old load): the consumers' Q
 // load (kernel.cuh load_q, bf16 q) as one rolled loop of 16-byte cp.async instead of 18 unrolled
@@ -475,11 +478,12 @@ inline constexpr int kIndexQueue = 4;
 inline constexpr int kPairIndexQueue = SMLA_SD_PAIR_QUEUE;
 inline constexpr int kPairPrefetch = SMLA_SD_PAIR_PREFETCH;
 inline constexpr int kWideIndexQueue = SMLA_SD_WIDE_QUEUE;
-inline constexpr int kWidePrefetch = SMLA_SD_WIDE_PREFETCH;
+template <int kFmt>
+inline constexpr int kWidePrefetchOf = kFmt == static_cast<int>(CacheFormat::fp8_e4m3) ? 2 : SMLA_SD_WIDE_PREFETCH;
 static_assert(kPairIndexQueue >= 4 && kPairPrefetch >= 2 && kPairPrefetch < kPairIndexQueue,
               "a pair's producer loads rows from v[1] and prefetches from v[kPairPrefetch]");
-static_assert(kWideIndexQueue >= 4 && kWidePrefetch >= 1 && kWidePrefetch < kWideIndexQueue,
-              "an unpaired 64-row producer loads rows from v[0] and prefetches from v[kWidePrefetch]");
+static_assert(kWideIndexQueue >= 4 && SMLA_SD_WIDE_PREFETCH >= 1 && SMLA_SD_WIDE_PREFETCH < kWideIndexQueue,
+              "an unpaired 64-row producer loads rows from v[0] and prefetches from v[SMLA_SD_WIDE_PREFETCH]");
 // The formats whose 64-row tiles the packed producer converts (produce_packed).
 constexpr bool packed_rows(int fmt) {
   return fmt == static_cast<int>(CacheFormat::fp8_ds_mla) || fmt == static_cast<int>(CacheFormat::fp8_model1) ||

@@ -394,12 +394,12 @@ __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, 
 
 // fp8_ds_mla / fp8_model1: global -> registers -> dequantize -> K tile. A thread takes kRounds
 // keys of every block; kAhead = 1 issues the loads of block kb + 1 before it stores block kb.
-// Rows kPf blocks ahead of block kb are prefetched into L2 (config.h kPairPrefetch, kWidePrefetch).
+// Rows kPf blocks ahead of block kb are prefetched into L2 (config.h kPairPrefetch, kWidePrefetchOf).
 template <int kRows, int kFmt, int kRounds, bool kPeer, int kAhead, bool kRoute, bool kAloneFirst = false>
 __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl, int n0) {
   constexpr int kD = PackedRow<kFmt>::kD;
   constexpr bool kWide = !kPeer && kRows == 64;  // unpaired 64-row CTAs
-  constexpr int kPf = kPeer ? kPairPrefetch : kWide ? kWidePrefetch : 2 + kAhead;
+  constexpr int kPf = kPeer ? kPairPrefetch : kWide ? kWidePrefetchOf<kFmt> : 2 + kAhead;
   constexpr bool kPaired = kPrefetchPaired<kFmt, kPeer>;
   using Round = PackedRound<kFmt>;
   using Queue = IndexQueue<kPeer ? kPairIndexQueue : kWide ? kWideIndexQueue : kIndexQueue>;
