@@ -424,7 +424,8 @@ inline constexpr bool kBf16Route =
 // 132.6 / 237.7 / 51.8 at 4 / 2): 5 / 3 132.6 / 265.6 / 53.1, 6 / 3 132.4 / 242.6 / 52.8,
 // prefetch 1 133.8 / 235.9 / 50.8. With Q by the TMA unit (same call, prefetch 2 -> 1): V3.2 h64
 // 120.4 -> 120.1, s_q2 h64 232.5 -> 231.3, V4 h64 45.46 -> 43.54, V4 s_q2 h64 81.66 -> 79.49,
-// b64 h64 73.9 -> 73.5, b1 h64 17.47 -> 17.25. The dense fp8_e4m3 cache's unpaired CTAs, not timed
+// b64 h64 73.9 -> 73.5, b1 h64 17.47 -> 17.25; a second call: paged prefill fp8_ds_mla h64
+// 3517 -> 3437, fp8_model1 h64 level. The dense fp8_e4m3 cache's unpaired CTAs, not timed
 // with it, keep 2 (kWidePrefetchOf).
 #ifndef SMLA_SD_WIDE_QUEUE
 #define SMLA_SD_WIDE_QUEUE 4
