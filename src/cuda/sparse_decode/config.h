@@ -479,6 +479,24 @@ inline constexpr int kIndexQueue = 4;
 inline constexpr int kPairIndexQueue = SMLA_SD_PAIR_QUEUE;
 inline constexpr int kPairPrefetch = SMLA_SD_PAIR_PREFETCH;
 inline constexpr int kWideIndexQueue = SMLA_SD_WIDE_QUEUE;
+// SMLA_SD_CONVERT_EARLY=n (a measurement build, default 0): a pair's producer dequantizes the first
+// n 64-byte latent chunks of its row into registers before it waits for the consumers to free the
+// stage, then stores them and converts the rest (producer.cuh store_and_hand_over); n >= the
+// row's chunks (8 fp8_ds_mla, 7 fp8_model1) converts the whole row first.
+// SMLA_SD_CONVERT_EARLY_WIDE=n: the same for the unpaired 64-row producers (n chunks of each of
+// their two rows). Now most of the conversion runs after that wait (SASS: in the fp8_ds_mla pair
+// kernel ~60 of ~520 conversion instructions before it), so a stage freed late is filled late by
+// the conversion's length. The fp8_ds_mla pair kernel's builds that ran 4% (Q by the TMA unit)
+// and 7.5% (SMLA_SD_WORK_NO_INIT) slower differ from the default in where the compiler put that
+// wait and the stores (twenty-seventh pass). More than 4 chunks (pairs) spill at 152 registers.
+#ifndef SMLA_SD_CONVERT_EARLY
+#define SMLA_SD_CONVERT_EARLY 0
+#endif
+#ifndef SMLA_SD_CONVERT_EARLY_WIDE
+#define SMLA_SD_CONVERT_EARLY_WIDE 0
+#endif
+template <bool kPeer>
+inline constexpr int kConvertEarly = kPeer ? SMLA_SD_CONVERT_EARLY : SMLA_SD_CONVERT_EARLY_WIDE;
 template <int kFmt>
 inline constexpr int kWidePrefetchOf = kFmt == static_cast<int>(CacheFormat::fp8_e4m3) ? 2 : SMLA_SD_WIDE_PREFETCH;
 static_assert(kPairIndexQueue >= 4 && kPairPrefetch >= 2 && kPairPrefetch < kPairIndexQueue,

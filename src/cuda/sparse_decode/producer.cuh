@@ -332,6 +332,56 @@ struct PackedRound {
       put(c + 1, rope[1]);
     }
   }
+
+  // config.h kConvertEarly: store() in two parts, the first kE latent chunks dequantized into
+  // registers before the stage's wait, the rest converted and everything stored after it.
+  // out[2 (i - kI0)] and [+1]: chunk i's 16-byte halves, stored at columns 8 i + 2 q (+1).
+  template <bool kRoute>
+  __device__ bool route() const {
+    if constexpr (kRoute && !std::is_empty_v<typename F::Scales>) return __all_sync(0xffffffffu, F::bf16_route(sc));
+    return kRoute;
+  }
+  template <int kI0, int kI1>
+  __device__ void convert(uint4 (&out)[2 * (kI1 - kI0)], bool bf16_route) const {
+    static_assert(!kProducerIdle && !kNoConvert && !kNoTileStores, "the experiments take store()");
+    if (bf16_route) {
+#pragma unroll
+      for (int i = kI0; i < kI1; ++i)
+        e4m3x16_to_bf16_route(lat[i], F::multiplier(sc, i), out[2 * (i - kI0)], out[2 * (i - kI0) + 1]);
+    } else {
+#pragma unroll
+      for (int i = kI0; i < kI1; ++i) e4m3x16_to_bf16(lat[i], F::scale(sc, i), out[2 * (i - kI0)], out[2 * (i - kI0) + 1]);
+    }
+  }
+  template <bool kPeer, int kI0, int kI1>
+  __device__ static void store_chunks(const uint4 (&out)[2 * (kI1 - kI0)], uint8_t* tile, const PeerStage& peer,
+                                      const ProducerLane& pl, int j) {
+    const int row_off = tile_offset<F::kD>(j, 0);
+#pragma unroll
+    for (int k = 0; k < 2 * (kI1 - kI0); ++k) {
+      const int c = 8 * (kI0 + k / 2) + 2 * pl.q + (k & 1);
+      *reinterpret_cast<uint4*>(tile + row_off + c * 128) = out[k];
+      if constexpr (kPeer) st_async_v4(peer.tile + row_off + c * 128, out[k], peer.full);
+    }
+  }
+  // The rest of the row after the wait: chunks kE.. converted and stored, then the RoPE part.
+  template <bool kPeer, int kE>
+  __device__ void store_rest(bool bf16_route, uint8_t* tile, const PeerStage& peer, const ProducerLane& pl, int j) const {
+    if constexpr (kE < F::kLatentChunks) {
+      uint4 out[2 * (F::kLatentChunks - kE)];
+      convert<kE, F::kLatentChunks>(out, bf16_route);
+      store_chunks<kPeer, kE, F::kLatentChunks>(out, tile, peer, pl, j);
+    }
+    if constexpr (F::kRope) {
+      const int row_off = tile_offset<F::kD>(j, 0), c = F::kLatentChunks * 8 + 2 * pl.q;
+      *reinterpret_cast<uint4*>(tile + row_off + c * 128) = rope[0];
+      *reinterpret_cast<uint4*>(tile + row_off + (c + 1) * 128) = rope[1];
+      if constexpr (kPeer) {
+        st_async_v4(peer.tile + row_off + c * 128, rope[0], peer.full);
+        st_async_v4(peer.tile + row_off + (c + 1) * 128, rope[1], peer.full);
+      }
+    }
+  }
 };
 
 // Rounds of every block a producer thread takes (see the lane mapping above).
@@ -379,11 +429,29 @@ __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, 
     peer.valid = in_peer(w, st.valid);
     peer.full = in_peer(w, st.full);
   }
-  st.wait_empty(n);
+  if constexpr (kConvertEarly<kPeer> != 0) {
+    constexpr int kE = kConvertEarly<kPeer> < Round::F::kLatentChunks ? kConvertEarly<kPeer> : Round::F::kLatentChunks;
+    bool route[kRounds];
+    uint4 early[kRounds][2 * kE];
 #pragma unroll
-  for (int r = 0; r < kRounds; ++r) {
-    publish_valid<kPeer>(st.valid, peer, pl, pl.round + r, cur[r].ok);
-    cur[r].template store<kPeer, kRoute>(st.tile, peer, pl, pl.row_in_block(r));
+    for (int r = 0; r < kRounds; ++r) {
+      route[r] = cur[r].template route<kRoute>();
+      cur[r].template convert<0, kE>(early[r], route[r]);
+    }
+    st.wait_empty(n);
+#pragma unroll
+    for (int r = 0; r < kRounds; ++r) {
+      publish_valid<kPeer>(st.valid, peer, pl, pl.round + r, cur[r].ok);
+      Round::template store_chunks<kPeer, 0, kE>(early[r], st.tile, peer, pl, pl.row_in_block(r));
+      cur[r].template store_rest<kPeer, kE>(route[r], st.tile, peer, pl, pl.row_in_block(r));
+    }
+  } else {
+    st.wait_empty(n);
+#pragma unroll
+    for (int r = 0; r < kRounds; ++r) {
+      publish_valid<kPeer>(st.valid, peer, pl, pl.round + r, cur[r].ok);
+      cur[r].template store<kPeer, kRoute>(st.tile, peer, pl, pl.row_in_block(r));
+    }
   }
   // Generic-proxy stores, read next by wgmma (async proxy): the proxy fence orders them (with
   // config.h kPairConsumerFence, a pair's consumers fence after their wait instead).
