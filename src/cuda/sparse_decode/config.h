@@ -484,11 +484,12 @@ inline constexpr int kWideIndexQueue = SMLA_SD_WIDE_QUEUE;
 // stage, then stores them and converts the rest (producer.cuh store_and_hand_over); n >= the
 // row's chunks (8 fp8_ds_mla, 7 fp8_model1) converts the whole row first.
 // SMLA_SD_CONVERT_EARLY_WIDE=n: the same for the unpaired 64-row producers (n chunks of each of
-// their two rows). Now most of the conversion runs after that wait (SASS: in the fp8_ds_mla pair
-// kernel ~60 of ~520 conversion instructions before it), so a stage freed late is filled late by
-// the conversion's length. The fp8_ds_mla pair kernel's builds that ran 4% (Q by the TMA unit)
-// and 7.5% (SMLA_SD_WORK_NO_INIT) slower differ from the default in where the compiler put that
-// wait and the stores (twenty-seventh pass). More than 4 chunks (pairs) spill at 152 registers.
+// their two rows). Now most of the conversion runs after that wait (SASS: in the fp8_ds_mla
+// pair kernel 33 of a block's 392 conversion instructions before it), so a stage freed late is
+// filled late by the conversion's length. The fp8_ds_mla pair kernel's builds that ran 4% (Q by
+// the TMA unit) and 7.5% (SMLA_SD_WORK_NO_INIT) slower put less of it before the wait (14, 15;
+// twenty-seventh pass). Spills: none in the fp8_model1 pair kernels at n = 2-6 nor its unpaired
+// ones at _WIDE = 4; at every n tried (2-8) one fp8_ds_mla pair kernel or more spills.
 #ifndef SMLA_SD_CONVERT_EARLY
 #define SMLA_SD_CONVERT_EARLY 0
 #endif
