@@ -488,8 +488,11 @@ inline constexpr int kWideIndexQueue = SMLA_SD_WIDE_QUEUE;
 // pair kernel 33 of a block's 392 conversion instructions before it), so a stage freed late is
 // filled late by the conversion's length. The fp8_ds_mla pair kernel's builds that ran 4% (Q by
 // the TMA unit) and 7.5% (SMLA_SD_WORK_NO_INIT) slower put less of it before the wait (14, 15;
-// twenty-seventh pass). Spills: none in the fp8_model1 pair kernels at n = 2-6 nor its unpaired
-// ones at _WIDE = 4; at every n tried (2-8) one fp8_ds_mla pair kernel or more spills.
+// twenty-seventh pass). Spill instructions (SASS, 2026-12-02): none in the fp8_model1 pair
+// kernels at n = 2 and 4 (at 6 only the persistent one is free, at 8 neither) nor in its unpaired
+// ones at _WIDE = 2 (persistent) and 4; the fp8_ds_mla one-unit pair is free at 2 (39 at 4), its
+// persistent pair spills in the consumers at 2 (125) and 4 (12), its unpaired ones at _WIDE = 4
+// 30 (one-unit) and 6.
 #ifndef SMLA_SD_CONVERT_EARLY
 #define SMLA_SD_CONVERT_EARLY 0
 #endif
@@ -498,6 +501,9 @@ inline constexpr int kWideIndexQueue = SMLA_SD_WIDE_QUEUE;
 #endif
 template <bool kPeer>
 inline constexpr int kConvertEarly = kPeer ? SMLA_SD_CONVERT_EARLY : SMLA_SD_CONVERT_EARLY_WIDE;
+// (Converting them before the pair producer issues the next block's loads, whose 40 registers are
+// live beside the conversion, spilled as much or more: fp8_ds_mla pairs 42-191 spill
+// instructions at n = 4-8, 2026-12-02, SASS only.)
 template <int kFmt>
 inline constexpr int kWidePrefetchOf = kFmt == static_cast<int>(CacheFormat::fp8_e4m3) ? 2 : SMLA_SD_WIDE_PREFETCH;
 static_assert(kPairIndexQueue >= 4 && kPairPrefetch >= 2 && kPairPrefetch < kPairIndexQueue,

@@ -413,6 +413,34 @@ __device__ __forceinline__ void prefetch_key(const AttnParams& p, const Work& w,
   if (a.page) PackedRow<kFmt>::template prefetch_lines<kPaired>(a, pl.q);
 }
 
+// config.h kConvertEarly: a producer thread's rows of one block with their first kE latent
+// chunks dequantized into registers (convert, before the stage's wait), stored with the rest
+// converted on the way (store, after it).
+template <class Round, int kRounds, bool kPeer>
+struct EarlyRows {
+  static constexpr int kE = kConvertEarly<kPeer> < Round::F::kLatentChunks ? kConvertEarly<kPeer> : Round::F::kLatentChunks;
+  bool route[kRounds];
+  uint4 out[kRounds][kE > 0 ? 2 * kE : 1];  // (kE = 0: never converted nor stored)
+  template <bool kRoute>
+  __device__ void convert(const Round (&cur)[kRounds]) {
+#pragma unroll
+    for (int r = 0; r < kRounds; ++r) {
+      route[r] = cur[r].template route<kRoute>();
+      cur[r].template convert<0, kE>(out[r], route[r]);
+    }
+  }
+  template <int kRows, int kD>
+  __device__ void store(const Round (&cur)[kRounds], const Stage<kRows, kD>& st, const PeerStage& peer,
+                        const ProducerLane& pl) const {
+#pragma unroll
+    for (int r = 0; r < kRounds; ++r) {
+      publish_valid<kPeer>(st.valid, peer, pl, pl.round + r, cur[r].ok);
+      Round::template store_chunks<kPeer, 0, kE>(out[r], st.tile, peer, pl, pl.row_in_block(r));
+      cur[r].template store_rest<kPeer, kE>(route[r], st.tile, peer, pl, pl.row_in_block(r));
+    }
+  }
+};
+
 // Bytes a pair's peer writes into this CTA's K tile per block: its 32 rows and its 4 ballots.
 template <int kD>
 inline constexpr uint32_t kPeerTxBytes = (kProducerIdle ? 0 : 32 * kD * 2) + 4 * 4;
@@ -430,21 +458,10 @@ __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, 
     peer.full = in_peer(w, st.full);
   }
   if constexpr (kConvertEarly<kPeer> != 0) {
-    constexpr int kE = kConvertEarly<kPeer> < Round::F::kLatentChunks ? kConvertEarly<kPeer> : Round::F::kLatentChunks;
-    bool route[kRounds];
-    uint4 early[kRounds][2 * kE];
-#pragma unroll
-    for (int r = 0; r < kRounds; ++r) {
-      route[r] = cur[r].template route<kRoute>();
-      cur[r].template convert<0, kE>(early[r], route[r]);
-    }
+    EarlyRows<Round, kRounds, kPeer> e;
+    e.template convert<kRoute>(cur);
     st.wait_empty(n);
-#pragma unroll
-    for (int r = 0; r < kRounds; ++r) {
-      publish_valid<kPeer>(st.valid, peer, pl, pl.round + r, cur[r].ok);
-      Round::template store_chunks<kPeer, 0, kE>(early[r], st.tile, peer, pl, pl.row_in_block(r));
-      cur[r].template store_rest<kPeer, kE>(route[r], st.tile, peer, pl, pl.row_in_block(r));
-    }
+    e.store(cur, st, peer, pl);
   } else {
     st.wait_empty(n);
 #pragma unroll
