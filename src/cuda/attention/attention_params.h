@@ -86,9 +86,9 @@ struct AttnParams {
   // units the CTAs walk (what grid.x, y, z would be without persistence); 0 otherwise.
   int unit_gx = 0, unit_gy = 0, unit_gz = 0;
 
-  // q for the TMA unit (sparse_decode config.h SMLA_SD_Q_TMA): a 4-D
-  // tensor (d_qk values, h_q heads, s_q tokens, b requests), boxes of 64 values x 64 heads in the
-  // 128-byte swizzle; q_tma = 1 when the launch built it. Last, so that no other field moves.
+  // q for the TMA unit (sparse_decode config.h SMLA_SD_Q_TMA): a 4-D tensor (d_qk values, h_q
+  // heads, s_q tokens, b requests), boxes of 64 values x 64 heads in the 128-byte swizzle;
+  // q_tma = 1 when the launch built it. Last, so that no other field moves.
   CUtensorMap q_map;
   int q_tma = 0;
 };

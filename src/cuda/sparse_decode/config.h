@@ -499,8 +499,8 @@ inline constexpr int kWideIndexQueue = SMLA_SD_WIDE_QUEUE;
 #ifndef SMLA_SD_CONVERT_EARLY_WIDE
 #define SMLA_SD_CONVERT_EARLY_WIDE 0
 #endif
-template <bool kPeer>
-inline constexpr int kConvertEarly = kPeer ? SMLA_SD_CONVERT_EARLY : SMLA_SD_CONVERT_EARLY_WIDE;
+template <bool kPeer, int kRows>
+inline constexpr int kConvertEarly = kPeer ? SMLA_SD_CONVERT_EARLY : kRows == 64 ? SMLA_SD_CONVERT_EARLY_WIDE : 0;
 // (Converting them before the pair producer issues the next block's loads, whose 40 registers are
 // live beside the conversion, spilled as much or more: fp8_ds_mla pairs 42-191 spill
 // instructions at n = 4-8, 2026-12-02, SASS only.)

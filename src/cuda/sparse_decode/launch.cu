@@ -112,10 +112,10 @@ bool dense_tma_map(AttnParams& p, bool e4m3 = false) {
 
 // config.h SMLA_SD_Q_TMA: q as a 4-D tensor (d_qk, h_q, s_q, b) for the 64-row CTAs' Q load by
 // the TMA unit (kernel.cuh load_q_tma: one-unit CTAs; with 2, the default, also persistent ones
-// but the fp8_ds_mla pairs'; with 3 paged prefill's), boxes of 64 values x 64 heads in the 128-byte swizzle; heads past h_q read as
-// zeros. Only where a box holds one head tile (64 heads a tile, or one tile) and one token, and
-// the TMA unit takes q's address and strides (16-byte multiples); else the kernel's cp.async
-// writes the same layout.
+// but the fp8_ds_mla pairs'; with 3 paged prefill's), boxes of 64 values x 64 heads in the
+// 128-byte swizzle; heads past h_q read as zeros. Only where a box holds one head tile (64 heads
+// a tile, or one tile) and one token, and the TMA unit takes q's address and strides (16-byte
+// multiples); else the kernel's cp.async writes the same layout.
 bool q_tma_map(AttnParams& p) {
   // A dimension of one (sparse prefill's s_q, b = 1) takes the packed stride: its own is never
   // used, and may be anything (prefill leaves q_st 0).

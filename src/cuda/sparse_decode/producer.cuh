@@ -416,9 +416,10 @@ __device__ __forceinline__ void prefetch_key(const AttnParams& p, const Work& w,
 // config.h kConvertEarly: a producer thread's rows of one block with their first kE latent
 // chunks dequantized into registers (convert, before the stage's wait), stored with the rest
 // converted on the way (store, after it).
-template <class Round, int kRounds, bool kPeer>
+template <class Round, int kRounds, bool kPeer, int kRows>
 struct EarlyRows {
-  static constexpr int kE = kConvertEarly<kPeer> < Round::F::kLatentChunks ? kConvertEarly<kPeer> : Round::F::kLatentChunks;
+  static constexpr int kE =
+      kConvertEarly<kPeer, kRows> < Round::F::kLatentChunks ? kConvertEarly<kPeer, kRows> : Round::F::kLatentChunks;
   bool route[kRounds];
   uint4 out[kRounds][kE > 0 ? 2 * kE : 1];  // (kE = 0: never converted nor stored)
   template <bool kRoute>
@@ -429,7 +430,7 @@ struct EarlyRows {
       cur[r].template convert<0, kE>(out[r], route[r]);
     }
   }
-  template <int kRows, int kD>
+  template <int kD>
   __device__ void store(const Round (&cur)[kRounds], const Stage<kRows, kD>& st, const PeerStage& peer,
                         const ProducerLane& pl) const {
 #pragma unroll
@@ -457,8 +458,8 @@ __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, 
     peer.valid = in_peer(w, st.valid);
     peer.full = in_peer(w, st.full);
   }
-  if constexpr (kConvertEarly<kPeer> != 0) {
-    EarlyRows<Round, kRounds, kPeer> e;
+  if constexpr (kConvertEarly<kPeer, kRows> != 0) {
+    EarlyRows<Round, kRounds, kPeer, kRows> e;
     e.template convert<kRoute>(cur);
     st.wait_empty(n);
     e.store(cur, st, peer, pl);
