@@ -485,10 +485,11 @@ inline constexpr int kWideIndexQueue = SMLA_SD_WIDE_QUEUE;
 // row's chunks (8 fp8_ds_mla, 7 fp8_model1) converts the whole row first.
 // SMLA_SD_CONVERT_EARLY_WIDE=n: the same for the unpaired 64-row producers (n chunks of each of
 // their two rows). Now most of the conversion runs after that wait (SASS: in the fp8_ds_mla
-// pair kernel 33 of a block's 392 conversion instructions before it), so a stage freed late is
-// filled late by the conversion's length. The fp8_ds_mla pair kernel's builds that ran 4% (Q by
-// the TMA unit) and 7.5% (SMLA_SD_WORK_NO_INIT) slower put less of it before the wait (14, 15;
-// twenty-seventh pass). Spill instructions (SASS, 2026-12-02): none in the fp8_model1 pair
+// persistent pair kernel 25 of a block's 384 FMUL / F2FP / HADD2 before it), so a stage freed late
+// is filled late by the conversion's length. That kernel's builds that ran 4% (Q by the TMA unit)
+// and 7.5% (SMLA_SD_WORK_NO_INIT) slower put less of it before the wait (2, 6; twenty-seventh
+// pass). ptxas places the conversion, not the source order: where it stays after the wait
+// in these builds is in PERF.md (twenty-seventh pass, item 4). Spill instructions (SASS, 2026-12-02): none in the fp8_model1 pair
 // kernels at n = 2 and 4 (at 6 only the persistent one is free, at 8 neither) nor in its unpaired
 // ones at _WIDE = 2 (persistent) and 4; the fp8_ds_mla one-unit pair is free at 2 (39 at 4), its
 // persistent pair spills in the consumers at 2 (125) and 4 (12), its unpaired ones at _WIDE = 4
