@@ -132,6 +132,15 @@ __device__ __forceinline__ void load_q_tma(const AttnParams& p, const Work& w, u
   load_q<64, kD, false, true, false, true>(p, w, smem);
 }
 
+// load_q_tma's mbarrier, one arrival (thread 0's expect_tx) a unit; before the CTA's first sync.
+template <int kD>
+__device__ __forceinline__ void init_q_bar(uint8_t* smem) {
+  if (threadIdx.x == 0) {
+    mbar_init(reinterpret_cast<uint64_t*>(smem + Smem<64, kD>::q_bar), 1);
+    fence_mbarrier_init();
+  }
+}
+
 // config.h kQPrefetch: unit w's bf16 Q rows into L2, 128-byte lines spread over `threads`
 // threads from thread `t`.
 template <int kD>
@@ -193,12 +202,7 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
                 "staged rows 0-62 fit the Q tile and row 63 the P tile");
   constexpr bool kTmaQ = kPersistQTma<kFmt, kPair, kMaxLogits, kStaged>;  // config.h: the units' Q by the TMA unit
   init_stage_barriers<kRows, kD, 0, false, false, kernel_producer_threads<kRows, kFmt, kPair, true>()>(smem, kPair);
-  if constexpr (kTmaQ) {
-    if (threadIdx.x == 0) {
-      mbar_init(reinterpret_cast<uint64_t*>(smem + S::q_bar), 1);
-      fence_mbarrier_init();
-    }
-  }
+  if constexpr (kTmaQ) init_q_bar<kD>(smem);
   __syncthreads();
   if constexpr (kPair) cluster_sync();
   const int rank = kPair ? static_cast<int>(cluster_ctarank()) : 0;
@@ -321,12 +325,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
       }
     } else {
       init_stage_barriers<kRows, kD, kRaw, kTma, kAlt<kRows, kFmt>, kernel_producer_threads<kRows, kFmt, kPair, kPersist>()>(smem, w.pair);
-      if constexpr (kTmaQ) {
-        if (threadIdx.x == 0) {
-          mbar_init(reinterpret_cast<uint64_t*>(smem + Smem<kRows, kD>::q_bar), 1);
-          fence_mbarrier_init();
-        }
-      }
+      if constexpr (kTmaQ) init_q_bar<kD>(smem);
     }
     __syncthreads();
     if constexpr (kPair) cluster_sync();  // the peer's barriers are initialized before anyone writes or arrives there
