@@ -174,6 +174,13 @@ AttentionPlan plan_sparse_decode(int b, int s_q, int h_q, int format) {
   pl.family = AttentionPlan::Family::sparse_decode;
   pl.format = format;
   pl.rows = sparse_decode_family::tile_rows(h_q);
+  // Measurement knob: SMLA_SD_ROWS=16 or 32 runs more heads on narrower tiles (h128 on four
+  // 32-row tiles: more CTAs a split, each with half the float32 partials). Read once per process.
+  static const int rows_env = [] {
+    const char* v = std::getenv("SMLA_SD_ROWS");
+    return v ? std::atoi(v) : 0;
+  }();
+  if (rows_env == 16 || rows_env == 32) pl.rows = std::min(pl.rows, rows_env);
   pl.tokens_per_cta = 1;
   pl.token_groups = s_q;
   pl.tiles_per_kv = (h_q + pl.rows - 1) / pl.rows;
