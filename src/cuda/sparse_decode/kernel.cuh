@@ -250,7 +250,9 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
         if (n0 > 0)
           prefetch_q_rows<kD>(p, w, static_cast<int>(threadIdx.x) - kConsumerThreads, static_cast<int>(blockDim.x) - kConsumerThreads);
       if constexpr (bf16_rows(kFmt)) produce_bf16<kRows, kD>(p, w, smem, n0);
-      else produce_packed<kRows, kFmt, kTwo, kBf16Route<kRows, kFmt, kPair, true>>(p, w, smem, n0);
+      else
+        produce_packed<kRows, kFmt, kTwo, kBf16Route<kRows, kFmt, kPair, true>, false,
+                       kConvertEarlyWide<kRows, kFmt, true, kMaxLogits>>(p, w, smem, n0);
     });
   }
   if constexpr (kPair) cluster_sync();  // no CTA leaves while its peer may still write or arrive in its shared memory
@@ -365,7 +367,9 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
         setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, kPersist>(), kEntry>();
         if constexpr (kTma) produce_dense_tma<kRows, kD>(p, w, smem);
         else if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
-        else produce_packed<kRows, kFmt, kTwo, kBf16Route<kRows, kFmt, kPair, false>, kFirstAlone<kRows, kFmt, kPair, kLogits>>(p, w, smem);
+        else
+          produce_packed<kRows, kFmt, kTwo, kBf16Route<kRows, kFmt, kPair, false>, kFirstAlone<kRows, kFmt, kPair, kLogits>,
+                         kConvertEarlyWide<kRows, kFmt, false, kLogits>>(p, w, smem);
       }
     } else if constexpr (kRawConsumer<kRows, kFmt>) {
       if (wg < kRawWgs<kRows, kFmt>) {

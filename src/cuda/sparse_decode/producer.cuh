@@ -333,8 +333,9 @@ struct PackedRound {
     }
   }
 
-  // config.h kConvertEarly: store() in two parts, the first kE latent chunks dequantized into
-  // registers before the stage's wait, the rest converted and everything stored after it.
+  // config.h kPairConvertEarly / kConvertEarlyWide: store() in two parts, the first kE latent
+  // chunks dequantized into registers before the stage's wait, the rest converted and everything
+  // stored after it.
   // out[2 (i - kI0)] and [+1]: chunk i's 16-byte halves, stored at columns 8 i + 2 q (+1).
   template <bool kRoute>
   __device__ bool route() const {
@@ -413,13 +414,12 @@ __device__ __forceinline__ void prefetch_key(const AttnParams& p, const Work& w,
   if (a.page) PackedRow<kFmt>::template prefetch_lines<kPaired>(a, pl.q);
 }
 
-// config.h kConvertEarly: a producer thread's rows of one block with their first kE latent
-// chunks dequantized into registers (convert, before the stage's wait), stored with the rest
-// converted on the way (store, after it).
-template <class Round, int kRounds, bool kPeer, int kRows>
+// config.h kPairConvertEarly / kConvertEarlyWide: a producer thread's rows of one block with
+// their first kE latent chunks dequantized into registers (convert, before the stage's wait),
+// stored with the rest converted on the way (store, after it).
+template <class Round, int kRounds, bool kPeer, int kEarly>
 struct EarlyRows {
-  static constexpr int kE =
-      kConvertEarly<kPeer, kRows> < Round::F::kLatentChunks ? kConvertEarly<kPeer, kRows> : Round::F::kLatentChunks;
+  static constexpr int kE = kEarly < Round::F::kLatentChunks ? kEarly : Round::F::kLatentChunks;
   bool route[kRounds];
   uint4 out[kRounds][kE > 0 ? 2 * kE : 1];  // (kE = 0: never converted nor stored)
   template <bool kRoute>
@@ -430,7 +430,7 @@ struct EarlyRows {
       cur[r].template convert<0, kE>(out[r], route[r]);
     }
   }
-  template <int kD>
+  template <int kRows, int kD>
   __device__ void store(const Round (&cur)[kRounds], const Stage<kRows, kD>& st, const PeerStage& peer,
                         const ProducerLane& pl) const {
 #pragma unroll
@@ -449,7 +449,7 @@ inline constexpr uint32_t kPeerTxBytes = (kProducerIdle ? 0 : 32 * kD * 2) + 4 *
 // Block n's rows (cur[r]: round pl.round + r) into stage st once the consumers freed it (and,
 // kPeer, into the peer's), then handed over (the CTA's first producer thread arms "full" for the
 // peer's bytes).
-template <int kRows, int kD, int kRounds, bool kPeer, bool kRoute, typename Round>
+template <int kRows, int kD, int kRounds, bool kPeer, bool kRoute, int kEarly, typename Round>
 __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, const Work& w, const ProducerLane& pl,
                                                     const Round (&cur)[kRounds], int n) {
   PeerStage peer;
@@ -458,8 +458,8 @@ __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, 
     peer.valid = in_peer(w, st.valid);
     peer.full = in_peer(w, st.full);
   }
-  if constexpr (kConvertEarly<kPeer, kRows> != 0) {
-    EarlyRows<Round, kRounds, kPeer, kRows> e;
+  if constexpr (kEarly != 0) {
+    EarlyRows<Round, kRounds, kPeer, kEarly> e;
     e.template convert<kRoute>(cur);
     st.wait_empty(n);
     e.store(cur, st, peer, pl);
@@ -481,7 +481,8 @@ __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, 
 // fp8_ds_mla / fp8_model1: global -> registers -> dequantize -> K tile. A thread takes kRounds
 // keys of every block; kAhead = 1 issues the loads of block kb + 1 before it stores block kb.
 // Rows kPf blocks ahead of block kb are prefetched into L2 (config.h kPairPrefetch, kWidePrefetchOf).
-template <int kRows, int kFmt, int kRounds, bool kPeer, int kAhead, bool kRoute, bool kAloneFirst = false>
+// kEarly: latent chunks of each row converted before the stage's wait (EarlyRows).
+template <int kRows, int kFmt, int kRounds, bool kPeer, int kAhead, bool kRoute, bool kAloneFirst = false, int kEarly = 0>
 __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl, int n0) {
   constexpr int kD = PackedRow<kFmt>::kD;
   constexpr bool kWide = !kPeer && kRows == 64;  // unpaired 64-row CTAs
@@ -532,7 +533,7 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
       load_next();
       ahead();
     }
-    store_and_hand_over<kRows, kD, kRounds, kPeer, kRoute>(st, w, pl, cur, n);
+    store_and_hand_over<kRows, kD, kRounds, kPeer, kRoute, kEarly>(st, w, pl, cur, n);
     if constexpr (kFirst) {
 #pragma unroll
       for (int r = 0; r < kRounds; ++r)
@@ -703,20 +704,23 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
 // n0: K blocks the CTA handled before this unit (persistent CTAs; stage and phase continue).
 // kTwo (config.h kTwoProducers): an unpaired 64-row CTA's two producer warpgroups, one round
 // each. kRoute: the bf16 dequantization route where the rows allow it (config.h).
-// kAloneFirst: the unpaired CTA's first block alone (config.h kFirstBlockAlone).
-template <int kRows, int kFmt, bool kTwo, bool kRoute, bool kAloneFirst = false>
+// kAloneFirst: the unpaired CTA's first block alone (config.h kFirstBlockAlone). kEarlyWide: the
+// unpaired CTA's chunks converted before the stage's wait (config.h kConvertEarlyWide).
+template <int kRows, int kFmt, bool kTwo, bool kRoute, bool kAloneFirst = false, int kEarlyWide = 0>
 __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   const ProducerLane pl(w, consumer_threads(kRows));
   if (w.kb_begin >= w.kb_end) return;
   constexpr int kAlone = kTwo ? 1 : producer_rounds<kRows>(false);
   if constexpr (kRows == 64) {  // only 64-row tiles pair (launch.cu)
     if (w.pair) {
-      produce_packed_rounds<kRows, kFmt, producer_rounds<kRows>(true), true, kPairAhead, kRoute>(p, w, smem, pl, n0);
+      produce_packed_rounds<kRows, kFmt, producer_rounds<kRows>(true), true, kPairAhead, kRoute, false, kPairConvertEarly>(
+          p, w, smem, pl, n0);
       if (kTimeline && pl.first()) timeline_mark(8);
       return;
     }
   }
-  produce_packed_rounds<kRows, kFmt, kAlone, false, (kRows == 64 ? 0 : kNarrowAhead), kRoute, kAloneFirst>(p, w, smem, pl, n0);
+  produce_packed_rounds<kRows, kFmt, kAlone, false, (kRows == 64 ? 0 : kNarrowAhead), kRoute, kAloneFirst, kEarlyWide>(
+      p, w, smem, pl, n0);
   if (kTimeline && pl.first()) timeline_mark(8);
 }
 
