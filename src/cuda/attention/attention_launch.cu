@@ -167,20 +167,44 @@ AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, int d_qk, bool t
   return pl;
 }
 
-AttentionPlan plan_sparse_decode(int b, int s_q, int h_q, int format) {
+// Whether 16-row tiles beat 64-row ones for h_q > 32 at this size: where the 64-row schedule
+// would cut every request into one-block splits, each CTA spends most of its time starting and
+// storing 128 KB of float32 partials; 16-row tiles over 2+ blocks a split (8 KB a head row, a
+// quarter of the partials a CTA) measured faster (twenty-eighth pass, µs, 64 -> 16 rows: V3.2
+// b1 h128 18.6 -> 17.0, b2 h128 24.4 -> 21.1, b1 s_q2 h128 24.2 -> 21.2, b1 h64 17.3 -> 15.0,
+// b2 h64 18.6 -> 17.5, V4 b1 h64 15.6 -> 13.9; V4 b1 h128 17.0 -> 17.1; b4 h128 with two-block
+// splits level, b8 +12%). Packed formats only (their 16-row kernels were timed).
+namespace {
+bool narrow_pays(int b, int s_q, int h_q, int format, int64_t keys) {
+  if (h_q <= 32 || keys <= 0 || !(format == static_cast<int>(CacheFormat::fp8_ds_mla) ||
+                                   format == static_cast<int>(CacheFormat::fp8_model1)))
+    return false;
+  const int64_t tiles = (h_q + 63) / 64;
+  const int64_t units = meta::split_units(b, std::max<int64_t>(1, current_device_info().sm_count / (tiles * s_q)));
+  const int64_t blocks = meta::split_key_blocks(keys, kMaxKeys, kBlockN);
+  return meta::split_per_unit(static_cast<int64_t>(b) * (blocks + 1), units) == 1;
+}
+}  // namespace
+
+AttentionPlan plan_sparse_decode(int b, int s_q, int h_q, int format, int64_t keys) {
   AttentionPlan pl;
   s_q = std::max(s_q, 1);
   h_q = std::max(h_q, 1);
   pl.family = AttentionPlan::Family::sparse_decode;
   pl.format = format;
   pl.rows = sparse_decode_family::tile_rows(h_q);
-  // Measurement knob: SMLA_SD_ROWS=16 or 32 runs more heads on narrower tiles (h128 on four
-  // 32-row tiles: more CTAs a split, each with half the float32 partials). Read once per process.
+  // Measurement knob: SMLA_SD_ROWS=16 or 32 runs more heads on narrower tiles, 64 keeps 64-row
+  // tiles above 32 heads (narrow_pays off). Read once per process.
   static const int rows_env = [] {
     const char* v = std::getenv("SMLA_SD_ROWS");
     return v ? std::atoi(v) : 0;
   }();
-  if (rows_env == 16 || rows_env == 32) pl.rows = std::min(pl.rows, rows_env);
+  if (rows_env == 16 || rows_env == 32) {
+    pl.rows = std::min(pl.rows, rows_env);
+  } else if (rows_env != 64 && narrow_pays(b, s_q, h_q, format, keys)) {
+    pl.rows = 16;
+    pl.min_split_blocks = 2;  // b1 h64: one-block splits on 128 CTAs 18.0 µs, two-block on 64 15.0
+  }
   pl.tokens_per_cta = 1;
   pl.token_groups = s_q;
   pl.tiles_per_kv = (h_q + pl.rows - 1) / pl.rows;
@@ -237,7 +261,8 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
     // Every request has the same key count: the schedule follows from shapes (no schedule
     // kernel); one split each means no partials and no combine.
     const int64_t blocks = meta::split_key_blocks(uniform_key_count(p), kMaxKeys, kBlockN);
-    const int64_t n = meta::split_count(blocks, meta::split_per_unit(static_cast<int64_t>(p.b) * (blocks + 1), plan.num_units));
+    const int64_t n = meta::split_count(
+        blocks, meta::split_per_unit_at_least(static_cast<int64_t>(p.b) * (blocks + 1), plan.num_units, plan.min_split_blocks));
     p.split_offsets = nullptr;
     if (n > 1) {
       p.uniform_splits = static_cast<int>(n);
@@ -249,7 +274,7 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
     // otherwise cut each request into num_units splits of 1-2 blocks, whose fp32 partials (2 KB
     // a head) cost more than the keys they spread (bf16 b1 h128 L8192: 64 splits 37.0 µs, 32
     // splits 28.7, 15 splits 35.5; the sparse kernels' one-block splits measured best).
-    const int min_blocks = plan.family == AttentionPlan::Family::sparse_decode && p.dense ? 4 : 1;
+    const int min_blocks = std::max(plan.family == AttentionPlan::Family::sparse_decode && p.dense ? 4 : 1, plan.min_split_blocks);
     split_plan_kernel<<<1, kPlanThreads, 0, stream>>>(p, plan.num_units, min_blocks,
                                                       const_cast<int32_t*>(p.split_offsets));
     SMLA_CUDA_CHECK_LAUNCH();

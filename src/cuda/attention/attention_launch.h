@@ -21,6 +21,7 @@ struct AttentionPlan {
   bool split = false;      // split-KV with the device schedule
   int num_units = 1;       // schedule target: CTAs that fill the GPU once
   int64_t max_splits = 0;  // workspace bound: b + num_units
+  int min_split_blocks = 1;  // key blocks a split at least (the schedule's per-unit floor)
   int raw_stride = 656;    // staged bytes per key row (widest format of the key sets)
   int format = -1;         // the format of every key set, or -1 when it is read at run time
   // The kernel family: the generic gather-attention kernel, or the warp-specialized sparse-
@@ -35,8 +36,10 @@ AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, int d_qk, bool t
 // Staged bytes per key row for a key set (multiple of 16).
 int staged_row_bytes(const KeySetParams& ks);
 // The sparse-decode family's tiling: head tiles of up to 64 rows (16 or 32 for h_q <= 32), one
-// query token and one CTA per SM (its shared memory), split-KV to fill the GPU.
-AttentionPlan plan_sparse_decode(int b, int s_q, int h_q, int format);
+// query token and one CTA per SM (its shared memory), split-KV to fill the GPU. keys: the most
+// keys a request can have (top-k plus the extra set's; 0 when not known, as for dense decode and
+// prefill): few keys a CTA put more heads on 16-row tiles (plan_sparse_decode).
+AttentionPlan plan_sparse_decode(int b, int s_q, int h_q, int format, int64_t keys = 0);
 size_t attention_workspace_bytes(const AttentionPlan& plan, int b, int s_q, int h_q);
 // Fills p.split_offsets / part_o / part_lse from the workspace and launches plan, attention
 // and combine kernels on `stream`.

@@ -93,7 +93,8 @@ AttentionPlan sparse_decode_plan(const SparseDecodeArgs& a) {
   const int fmt = static_cast<int>(a.cache.format);
   if (!sparse_decode_family::disabled_by_env() &&
       sparse_decode_family::takes(fmt, extra ? static_cast<int>(a.extra_cache.format) : fmt, extra, d_qk))
-    return plan_sparse_decode(b, s_q, h_q, fmt);
+    return plan_sparse_decode(b, s_q, h_q, fmt,
+                              static_cast<int64_t>(a.indices.shape[2]) + (extra ? a.extra_indices.shape[2] : 0));
   int raw = staged_row_bytes(key_set(a.cache));
   int format = static_cast<int>(a.cache.format);
   if (a.extra_cache.data.present()) {

@@ -500,14 +500,16 @@ inline constexpr int kWideIndexQueue = SMLA_SD_WIDE_QUEUE;
 // Default -1: each unpaired 64-row decode kernel its measured n (twenty-eighth pass, same call,
 // µs, 0 / 2 / 4): fp8_model1 4 (V4 h64 one-unit 43.6 / 43.2 / 42.9, V4 s_q2 h64 persistent 80.5
 // / 79.5 / 77.4), fp8_ds_mla persistent 2 (s_q2 h64 230.7 / 219.6 / 237.6), its one-unit kernel
-// 0 (h64 119.3 / 124.8 / 128.4: 12 and 30 spill instructions). Sparse prefill takes
-// SMLA_SD_CONVERT_EARLY_PREFILL (default 0: not measured there); a value >= 0 sets every one.
-// The pairs at 2 were slower (V4 s_q2 h128 200.5 -> 204.3, V4 h128 106.4 -> 108.3): 0.
+// 0 (h64 119.3 / 124.8 / 128.4: 12 and 30 spill instructions). Paged sparse prefill's unpaired
+// kernels SMLA_SD_CONVERT_EARLY_PREFILL, default 4 (s_q4096 h64 topk2048, ms, 0 / 2 / 4:
+// fp8_ds_mla 3.439 / 3.759 / 3.333, fp8_model1 3.182 / 3.000 / 3.000). A value >= 0 of
+// SMLA_SD_CONVERT_EARLY_WIDE sets every one. The pairs at 2 were slower (V4 s_q2 h128 200.5 ->
+// 204.3, V4 h128 106.4 -> 108.3): 0.
 #ifndef SMLA_SD_CONVERT_EARLY_WIDE
 #define SMLA_SD_CONVERT_EARLY_WIDE -1
 #endif
 #ifndef SMLA_SD_CONVERT_EARLY_PREFILL
-#define SMLA_SD_CONVERT_EARLY_PREFILL 0
+#define SMLA_SD_CONVERT_EARLY_PREFILL 4
 #endif
 inline constexpr int kPairConvertEarly = SMLA_SD_CONVERT_EARLY;
 template <int kRows, int kFmt, bool kPersist, bool kLogits>
