@@ -167,18 +167,16 @@ AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, int d_qk, bool t
   return pl;
 }
 
+namespace {
 // Whether 16-row tiles beat 64-row ones for h_q > 32 at this size: where the 64-row schedule
 // would cut every request into one-block splits, each CTA spends most of its time starting and
-// storing 128 KB of float32 partials; 16-row tiles over 2+ blocks a split (8 KB a head row, a
-// quarter of the partials a CTA) measured faster (twenty-eighth pass, µs, 64 -> 16 rows: V3.2
-// b1 h128 18.6 -> 17.0, b2 h128 24.4 -> 21.1, b1 s_q2 h128 24.2 -> 21.2, b1 h64 17.3 -> 15.0,
-// b2 h64 18.6 -> 17.5, V4 b1 h64 15.6 -> 13.9; V4 b1 h128 17.0 -> 17.1; b4 h128 with two-block
-// splits level, b8 +12%). Packed formats only (their 16-row kernels were timed).
-namespace {
+// storing 128 KB of float32 partials; 16-row tiles over 2+ blocks a split (a quarter of the
+// partials a CTA) measured faster for fp8_ds_mla (twenty-eighth pass, topk 2048, µs, 64 -> 16
+// rows: b1 h128 18.4 -> 16.9, b2 h128 24.2 -> 21.2, b1 s_q2 h128 24.0 -> 21.2, b1 h64 17.4 ->
+// 15.0, b2 h64 18.8 -> 17.6, b3 h64 22.9 -> 18.6, b4 h64 24.5 -> 19.3; b4 h128, two-block splits
+// at 64 rows, level, b8 +12%). Not fp8_model1: V4 (128 + 512 / 1024 keys) lost 1-46% at b 1-12.
 bool narrow_pays(int b, int s_q, int h_q, int format, int64_t keys) {
-  if (h_q <= 32 || keys <= 0 || !(format == static_cast<int>(CacheFormat::fp8_ds_mla) ||
-                                   format == static_cast<int>(CacheFormat::fp8_model1)))
-    return false;
+  if (h_q <= 32 || keys <= 0 || format != static_cast<int>(CacheFormat::fp8_ds_mla)) return false;
   const int64_t tiles = (h_q + 63) / 64;
   const int64_t units = meta::split_units(b, std::max<int64_t>(1, current_device_info().sm_count / (tiles * s_q)));
   const int64_t blocks = meta::split_key_blocks(keys, kMaxKeys, kBlockN);
