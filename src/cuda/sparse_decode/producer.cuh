@@ -292,6 +292,12 @@ struct PackedRound {
   // unused slots out of P V). The peer's copy goes 16 bytes at a time by st.async, overlapped
   // with the conversion: one bulk copy of the round after a named barrier measured slower
   // (2026-12-02, V3.2 b128 s_q2 h128 378.7 -> 428.5 µs, V4 s_q2 h128 223.7 -> 240.2).
+  // Whether the warp takes the bf16 route (kRoute and every lane's scales allow it).
+  template <bool kRoute>
+  __device__ bool route() const {
+    if constexpr (kRoute && !std::is_empty_v<typename F::Scales>) return __all_sync(0xffffffffu, F::bf16_route(sc));
+    return kRoute;
+  }
   template <bool kPeer, bool kRoute>
   __device__ void store(uint8_t* tile, const PeerStage& peer, const ProducerLane& pl, int j) const {
     if constexpr (kProducerIdle) return;
@@ -308,8 +314,7 @@ struct PackedRound {
     // kRoute (config.h kBf16Route): the bf16 route (fp8.cuh) where every lane's row allows
     // it (warp-uniform: no divergence), else the float32 route; both give the same bits. (The
     // warp is converged: publish_valid's ballot came just before.)
-    bool route = kRoute;
-    if constexpr (kRoute && !std::is_empty_v<typename F::Scales>) route = __all_sync(0xffffffffu, F::bf16_route(sc));
+    const bool route = this->template route<kRoute>();
     auto latent = [&](auto convert) {
 #pragma unroll
       for (int i = 0; i < F::kLatentChunks; ++i) {
@@ -337,11 +342,6 @@ struct PackedRound {
   // chunks dequantized into registers before the stage's wait, the rest converted and everything
   // stored after it.
   // out[2 (i - kI0)] and [+1]: chunk i's 16-byte halves, stored at columns 8 i + 2 q (+1).
-  template <bool kRoute>
-  __device__ bool route() const {
-    if constexpr (kRoute && !std::is_empty_v<typename F::Scales>) return __all_sync(0xffffffffu, F::bf16_route(sc));
-    return kRoute;
-  }
   template <int kI0, int kI1>
   __device__ void convert(uint4 (&out)[2 * (kI1 - kI0)], bool bf16_route) const {
     static_assert(!kProducerIdle && !kNoConvert && !kNoTileStores, "the experiments take store()");
