@@ -168,19 +168,34 @@ AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, int d_qk, bool t
 }
 
 namespace {
-// Whether 16-row tiles beat 64-row ones for h_q > 32 at this size: where the 64-row schedule
-// would cut every request into one-block splits, each CTA spends most of its time starting and
-// storing 128 KB of float32 partials; 16-row tiles over 2+ blocks a split (a quarter of the
-// partials a CTA) measured faster for fp8_ds_mla (twenty-eighth pass, topk 2048, µs, 64 -> 16
-// rows: b1 h128 18.4 -> 16.9, b2 h128 24.2 -> 21.2, b1 s_q2 h128 24.0 -> 21.2, b1 h64 17.4 ->
-// 15.0, b2 h64 18.8 -> 17.6, b3 h64 22.9 -> 18.6, b4 h64 24.5 -> 19.3; b4 h128, two-block splits
-// at 64 rows, level, b8 +12%). Not fp8_model1: V4 (128 + 512 / 1024 keys) lost 1-46% at b 1-12.
-bool narrow_pays(int b, int s_q, int h_q, int format, int64_t keys) {
-  if (h_q <= 32 || keys <= 0 || format != static_cast<int>(CacheFormat::fp8_ds_mla)) return false;
-  const int64_t tiles = (h_q + 63) / 64;
-  const int64_t units = meta::split_units(b, std::max<int64_t>(1, current_device_info().sm_count / (tiles * s_q)));
-  const int64_t blocks = meta::split_key_blocks(keys, kMaxKeys, kBlockN);
-  return meta::split_per_unit(static_cast<int64_t>(b) * (blocks + 1), units) == 1;
+// The floor of key blocks a split (2, 1) where 16-row tiles beat 64-row ones for h_q > 32 at this
+// size, else 0. fp8_ds_mla: where the 64-row schedule would cut every request into one-block
+// splits, each CTA spends most of its time starting and storing 128 KB of float32 partials;
+// 16-row tiles over 2+ blocks a split (a quarter of the partials a CTA) measured faster
+// (twenty-eighth pass, topk 2048, µs, 64 -> 16 rows: b1 h128 18.4 -> 16.9, b2 h128 24.2 -> 21.2,
+// b1 s_q2 h128 24.0 -> 21.2, b1 h64 17.4 -> 15.0, b2 h64 18.8 -> 17.6, b3 h64 22.9 -> 18.6, b4
+// h64 24.5 -> 19.3; b4 h128, two-block splits at 64 rows, level, b8 +12%). Not fp8_model1 by
+// default: V4 (128 + 512 / 1024 keys) lost 1-46% at b 1-12 with the floor of 2, and gained 9-12%
+// without it only where its own 16-row schedule makes one-block splits on few CTAs (h64, b s_q
+// <= 2); SMLA_SD_NARROW_MODEL1=n (measurement knob, read once per process) takes that rule with
+// a cap of n CTAs, to time it over more sizes.
+int narrow_floor(int b, int s_q, int h_q, int format, int64_t keys) {
+  if (h_q <= 32 || keys <= 0) return 0;
+  const int64_t blocks = meta::split_key_blocks(keys, kMaxKeys, kBlockN), total = static_cast<int64_t>(b) * (blocks + 1);
+  auto per_unit = [&](int64_t rows) {  // the schedule's blocks a split on tiles of `rows`
+    const int64_t tiles = (h_q + rows - 1) / rows;
+    return meta::split_per_unit(
+        total, meta::split_units(b, std::max<int64_t>(1, current_device_info().sm_count / (tiles * s_q))));
+  };
+  if (format == static_cast<int>(CacheFormat::fp8_ds_mla)) return per_unit(64) == 1 ? 2 : 0;
+  static const int64_t model1_cap = [] {
+    const char* v = std::getenv("SMLA_SD_NARROW_MODEL1");
+    return v ? std::atoll(v) : 0;
+  }();
+  if (format == static_cast<int>(CacheFormat::fp8_model1) && model1_cap > 0 && per_unit(16) == 1 &&
+      (h_q + 15) / 16 * s_q * static_cast<int64_t>(b) * blocks <= model1_cap)
+    return 1;
+  return 0;
 }
 }  // namespace
 
@@ -192,16 +207,17 @@ AttentionPlan plan_sparse_decode(int b, int s_q, int h_q, int format, int64_t ke
   pl.format = format;
   pl.rows = sparse_decode_family::tile_rows(h_q);
   // Measurement knob: SMLA_SD_ROWS=16 or 32 runs more heads on narrower tiles, 64 keeps 64-row
-  // tiles above 32 heads (narrow_pays off). Read once per process.
+  // tiles above 32 heads (narrow_floor off). Read once per process.
   static const int rows_env = [] {
     const char* v = std::getenv("SMLA_SD_ROWS");
     return v ? std::atoi(v) : 0;
   }();
   if (rows_env == 16 || rows_env == 32) {
     pl.rows = std::min(pl.rows, rows_env);
-  } else if (rows_env != 64 && narrow_pays(b, s_q, h_q, format, keys)) {
+  } else if (const int narrow = rows_env == 64 ? 0 : narrow_floor(b, s_q, h_q, format, keys); narrow > 0) {
     pl.rows = 16;
-    pl.min_split_blocks = 2;  // b1 h64: one-block splits on 128 CTAs 18.0 µs, two-block on 64 15.0
+    // fp8_ds_mla b1 h64: one-block splits on 128 CTAs 18.0 µs, two-block ones on 64 15.0
+    pl.min_split_blocks = narrow;
   }
   pl.tokens_per_cta = 1;
   pl.token_groups = s_q;
