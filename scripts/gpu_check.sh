@@ -57,7 +57,7 @@ if has tests; then
   rc=$?
   [ $rc -ne 0 ] && status=1
   echo "- GPU sparse-decode + graph tests, persistent kernel forced: rc=$rc; $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$OUT/gpu_tests_persistent.log" | tr '\n' ' ')" >> "$SUMMARY"
-  # Small batches above 32 heads run on 16-row tiles (attention_launch.cu narrow_pays): the
+  # Small batches above 32 heads run on 16-row tiles (attention_launch.cu narrow_floor): the
   # sparse-decode and graph tests again with the 64-row tiles kept there.
   SMLA_SD_ROWS=64 timeout ${TEST_TIMEOUT:-900} ./build-gpu/tests/smla_gpu_tests \
     --gtest_filter='GpuSparseDecode.*:GpuGraph.*:-*RealShapeSampled*' > "$OUT/gpu_tests_rows64.log" 2>&1

@@ -38,7 +38,7 @@ int staged_row_bytes(const KeySetParams& ks);
 // The sparse-decode family's tiling: head tiles of up to 64 rows (16 or 32 for h_q <= 32), one
 // query token and one CTA per SM (its shared memory), split-KV to fill the GPU. keys: the most
 // keys a request can have (top-k plus the extra set's; 0 when not known, as for dense decode and
-// prefill): few keys a CTA put more heads on 16-row tiles (plan_sparse_decode).
+// prefill), with which small fp8_ds_mla batches put more than 32 heads on 16-row tiles.
 AttentionPlan plan_sparse_decode(int b, int s_q, int h_q, int format, int64_t keys = 0);
 size_t attention_workspace_bytes(const AttentionPlan& plan, int b, int s_q, int h_q);
 // Fills p.split_offsets / part_o / part_lse from the workspace and launches plan, attention

@@ -287,17 +287,18 @@ struct PackedRound {
     }
   }
 
-  // Dequantized into row j of the K tile (and of the peer's, same offset); a skipped key was
-  // loaded as zeros and is written as zeros (its logit is masked, and zero V keeps NaN bytes of
-  // unused slots out of P V). The peer's copy goes 16 bytes at a time by st.async, overlapped
-  // with the conversion: one bulk copy of the round after a named barrier measured slower
-  // (2026-12-02, V3.2 b128 s_q2 h128 378.7 -> 428.5 µs, V4 s_q2 h128 223.7 -> 240.2).
   // Whether the warp takes the bf16 route (kRoute and every lane's scales allow it).
   template <bool kRoute>
   __device__ bool route() const {
     if constexpr (kRoute && !std::is_empty_v<typename F::Scales>) return __all_sync(0xffffffffu, F::bf16_route(sc));
     return kRoute;
   }
+
+  // Dequantized into row j of the K tile (and of the peer's, same offset); a skipped key was
+  // loaded as zeros and is written as zeros (its logit is masked, and zero V keeps NaN bytes of
+  // unused slots out of P V). The peer's copy goes 16 bytes at a time by st.async, overlapped
+  // with the conversion: one bulk copy of the round after a named barrier measured slower
+  // (2026-12-02, V3.2 b128 s_q2 h128 378.7 -> 428.5 µs, V4 s_q2 h128 223.7 -> 240.2).
   template <bool kPeer, bool kRoute>
   __device__ void store(uint8_t* tile, const PeerStage& peer, const ProducerLane& pl, int j) const {
     if constexpr (kProducerIdle) return;
