@@ -51,6 +51,9 @@ void launch_kernel(const AttnParams& p, dim3 grid, int64_t resident, cudaStream_
   cudaLaunchAttribute attrs[2];
   cudaLaunchConfig_t cfg = launch_config<kernel, kRows, kD, kFmt, kPair, kPersist>(grid, stream, attrs);
   AttnParams args = p;
+  // q's tensor map, where this instance reads it (else its Q load never looks at q_tma).
+  if constexpr (kLoadsQByTma<kRows, kD, kFmt, kPair, kPersist, kLogits || kFmt == static_cast<int>(CacheFormat::bf16), kLogits>)
+    args.q_tma = q_tma_map(args) ? 1 : 0;
   if constexpr (kPersist) {
     args.unit_gx = static_cast<int>(grid.x);
     args.unit_gy = static_cast<int>(grid.y);

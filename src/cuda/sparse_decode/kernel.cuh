@@ -186,6 +186,12 @@ __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
   }
 }
 
+// Whether a kernel instance loads Q by the TMA unit (config.h kQTma, kPersistQTma); kMaxLogits as
+// in sparse_decode_kernel. The launch builds q's tensor map for these alone (instantiate.cuh).
+template <int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kMaxLogits, bool kLogits = kMaxLogits>
+inline constexpr bool kLoadsQByTma =
+    kPersist ? kPersistQTma<kFmt, kPair, kMaxLogits, kPersistStaged<kD, kFmt>> : kRows == 64 && kQTma<kFmt, kLogits>;
+
 // Persistent 64-row CTAs (config.h, has_persistent): the CTA (for pairs, its
 // cluster: blockIdx.x, with blockIdx.y its rank) walks units blockIdx.x, + gridDim.x, ... of
 // the unit grid p.unit_g{x,y,z}. Every role walks the same units in the same order; n0 counts
@@ -200,7 +206,7 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
   using S = Smem<kRows, kD>;
   static_assert(kRow63 == 0 || (63 * kStageRowBytes <= S::kQBytes && kRow63 + 2 * kDv <= S::scale - S::q),
                 "staged rows 0-62 fit the Q tile and row 63 the P tile");
-  constexpr bool kTmaQ = kPersistQTma<kFmt, kPair, kMaxLogits, kStaged>;  // config.h: the units' Q by the TMA unit
+  constexpr bool kTmaQ = kLoadsQByTma<kRows, kD, kFmt, kPair, true, kMaxLogits>;  // the units' Q by the TMA unit
   init_stage_barriers<kRows, kD, 0, false, false, kernel_producer_threads<kRows, kFmt, kPair, true>()>(smem, kPair);
   if constexpr (kTmaQ) init_q_bar<kD>(smem);
   __syncthreads();
@@ -294,7 +300,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
   constexpr bool kMaxLogits = kLogits || kFmt == static_cast<int>(CacheFormat::bf16);  // sparse prefill runs here
   constexpr bool kCpAsyncQ = kQCpAsync && kStagedEnds<kFmt, kLogits>;      // one-unit 64-row CTAs' Q load
   constexpr bool kStaged = kStagedEpilogue && kStagedEnds<kFmt, kLogits>;  // and their O rows
-  constexpr bool kTmaQ = kRows == 64 && kQTma<kFmt, kLogits>;               // config.h: Q by the TMA unit
+  constexpr bool kTmaQ = kLoadsQByTma<kRows, kD, kFmt, kPair, false, kMaxLogits, kLogits>;  // Q by the TMA unit
   if (kTimeline && threadIdx.x == 0) timeline_mark(0);
   pdl_wait();                // the split schedule, and q / the cache / indices of earlier work
   if (kTimeline && threadIdx.x == 0) timeline_mark(1);

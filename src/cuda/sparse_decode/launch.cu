@@ -111,8 +111,9 @@ bool dense_tma_map(AttnParams& p, bool e4m3 = false) {
 }
 
 // config.h SMLA_SD_Q_TMA: q as a 4-D tensor (d_qk, h_q, s_q, b) for the 64-row CTAs' Q load by
-// the TMA unit (kernel.cuh load_q_tma: one-unit CTAs; with 2, the default, also persistent ones
-// but the fp8_ds_mla pairs'; with 3 paged prefill's), boxes of 64 values x 64 heads in the
+// the TMA unit (kernel.cuh load_q_tma; built by launch_kernel for the instances that read it,
+// kLoadsQByTma: one-unit CTAs; with 2, the default, also persistent ones but the fp8_ds_mla
+// pairs'; with 3 paged prefill's), boxes of 64 values x 64 heads in the
 // 128-byte swizzle; heads past h_q read as zeros. Only where a box holds one head tile (64 heads
 // a tile, or one tile) and one token, and the TMA unit takes q's address and strides (16-byte
 // multiples); else the kernel's cp.async writes the same layout.
@@ -167,9 +168,6 @@ void launch(const AttnParams& p_in, int rows, dim3 grid, cudaStream_t stream) {
   // Sparse prefill from a packed cache also writes max_logits (its own kernels, so that the
   // decode kernels carry none of it).
   const bool logits = p.max_logits != nullptr;
-  if constexpr (SMLA_SD_Q_TMA != 0) {
-    if ((!logits || SMLA_SD_Q_TMA >= 3) && rows == 64 && (fmt == kDs || fmt == kM1)) p.q_tma = q_tma_map(p) ? 1 : 0;
-  }
   if (fmt == kDs) logits ? by_rows<576, kDs, true>(p, rows, grid, stream) : by_rows<576, kDs>(p, rows, grid, stream);
   else if (fmt == kM1) logits ? by_rows<512, kM1, true>(p, rows, grid, stream) : by_rows<512, kM1>(p, rows, grid, stream);
   else if (p.d_qk == 576) by_rows<576, kBf>(p, rows, grid, stream);

@@ -25,6 +25,9 @@ bool takes_prefill(const uint8_t* kv, int64_t row_stride_bytes, int d_qk);
 // y: head tiles, z: query tokens); a dense decode whose pages the TMA unit can load goes to the
 // kDenseTma kernels (config.h), SMLA_DENSE_DECODE_KERNEL=gather keeps it on cp.async gathers.
 void launch(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream);
+// Fills p.q_map with q for the TMA unit's Q load where the unit can read it (launch.cu); false
+// where it cannot (the kernel then loads Q by cp.async).
+bool q_tma_map(AttnParams& p);
 // Opt-out for A/B measurements: SMLA_SPARSE_DECODE_KERNEL=generic routes sparse_decode to the
 // generic gather-attention kernel (read once per process).
 bool disabled_by_env();
