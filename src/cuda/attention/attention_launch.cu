@@ -168,6 +168,12 @@ AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, int d_qk, bool t
 }
 
 namespace {
+// Work units of a sparse-decode schedule whose splits take ctas_per_split CTAs (one CTA per SM).
+int64_t sparse_decode_units(int b, int64_t ctas_per_split) {
+  const int64_t slots = current_device_info().sm_count;
+  return meta::split_units(b, std::max<int64_t>(1, slots / std::max<int64_t>(1, ctas_per_split)));
+}
+
 // The floor of key blocks a split (2, 1) where 16-row tiles beat 64-row ones for h_q > 32 at this
 // size, else 0. fp8_ds_mla: where the 64-row schedule would cut every request into one-block
 // splits, each CTA spends most of its time starting and storing 128 KB of float32 partials;
@@ -183,9 +189,7 @@ int narrow_floor(int b, int s_q, int h_q, int format, int64_t keys) {
   if (h_q <= 32 || keys <= 0) return 0;
   const int64_t blocks = meta::split_key_blocks(keys, kMaxKeys, kBlockN), total = static_cast<int64_t>(b) * (blocks + 1);
   auto per_unit = [&](int64_t rows) {  // the schedule's blocks a split on tiles of `rows`
-    const int64_t tiles = (h_q + rows - 1) / rows;
-    return meta::split_per_unit(
-        total, meta::split_units(b, std::max<int64_t>(1, current_device_info().sm_count / (tiles * s_q))));
+    return meta::split_per_unit(total, sparse_decode_units(b, (h_q + rows - 1) / rows * s_q));
   };
   if (format == static_cast<int>(CacheFormat::fp8_ds_mla)) return per_unit(64) == 1 ? 2 : 0;
   static const int64_t model1_cap = [] {
@@ -225,10 +229,7 @@ AttentionPlan plan_sparse_decode(int b, int s_q, int h_q, int format, int64_t ke
   pl.heads_tile = (h_q + pl.tiles_per_kv - 1) / pl.tiles_per_kv;  // balanced tiles (h_q 96: 2 x 48)
   pl.split = b > 0;
   if (pl.split) {
-    const int64_t ctas_per_split = static_cast<int64_t>(pl.tiles_per_kv) * pl.token_groups;
-    const int64_t slots = current_device_info().sm_count;  // one CTA per SM
-    pl.num_units = static_cast<int>(std::max<int64_t>(1, slots / std::max<int64_t>(1, ctas_per_split)));
-    pl.num_units = static_cast<int>(meta::split_units(b, pl.num_units));
+    pl.num_units = static_cast<int>(sparse_decode_units(b, static_cast<int64_t>(pl.tiles_per_kv) * pl.token_groups));
     // Measurement knob (bench/sparse_decode_variants.sh): SMLA_SPLIT_UNITS=n schedules splits
     // for n work units instead (fewer units, fewer and longer splits). Read once per process.
     static const int units_env = [] {
