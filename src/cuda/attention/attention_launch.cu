@@ -180,11 +180,14 @@ int64_t sparse_decode_units(int b, int64_t ctas_per_split) {
 // 16-row tiles over 2+ blocks a split (a quarter of the partials a CTA) measured faster
 // (twenty-eighth pass, topk 2048, µs, 64 -> 16 rows: b1 h128 18.4 -> 16.9, b2 h128 24.2 -> 21.2,
 // b1 s_q2 h128 24.0 -> 21.2, b1 h64 17.4 -> 15.0, b2 h64 18.8 -> 17.6, b3 h64 22.9 -> 18.6, b4
-// h64 24.5 -> 19.3; b4 h128, two-block splits at 64 rows, level, b8 +12%). Not fp8_model1 by
-// default: V4 (128 + 512 / 1024 keys) lost 1-46% at b 1-12 with the floor of 2, and gained 9-12%
-// without it only where its own 16-row schedule makes one-block splits on few CTAs (h64, b s_q
-// <= 2); SMLA_SD_NARROW_MODEL1=n (measurement knob, read once per process) takes that rule with
-// a cap of n CTAs, to time it over more sizes.
+// h64 24.5 -> 19.3; b4 h128, two-block splits at 64 rows, level, b8 +12%). fp8_model1 (V4, 128 +
+// 512 / 1024 keys): 16-row tiles only where their own schedule makes one-block splits on at most
+// one wave of CTAs; with the floor of 2 it lost 1-46% at b 1-12. Same call (twenty-ninth pass,
+// µs, 64-row -> this rule): b1 h64 15.6 -> 13.8, b2 h64 16.3 -> 14.8, b3 h64 16.7 -> 15.3, b1
+// s_q2 h64 16.2 -> 14.7, b1 h64 +1024 16.3 -> 15.0, b1 h128 +512 16.2 -> 14.6; b4 h64, b2 s_q2 h64,
+// b2 h64 +1024, h128 +1024 (two-block splits, or more than a wave) keep 64-row tiles. A cap of 80
+// CTAs instead of a wave left b3 h64 (120 CTAs) at 16.7. SMLA_SD_NARROW_MODEL1=n (measurement
+// knob, read once per process) sets the cap (0: off).
 int narrow_floor(int b, int s_q, int h_q, int format, int64_t keys) {
   if (h_q <= 32 || keys <= 0) return 0;
   const int64_t blocks = meta::split_key_blocks(keys, kMaxKeys, kBlockN), total = static_cast<int64_t>(b) * (blocks + 1);
@@ -194,7 +197,7 @@ int narrow_floor(int b, int s_q, int h_q, int format, int64_t keys) {
   if (format == static_cast<int>(CacheFormat::fp8_ds_mla)) return per_unit(64) == 1 ? 2 : 0;
   static const int64_t model1_cap = [] {
     const char* v = std::getenv("SMLA_SD_NARROW_MODEL1");
-    return v ? std::atoll(v) : 0;
+    return v ? std::atoll(v) : static_cast<int64_t>(current_device_info().sm_count);
   }();
   if (format == static_cast<int>(CacheFormat::fp8_model1) && model1_cap > 0 && per_unit(16) == 1 &&
       (h_q + 15) / 16 * s_q * static_cast<int64_t>(b) * blocks <= model1_cap)
