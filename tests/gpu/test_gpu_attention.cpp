@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include "gpu/gpu_util.h"
 
@@ -269,6 +270,19 @@ TEST(GpuSparseDecode, SmallBatchSplitsKv) {
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 32, 1, 16, 512, 64, 1024, false, true, false, 0, 64, 4});
 }
 
+TEST(GpuSparseDecode, SplitsMergedInClusters) {
+  // Uniform key counts at small batches: narrow tiles whose splits run as one cluster and merge
+  // there (no combine; SMLA_SD_CLUSTER_MERGE=0 takes the combine again): 16-row tiles of 128
+  // and 64 heads (11 and 16 splits), 16 heads, the 32-row tiles' split value columns, s_q 2,
+  // fp8_model1's one-block splits, bf16 rows, hostile indices and a sink throughout.
+  run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 1, 1, 128, 2048, 64, 1024, false, true, false});
+  run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 1, 2, 64, 1024, 64, 1024, false, true, false});
+  run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 2, 1, 16, 2048, 64, 1024, false, true, false});
+  run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 3, 1, 32, 700, 64, 1024, false, true, false});
+  run_sparse_decode({CacheFormat::fp8_model1, 512, 1, 2, 64, 640, 256, 16, false, true, false});
+  run_sparse_decode({CacheFormat::bf16, 512, 1, 1, 8, 1000, 16, 128, false, false, false});
+}
+
 TEST(GpuSparseDecode, PageSizes) {
   for (int ps : {1, 16, 64, 256})
     run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 2, 1, 32, 192, ps, 4096 / ps, true, true, false});
@@ -290,10 +304,12 @@ TEST(GpuSparseDecode, V4Model1WithExtraCache) {
 }
 
 TEST(GpuSparseDecode, AllInvalidIndicesGiveZeroAndMinusInf) {
-  for (int h : {16, 128}) {  // one CTA per head tile; two-CTA clusters
-    SCOPED_TRACE("h_q=" + std::to_string(h));
+  // One key block: one CTA per head tile, two-CTA clusters; 2048 keys at b = 2: splits merged
+  // in clusters of narrow tiles, every split empty.
+  for (auto [h, topk] : {std::pair{16, 64}, std::pair{128, 64}, std::pair{16, 2048}, std::pair{128, 2048}}) {
+    SCOPED_TRACE("h_q=" + std::to_string(h) + " topk=" + std::to_string(topk));
     TestCache cache = make_cache(CacheFormat::fp8_ds_mla, 4, 64, 576);
-    const int b = 2, s_q = 1, topk = 64;
+    const int b = 2, s_q = 1;
     auto q = random_bf16(static_cast<size_t>(b) * s_q * h * 576);
     std::vector<int32_t> idx(b * s_q * topk);
     for (size_t i = 0; i < idx.size(); ++i) idx[i] = i % 3 == 0 ? -1 : (i % 3 == 1 ? std::numeric_limits<int32_t>::min() : 256);
