@@ -270,11 +270,11 @@ TEST(GpuSparseDecode, SmallBatchSplitsKv) {
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 32, 1, 16, 512, 64, 1024, false, true, false, 0, 64, 4});
 }
 
-TEST(GpuSparseDecode, SplitsMergedInClusters) {
-  // Uniform key counts at small batches: narrow tiles whose splits run as one cluster and merge
-  // there (no combine; SMLA_SD_CLUSTER_MERGE=0 takes the combine again): 16-row tiles of 128
-  // and 64 heads (11 and 16 splits), 16 heads, the 32-row tiles' split value columns, s_q 2,
-  // fp8_model1's one-block splits, bf16 rows, hostile indices and a sink throughout.
+TEST(GpuSparseDecode, NarrowTilesUniformSplits) {
+  // Uniform key counts (no topk_length: the split count follows from shapes) at small batches
+  // on narrow tiles: 16-row tiles of 128 and 64 heads (11 and 16 splits), 16 heads, the 32-row
+  // tiles' split value columns, s_q 2, fp8_model1's one-block splits, bf16 rows; hostile
+  // indices and a sink throughout.
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 1, 1, 128, 2048, 64, 1024, false, true, false});
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 1, 2, 64, 1024, 64, 1024, false, true, false});
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 2, 1, 16, 2048, 64, 1024, false, true, false});
@@ -304,8 +304,8 @@ TEST(GpuSparseDecode, V4Model1WithExtraCache) {
 }
 
 TEST(GpuSparseDecode, AllInvalidIndicesGiveZeroAndMinusInf) {
-  // One key block: one CTA per head tile, two-CTA clusters; 2048 keys at b = 2: splits merged
-  // in clusters of narrow tiles, every split empty.
+  // One key block: one CTA per head tile, two-CTA clusters; 2048 keys at b = 2: narrow tiles
+  // over uniform splits, every split empty (the combine merges lse -inf partials).
   for (auto [h, topk] : {std::pair{16, 64}, std::pair{128, 64}, std::pair{16, 2048}, std::pair{128, 2048}}) {
     SCOPED_TRACE("h_q=" + std::to_string(h) + " topk=" + std::to_string(topk));
     TestCache cache = make_cache(CacheFormat::fp8_ds_mla, 4, 64, 576);

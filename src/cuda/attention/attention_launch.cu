@@ -308,13 +308,12 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
     return v ? std::atoi(v) : 0;
   }();
   if (combine_env == 1 || combine_env == kCombineWarps) combine_warps_per_head = combine_env;
-  bool merged = false;  // the family's narrow tiles merged their splits in clusters
   if (plan.family == AttentionPlan::Family::sparse_decode) {
-    merged = sparse_decode_family::launch(p, plan.rows, grid, stream);
+    sparse_decode_family::launch(p, plan.rows, grid, stream);
   } else {
     dispatch(plan, p, grid, stream);
   }
-  if (!merged && (p.split_offsets != nullptr || p.uniform_splits > 0)) {
+  if (p.split_offsets != nullptr || p.uniform_splits > 0) {
     const unsigned heads_z = static_cast<unsigned>((p.h_q * combine_warps_per_head + kCombineWarps - 1) / kCombineWarps);
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(p.b, p.s_q, heads_z);

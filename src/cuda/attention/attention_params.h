@@ -91,11 +91,6 @@ struct AttnParams {
   // q_tma = 1 when the launch built it. Last, so that no other field moves.
   CUtensorMap q_map;
   int q_tma = 0;
-
-  // Narrow sparse-decode tiles of a uniform split launch: the n = uniform_splits splits of a
-  // request run as one cluster of n CTAs and merge there (sparse_decode/narrow_softmax.cuh,
-  // cluster_merge; no partials, no combine); 0 otherwise. Set by the launch.
-  int cluster_splits = 0;
 };
 
 }  // namespace smla::cuda

@@ -1,6 +1,6 @@
-// Thread-block clusters (sm_90): a CTA's rank, cluster-wide barriers, loads from a peer CTA's
-// shared memory, and writes into it that complete on the peer's mbarrier (st.async), so two CTAs
-// can share the rows one of them gathered.
+// Thread-block clusters (sm_90): a CTA's rank, cluster-wide barriers, and writes into a peer
+// CTA's shared memory that complete on the peer's mbarrier (st.async), so two CTAs can share
+// the rows one of them gathered.
 #pragma once
 
 #include <cstdint>
@@ -23,19 +23,6 @@ __device__ __forceinline__ uint32_t map_to_cta(uint32_t smem_addr, uint32_t rank
   uint32_t r;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(smem_addr), "r"(rank));
   return r;
-}
-
-// Loads from a shared::cluster address (map_to_cta): a peer CTA's shared memory, or this CTA's.
-__device__ __forceinline__ float ld_cluster_f32(uint32_t addr) {
-  float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
-  return v;
-}
-__device__ __forceinline__ float4 ld_cluster_v4(uint32_t addr) {
-  float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr)
-               : "memory");
-  return v;
 }
 
 // 16 / 4 bytes into another CTA's shared memory; the bytes complete the transaction count of

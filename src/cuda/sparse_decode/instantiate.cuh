@@ -24,10 +24,6 @@ cudaLaunchConfig_t launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttri
   static const bool configured = [] {
     SMLA_CUDA_CHECK(
         cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
-    if constexpr (kRows < 64 && !kPair) {  // clusters of up to 16 split CTAs (cluster_merge_fits)
-      if (cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
-        (void)cudaGetLastError();  // then clusters of more than 8 do not fit (cluster_merge_fits)
-    }
     return true;
   }();
   (void)configured;
@@ -47,54 +43,14 @@ cudaLaunchConfig_t launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttri
   return cfg;
 }
 
-// Whether the n splits of each request (a uniform split launch of narrow tiles, grid.x = b n)
-// can run as clusters of n CTAs that merge them (narrow_softmax.cuh, cluster_merge): n <= 16 and
-// every cluster of the grid resident at once (cudaOccupancyMaxActiveClusters, asked once per n),
-// so that no cluster waits for another's exit. cfg: the launch's configuration without clusters.
-inline constexpr int kMaxClusterSplits = 16;
-template <auto kKernel>
-bool cluster_merge_fits(const AttnParams& p, dim3 grid, cudaLaunchConfig_t cfg) {
-  const int n = p.uniform_splits;
-  if (n < 2 || n > kMaxClusterSplits || grid.x % n != 0 || cluster_merge_off_by_env()) return false;
-  static int resident[kMaxClusterSplits + 1] = {};  // clusters of n CTAs at once; 0: not asked, -1: none
-  if (resident[n] == 0) {
-    cudaLaunchAttribute dims{};
-    dims.id = cudaLaunchAttributeClusterDimension;
-    dims.val.clusterDim.x = static_cast<unsigned>(n);
-    dims.val.clusterDim.y = dims.val.clusterDim.z = 1;
-    cfg.gridDim = dim3(static_cast<unsigned>(n), 1, 1);
-    cfg.attrs = &dims;
-    cfg.numAttrs = 1;
-    int clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&clusters, kKernel, &cfg) != cudaSuccess) {
-      (void)cudaGetLastError();
-      clusters = 0;
-    }
-    resident[n] = clusters > 0 ? clusters : -1;
-  }
-  return static_cast<int64_t>(grid.x / n) * grid.y * grid.z <= resident[n];
-}
-
 // One kernel launch; kPair: as clusters of two CTAs along grid.y (config.h, kPairCtas);
 // kPersist: the persistent kernel on `resident` CTAs (pairs: clusters) walking `grid` as units.
-// Narrow tiles of a uniform split launch: as clusters of the splits of a request where they fit
-// (cluster_merge_fits); true then (the splits are merged, no combine is to follow).
 template <int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kLogits>
-bool launch_kernel(const AttnParams& p, dim3 grid, int64_t resident, cudaStream_t stream) {
+void launch_kernel(const AttnParams& p, dim3 grid, int64_t resident, cudaStream_t stream) {
   constexpr auto kernel = sparse_decode_kernel<kRows, kD, kFmt, kPair, kPersist, kLogits>;
   cudaLaunchAttribute attrs[2];
   cudaLaunchConfig_t cfg = launch_config<kernel, kRows, kD, kFmt, kPair, kPersist>(grid, stream, attrs);
   AttnParams args = p;
-  bool merged = false;
-  if constexpr (kRows < 64 && !kPair && !kPersist) {
-    if (cluster_merge_fits<kernel>(p, grid, cfg)) {
-      args.cluster_splits = p.uniform_splits;
-      attrs[0].val.clusterDim.x = static_cast<unsigned>(p.uniform_splits);
-      cfg.attrs = attrs;
-      cfg.numAttrs = 2;
-      merged = true;
-    }
-  }
   // q's tensor map, where this instance reads it (else its Q load never looks at q_tma).
   if constexpr (kLoadsQByTma<kRows, kD, kFmt, kPair, kPersist, kLogits || kFmt == static_cast<int>(CacheFormat::bf16), kLogits>)
     args.q_tma = q_tma_map(args) ? 1 : 0;
@@ -105,7 +61,6 @@ bool launch_kernel(const AttnParams& p, dim3 grid, int64_t resident, cudaStream_
     cfg.gridDim = dim3(static_cast<unsigned>(resident), kPair ? kPairCtas : 1, 1);
   }
   SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args));
-  return merged;
 }
 
 // CTAs (pairs: two-CTA clusters) of the persistent kernel resident at once: one per SM.
@@ -127,7 +82,7 @@ int64_t persistent_slots() {
 // 64-row packed tiles: the persistent kernel when the units exceed one wave (config.h,
 // has_persistent), unless SMLA_SPARSE_DECODE_KERNEL names one (launch.h).
 template <int kRows, int kD, int kFmt, bool kPair, bool kLogits>
-bool launch_tiles(const AttnParams& p, dim3 grid, cudaStream_t stream) {
+void launch_tiles(const AttnParams& p, dim3 grid, cudaStream_t stream) {
   if constexpr (has_persistent(kRows, kFmt)) {
     const int64_t units = static_cast<int64_t>(grid.x) * (grid.y / (kPair ? kPairCtas : 1)) * grid.z;
     const int64_t slots = persistent_slots<kRows, kD, kFmt, kPair, kLogits>();
@@ -135,7 +90,7 @@ bool launch_tiles(const AttnParams& p, dim3 grid, cudaStream_t stream) {
     if (choice == PersistentChoice::always || (choice == PersistentChoice::beyond_one_wave && units > slots))
       return launch_kernel<kRows, kD, kFmt, kPair, true, kLogits>(p, grid, std::min(units, slots), stream);
   }
-  return launch_kernel<kRows, kD, kFmt, kPair, false, kLogits>(p, grid, 0, stream);
+  launch_kernel<kRows, kD, kFmt, kPair, false, kLogits>(p, grid, 0, stream);
 }
 
 // pair: clusters of two CTAs along grid.y (two head tiles of one token) that share each block's
@@ -143,28 +98,28 @@ bool launch_tiles(const AttnParams& p, dim3 grid, cudaStream_t stream) {
 // (launch.cu decides).
 // kLogits: the kernels that also keep max_logits (kernel.cuh), for sparse prefill from a packed cache.
 template <int kRows, int kD, int kFmt, bool kLogits>
-bool launch_instance(const AttnParams& p, dim3 grid, bool pair, cudaStream_t stream) {
+void launch_instance(const AttnParams& p, dim3 grid, bool pair, cudaStream_t stream) {
   if constexpr (kRows == 64 && kFmt != kDenseE4m3Fp8 &&
                 (!bf16_rows(kFmt) || (kBf16Pairs && kFmt == static_cast<int>(CacheFormat::bf16)))) {
     if (pair) return launch_tiles<kRows, kD, kFmt, true, kLogits>(p, grid, stream);
   }
-  return launch_tiles<kRows, kD, kFmt, false, kLogits>(p, grid, stream);
+  launch_tiles<kRows, kD, kFmt, false, kLogits>(p, grid, stream);
 }
 
 #define SMLA_INSTANTIATE_SPARSE_DECODE(D, FMT)                                                      \
-  template bool launch_instance<16, D, FMT, false>(const AttnParams&, dim3, bool, cudaStream_t);         \
-  template bool launch_instance<32, D, FMT, false>(const AttnParams&, dim3, bool, cudaStream_t);         \
-  template bool launch_instance<64, D, FMT, false>(const AttnParams&, dim3, bool, cudaStream_t);
+  template void launch_instance<16, D, FMT, false>(const AttnParams&, dim3, bool, cudaStream_t);         \
+  template void launch_instance<32, D, FMT, false>(const AttnParams&, dim3, bool, cudaStream_t);         \
+  template void launch_instance<64, D, FMT, false>(const AttnParams&, dim3, bool, cudaStream_t);
 
 // The packed formats' kernels that also keep max_logits (sparse prefill from the paged cache).
 #define SMLA_INSTANTIATE_SPARSE_DECODE_LOGITS(D, FMT)                                               \
-  template bool launch_instance<16, D, FMT, true>(const AttnParams&, dim3, bool, cudaStream_t);          \
-  template bool launch_instance<32, D, FMT, true>(const AttnParams&, dim3, bool, cudaStream_t);          \
-  template bool launch_instance<64, D, FMT, true>(const AttnParams&, dim3, bool, cudaStream_t);
+  template void launch_instance<16, D, FMT, true>(const AttnParams&, dim3, bool, cudaStream_t);          \
+  template void launch_instance<32, D, FMT, true>(const AttnParams&, dim3, bool, cudaStream_t);          \
+  template void launch_instance<64, D, FMT, true>(const AttnParams&, dim3, bool, cudaStream_t);
 
 // Formats with 16/32-row tiles only (fp8_e4m3 dense decode: h_q <= 32).
 #define SMLA_INSTANTIATE_SPARSE_DECODE_NARROW(D, FMT)                                               \
-  template bool launch_instance<16, D, FMT, false>(const AttnParams&, dim3, bool, cudaStream_t);         \
-  template bool launch_instance<32, D, FMT, false>(const AttnParams&, dim3, bool, cudaStream_t);
+  template void launch_instance<16, D, FMT, false>(const AttnParams&, dim3, bool, cudaStream_t);         \
+  template void launch_instance<32, D, FMT, false>(const AttnParams&, dim3, bool, cudaStream_t);
 
 }  // namespace smla::cuda::sparse_decode_family

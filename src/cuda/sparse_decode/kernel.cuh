@@ -291,16 +291,6 @@ __device__ void fp8_tile_roles(const AttnParams& p, const Work& w, uint8_t* smem
 // walks the unit grid p.unit_g{x,y,z} (persistent_units). kLogits: the consumers also keep each
 // head's exact largest logit for p.max_logits (sparse prefill from a packed cache; the bf16
 // kernels, which sparse prefill also runs, always do).
-// A narrow tile's producer threads at its end when the splits merge in their cluster
-// (narrow_softmax.cuh, cluster_merge): the barrier after which the consumers read their peers'
-// rows, and the one after which every CTA may leave.
-__device__ __forceinline__ void cluster_merge_arrivals(const AttnParams& p) {
-  if (p.cluster_splits > 1) {
-    cluster_sync();
-    cluster_sync();
-  }
-}
-
 template <int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kLogits = false>
 __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>(), 1) sparse_decode_kernel(const __grid_constant__ AttnParams p) {
   extern __shared__ __align__(1024) uint8_t smem[];  // 128-byte-swizzled tiles (kSw) need 1024
@@ -398,7 +388,6 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
       } else {
         setmaxnreg_to<kRegsRawProducer<kRows, kFmt>, kEntry>();
         produce_raw_ring<kRows, kFmt>(p, w, smem);
-        cluster_merge_arrivals(p);
       }
     } else {
       if (wg < consumer_threads(kRows) / 128) {
@@ -412,7 +401,6 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
         else if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
         else if constexpr (kRaw > 0) produce_narrow_bulk<kRows, kFmt>(p, w, smem);
         else produce_packed<kRows, kFmt, false, kBf16Route<kRows, kFmt, false, false>>(p, w, smem);
-        cluster_merge_arrivals(p);
       }
     }
     if constexpr (kTimeline) {

@@ -12,7 +12,7 @@
 namespace smla::cuda::sparse_decode_family {
 
 template <int kRows, int kD, int kFmt, bool kLogits>
-bool launch_instance(const AttnParams& p, dim3 grid, bool pair, cudaStream_t stream);
+void launch_instance(const AttnParams& p, dim3 grid, bool pair, cudaStream_t stream);
 
 namespace {
 
@@ -33,16 +33,16 @@ constexpr int kE4 = static_cast<int>(CacheFormat::fp8_e4m3);
 
 // kLogits: the kernels that also keep max_logits (sparse prefill from a packed cache).
 template <int kD, int kFmt, bool kLogits = false>
-bool by_rows(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream) {
+void by_rows(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream) {
   switch (rows) {
-    case 16: return launch_instance<16, kD, kFmt, kLogits>(p, grid, false, stream);
-    case 32: return launch_instance<32, kD, kFmt, kLogits>(p, grid, false, stream);
+    case 16: launch_instance<16, kD, kFmt, kLogits>(p, grid, false, stream); break;
+    case 32: launch_instance<32, kD, kFmt, kLogits>(p, grid, false, stream); break;
     default: {
       // Head tiles in pairs share the gathers of their token's keys: packed formats (bf16 rows
       // only in the measurement build kBf16Pairs), one KV head, an even tile count.
       const bool pairs_kernel = !bf16_rows(kFmt) || (kBf16Pairs && kFmt == kBf);
       const bool pair = pairs_kernel && p.h_kv == 1 && grid.y % kPairCtas == 0 && !unpaired_by_env();
-      return launch_instance<64, kD, kFmt, kLogits>(p, grid, pair, stream);
+      launch_instance<64, kD, kFmt, kLogits>(p, grid, pair, stream);
     }
   }
 }
@@ -136,7 +136,7 @@ bool q_tma_map(AttnParams& p) {
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-bool launch(const AttnParams& p_in, int rows, dim3 grid, cudaStream_t stream) {
+void launch(const AttnParams& p_in, int rows, dim3 grid, cudaStream_t stream) {
   AttnParams p = p_in;
   const int fmt = p.main.format;
   // Dense decode, two waves or more: split-major launch order (work.cuh, dense_cta_position).
@@ -147,27 +147,31 @@ bool launch(const AttnParams& p_in, int rows, dim3 grid, cudaStream_t stream) {
   if (fmt == kE4) {  // dense decode: 16/32-row tiles, and with kE4m3Wide 64-row ones (takes_dense)
     if constexpr (kE4m3Fp8) {  // fp8 q above 32 heads on FP8 tensor cores (consumer_fp8.cuh)
       if (rows == 64 && p.q_kind == 2 && p.d_qk == 576 && dense_tma_map(p, true)) {
-        return launch_instance<64, 576, kDenseE4m3Fp8, false>(p, grid, false, stream);
+        launch_instance<64, 576, kDenseE4m3Fp8, false>(p, grid, false, stream);
+        return;
       }
     }
-    if (rows == 16) return launch_instance<16, 576, kE4, false>(p, grid, false, stream);
-    if (rows == 32) return launch_instance<32, 576, kE4, false>(p, grid, false, stream);
-    if constexpr (kE4m3Wide) {
+    if (rows == 16) launch_instance<16, 576, kE4, false>(p, grid, false, stream);
+    else if (rows == 32) launch_instance<32, 576, kE4, false>(p, grid, false, stream);
+    else if constexpr (kE4m3Wide) {
       // Pairs are clusters along grid.y, which the dense launch order (work.cuh) would split.
       p.dense_cta_order = false;
-      return by_rows<576, kE4>(p, rows, grid, stream);
+      by_rows<576, kE4>(p, rows, grid, stream);
     }
-    return false;
+    return;
   }
   if (dense_tma_map(p)) {
-    return p.d_qk == 576 ? by_rows<576, kDenseTma>(p, rows, grid, stream) : by_rows<512, kDenseTma>(p, rows, grid, stream);
+    if (p.d_qk == 576) by_rows<576, kDenseTma>(p, rows, grid, stream);
+    else by_rows<512, kDenseTma>(p, rows, grid, stream);
+    return;
   }
   // Sparse prefill from a packed cache also writes max_logits (its own kernels, so that the
   // decode kernels carry none of it).
   const bool logits = p.max_logits != nullptr;
-  if (fmt == kDs) return logits ? by_rows<576, kDs, true>(p, rows, grid, stream) : by_rows<576, kDs>(p, rows, grid, stream);
-  if (fmt == kM1) return logits ? by_rows<512, kM1, true>(p, rows, grid, stream) : by_rows<512, kM1>(p, rows, grid, stream);
-  return p.d_qk == 576 ? by_rows<576, kBf>(p, rows, grid, stream) : by_rows<512, kBf>(p, rows, grid, stream);
+  if (fmt == kDs) logits ? by_rows<576, kDs, true>(p, rows, grid, stream) : by_rows<576, kDs>(p, rows, grid, stream);
+  else if (fmt == kM1) logits ? by_rows<512, kM1, true>(p, rows, grid, stream) : by_rows<512, kM1>(p, rows, grid, stream);
+  else if (p.d_qk == 576) by_rows<576, kBf>(p, rows, grid, stream);
+  else by_rows<512, kBf>(p, rows, grid, stream);
 }
 
 
@@ -188,11 +192,6 @@ bool prefill_disabled_by_env() {
 
 bool unpaired_by_env() {
   static const bool off = env_is("SMLA_SPARSE_DECODE_KERNEL", "unpaired");
-  return off;
-}
-
-bool cluster_merge_off_by_env() {
-  static const bool off = env_is("SMLA_SD_CLUSTER_MERGE", "0");
   return off;
 }
 

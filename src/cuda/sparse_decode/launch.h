@@ -24,9 +24,7 @@ bool takes_prefill(const uint8_t* kv, int64_t row_stride_bytes, int d_qk);
 // Launches the kernel for (rows, format, d_qk) on `grid` (x: requests or split slots,
 // y: head tiles, z: query tokens); a dense decode whose pages the TMA unit can load goes to the
 // kDenseTma kernels (config.h), SMLA_DENSE_DECODE_KERNEL=gather keeps it on cp.async gathers.
-// True when the launch merged a uniform split launch's splits itself (clusters of narrow tiles:
-// instantiate.cuh, cluster_merge_fits), so that no combine is to follow.
-bool launch(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream);
+void launch(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream);
 // Fills p.q_map with q for the TMA unit's Q load where the unit can read it (launch.cu); false
 // where it cannot (the kernel then loads Q by cp.async).
 bool q_tma_map(AttnParams& p);
@@ -39,9 +37,6 @@ bool dense_disabled_by_env();
 bool prefill_disabled_by_env();
 // SMLA_SPARSE_DECODE_KERNEL=unpaired: every CTA gathers all its keys (no two-CTA clusters).
 bool unpaired_by_env();
-// SMLA_SD_CLUSTER_MERGE=0: narrow tiles of uniform split launches write partials for the combine
-// kernel instead of merging their splits in a cluster (A/B measurements, tests).
-bool cluster_merge_off_by_env();
 // When 64-row packed tiles run as persistent CTAs: beyond one wave of units (the default),
 // SMLA_SPARSE_DECODE_KERNEL=persistent always, =one_unit never (tests and A/B measurements).
 enum class PersistentChoice { beyond_one_wave, always, never };

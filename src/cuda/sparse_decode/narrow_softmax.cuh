@@ -8,7 +8,6 @@
 #include <type_traits>
 
 #include "cuda/common/barriers.cuh"
-#include "cuda/common/cluster.cuh"
 #include "cuda/common/online_softmax.cuh"
 #include "cuda/sparse_decode/config.h"
 #include "cuda/sparse_decode/epilogue.cuh"
@@ -125,59 +124,6 @@ __device__ __forceinline__ void scale_tile(float (&t)[kNJ][4], float f) {
     for (int k = 0; k < 4; ++k) t[j][k] *= f;
 }
 
-// Splits merged in their cluster (p.cluster_splits = n > 1: the n splits of one request, head
-// tile and token run as one cluster of n CTAs, rank = split): each CTA's O rows (scaled as a
-// split's partial) are in obuf [head][512 + 4] and its lse in the row's pad (obuf[head][512]).
-// After a cluster barrier, CTA r merges the items (head, 4 columns) r, r + n, ... of all n CTAs
-// as the combine kernel does (SPEC §3 merge, sink once) and writes out and lse; a second barrier
-// keeps every CTA's shared memory until its peers have read it. The producers arrive at both
-// barriers at the kernel's end (kernel.cuh). No partials, no combine launch.
-template <int kStride>
-__device__ __forceinline__ void cluster_merge(const AttnParams& p, const Work& w, const float* obuf, int threads) {
-  constexpr int kMaxCluster = 16;
-  cluster_sync();  // every CTA's rows and lse are in its shared memory
-  const int n = p.cluster_splits;
-  const int rank = static_cast<int>(cluster_ctarank());
-  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(obuf));
-  uint32_t peer[kMaxCluster];
-#pragma unroll
-  for (int j = 0; j < kMaxCluster; ++j) peer[j] = j < n ? map_to_cta(base, j) : 0u;
-  Work whole = w;
-  whole.n_splits = 1;  // store_o4 / store_lse: the request's final rows
-  for (int i = rank + n * static_cast<int>(threadIdx.x); i < w.heads * (kDv / 4); i += n * threads) {
-    const int h = i / (kDv / 4), cl = 4 * (i % (kDv / 4));
-    const uint32_t row = static_cast<uint32_t>(h * kStride) * 4;
-    float l[kMaxCluster], mx = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < kMaxCluster; ++j) {
-      l[j] = j < n ? ld_cluster_f32(peer[j] + row + kDv * 4) : -INFINITY;
-      mx = fmaxf(mx, l[j]);
-    }
-    float lse = -INFINITY;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (mx != -INFINITY) {
-      float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < kMaxCluster; ++j) sum += expf(l[j] - mx);  // 0 for empty splits and j >= n
-      lse = mx + logf(sum);
-#pragma unroll
-      for (int j = 0; j < kMaxCluster; ++j) {
-        if (j < n) {
-          const float wj = expf(l[j] - lse);
-          const float4 v = ld_cluster_v4(peer[j] + row + static_cast<uint32_t>(cl) * 4);
-          acc.x += wj * v.x, acc.y += wj * v.y, acc.z += wj * v.z, acc.w += wj * v.w;
-        }
-      }
-    }
-    const int head = w.head0 + h;
-    const float f = lse == -INFINITY ? 0.f : (p.sink ? sink_factor_dev(__ldg(p.sink + head * p.sink_st), lse) : 1.f);
-    acc.x *= f, acc.y *= f, acc.z *= f, acc.w *= f;
-    store_o4(p, whole, head, cl, acc);
-    if (cl == 0) store_lse(p, whole, head, lse);
-  }
-  cluster_sync();  // no CTA leaves while a peer may still read its rows
-}
-
 // The end of a narrow tile: each head's row sum over the lanes and warps (through s_l[4][32]),
 // lse (and with kMaxLogits max_logits: m_run is exact here), then O^T scaled by each head's final
 // factor into obuf ([head][512 + 4] floats; col(mi, half): the value column of tile mi's
@@ -189,8 +135,7 @@ __device__ __forceinline__ void cluster_merge(const AttnParams& p, const Work& w
 // factor times 2^(m_cw - m) into obuf[cw] (obuf + cw * kRows * (512 + 4)), and all threads
 // write the sums of the buffers. kDvWgs 2 (kWgs 1): two warpgroups with the same state that
 // hold disjoint value columns (col) of O^T write them into one obuf between two barriers over
-// both, and all their threads write it out. With p.cluster_splits > 1 the rows stay in obuf
-// for cluster_merge instead.
+// both, and all their threads write it out.
 template <int kNJ, int kMT, int kThreads, bool kMaxLogits, class Col, int kWgs = 1, int kDvWgs = 1>
 __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work& w, float* s_l, float* obuf,
                                                 const float (&o)[kMT][kNJ][4], const float (&m_run)[kNJ][2],
@@ -255,10 +200,7 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
       }
       const bool real = h < w.heads;
       const RowResult res = finish_row(p, w, w.head0 + h, m, l, real);
-      if (real && cw == 0 && wq == 0 && g == 0) {
-        if (p.cluster_splits > 1) ob[h * kStride + kDv] = res.lse;  // read by cluster_merge
-        else store_lse(p, w, w.head0 + h, res.lse);
-      }
+      if (real && cw == 0 && wq == 0 && g == 0) store_lse(p, w, w.head0 + h, res.lse);
       if (kMaxLogits && real && cw == 0 && wq == 0 && g == 0) store_max_logit(p, w, w.head0 + h, m);
       const float f = res.factor * mine;
 #pragma unroll
@@ -278,10 +220,8 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
       const float4 u = *reinterpret_cast<const float4*>(obuf + b * kRows * kStride + h * kStride + cl);
       v.x += u.x, v.y += u.y, v.z += u.z, v.w += u.w;
     }
-    if (p.cluster_splits <= 1) store_o4(p, w, w.head0 + h, cl, v);
-    else if (kWgs > 1) *reinterpret_cast<float4*>(obuf + h * kStride + cl) = v;  // the warpgroups' sum, for cluster_merge
+    store_o4(p, w, w.head0 + h, cl, v);
   }
-  if (p.cluster_splits > 1) cluster_merge<kStride>(p, w, obuf, kWgs * kDvWgs * kThreads);
   if (marker) timeline_mark(13);
 }
 
