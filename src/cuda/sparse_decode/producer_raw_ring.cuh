@@ -8,7 +8,10 @@
 // Tried and removed (same-call A/Bs, 2026-12-01): loading the indices four blocks ahead instead
 // of one (level: sparse b128 h16 67.8 -> 68.4 µs, dense fp8 h16 177.3 -> 179.7); having the TMA
 // unit also prefetch each lane's row of block i + 4 / i + 6 into L2 (cp.async.bulk.prefetch.L2:
-// far slower, sparse h16 68.8 -> 92.5 / 100.2 µs, dense fp8 h16 180.7 -> 261.4 / 268.0).
+// far slower, sparse h16 68.8 -> 92.5 / 100.2 µs, dense fp8 h16 180.7 -> 261.4 / 268.0); loading
+// each lane's first index at the kernel's entry, before the barriers' setup, with or without the
+// consumers' Q lines prefetched into L2 there (2026-12-02, level within 1%: b1 h128 16.9 / 17.0
+// / 16.7, b128 h16 67.7 / 68.1 / 68.0, h32 87.9 / 88.8 / 88.1, dense fp8 h16 178.6 / 180.0 / 179.7).
 #pragma once
 
 #include <cstdint>
