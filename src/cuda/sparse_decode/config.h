@@ -334,6 +334,19 @@ inline constexpr float kDsIntVFactor = 1.152921504606846976e18f;  // 2^60
 #define SMLA_SD_DS_F16_V 0
 #endif
 inline constexpr bool kDsF16V = SMLA_SD_DS_F16_V != 0;
+// The same f16 values in the 32-row fp8_ds_mla tiles (consumer_narrow_raw_ds32.cuh; each
+// warpgroup's two scale tiles, their block maxima through RingSmem::heads, which these tiles'
+// epilogue does not use). h32 is bound by these consumers (consumers alone 82.8 of 88.3 µs,
+// 2026-12-02); the conversion to bf16 on the integer pipes took ~150 of their ~1000 instructions
+// a block and warp, f16 ~100 (SASS). Same-call A/B against bf16 values (2026-12-02, two reps):
+// b128 h32 88.4 -> 87.5 µs, h24 87.2 -> 86.3, paged prefill s_q4096 h32 topk2048 2529 -> 2444;
+// s_q2 h32, b8 and b1 h32 level; max |out error| of the sampled rows 1.28e-4 -> 1.23e-4, s_q2
+// 1.56e-4 -> 1.24e-4, prefill 1.61e-4 -> 1.21e-4. SMLA_SD_DS32_F16_V=0 (a measurement build):
+// bf16 values (kDsIntV).
+#ifndef SMLA_SD_DS32_F16_V
+#define SMLA_SD_DS32_F16_V 1
+#endif
+inline constexpr bool kDs32F16V = SMLA_SD_DS32_F16_V != 0;
 // kRawConsumer tiles have two consumer warpgroups that take alternate blocks (warpgroup cw:
 // blocks cw, cw + 2, ...; each with its own softmax state, P^T tiles, maxima buffer and named
 // barriers; the two states merge in the epilogue) and one copy-only producer warpgroup (lanes

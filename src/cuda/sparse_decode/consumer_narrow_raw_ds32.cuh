@@ -51,6 +51,11 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
 
   float o[kMT][kNJ][4], m_run[kNJ][2], l_run[kNJ][2];
   narrow_state_init(o, m_run, l_run);
+  // kDs32F16V: each of this warpgroup's scale tiles' largest scale exponent so far (biased, at
+  // least 7; 0: none yet), the same in every thread of the warpgroup; P^T_t carries 2^(133 -
+  // e_run[t]). Block maxima: float[warpgroup][parity][4 warps][2 tiles] in RingSmem::heads.
+  int e_run[2] = {};
+  float* tile_max = reinterpret_cast<float*>(smem + S::heads) + cw * 16;
 
   for (int i = 0; i < w.kb_end - w.kb_begin; ++i) {
     const int slot = i % S::kRing;
@@ -154,8 +159,45 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
 
     // P^T's factors (kDsIntV: values enter as V 2^-120, so P^T takes 2^60 and O^T ends at 2^-60)
     auto pscale = [](float x) { return kDsIntV ? x * kDsIntVFactor : x; };
+    float* tmax_buf = tile_max + (i & 1) * 8;
+    if constexpr (kDs32F16V) {
+      // The block's largest |scale| per tile (positive floats order as their bits): lane c < 2 of
+      // row 0 writes tile c's warp maximum. Read after the softmax's barrier (tiles, below).
+      uint32_t tmax = 0;
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        const uint32_t m = __reduce_max_sync(0xffffffffu, max(__float_as_uint(sa[t]), __float_as_uint(sb[t])) & 0x7fffffffu);
+        tmax = c == t ? m : tmax;
+      }
+      if (g == 0 && c < 2) tmax_buf[wq * 2 + c] = __uint_as_float(tmax);
+    }
+    // kDs32F16V: after the barrier, each tile's exponent over the warpgroup's four warps; where it
+    // grew, O^T's tiles of that scale tile move to the new factor.
+    auto tiles = [&](const float*, float (&tf)[kMT]) {
+      uint32_t mx[2] = {};
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const float2 q2 = *reinterpret_cast<const float2*>(tmax_buf + 2 * v);
+        mx[0] = max(mx[0], __float_as_uint(q2.x)), mx[1] = max(mx[1], __float_as_uint(q2.y));
+      }
+      bool grew = false;
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        const int eb = max(static_cast<int>(mx[t] >> 23), 7);
+        // 2^(e_run - eb) where the exponent grew (0 before the first block), else 1
+        const float rt = eb > e_run[t] ? __int_as_float(max(127 + e_run[t] - eb, 0) << 23) : 1.f;
+        grew |= eb > e_run[t];
+        e_run[t] = max(e_run[t], eb);
+        tf[2 * t] = tf[2 * t + 1] = rt;
+      }
+      return grew;
+    };
+    auto tile_rescale = [&] {
+      if constexpr (kDs32F16V) return tiles;
+      else return NoTileRescale{};
+    }();
     narrow_block_softmax<kNJ, kMT, kThreads, 1, kRawLazy<kMaxLogits>>(s, ok0, ok1, [&](int, int) { return p.scale_log2; },
-                                                s_max + (i & 1) * 128, wq, g, c, m_run, l_run, o, cw);
+                                                s_max + (i & 1) * 128, wq, g, c, m_run, l_run, o, cw, tile_rescale);
 
     // ---- P^T_t = P . scale_t (bf16) for this warpgroup's two tiles (the previous block's P V
     // completed in every warp of the warpgroup before that warp reached the barrier above)
@@ -165,6 +207,12 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
       for (int j = 0; j < kNJ; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
+          if constexpr (kDs32F16V) {  // P . scale . 2^(133 - e_run) < 2^8 . 2^7: f16
+            const float f = __int_as_float((260 - e_run[t]) << 23);
+            const __half2 pv = __floats2half2_rn(s[j][e] * (sa[t] * f), s[j][2 + e] * (sb[t] * f));
+            p_ab[RawWg<kRows, kFmt>::p_word(t, j, c, e)] = *reinterpret_cast<const uint32_t*>(&pv);
+            continue;
+          }
           const __nv_bfloat162 pv = __floats2bfloat162_rn(s[j][e] * pscale(sa[t]), s[j][2 + e] * pscale(sb[t]));
           p_ab[RawWg<kRows, kFmt>::p_word(t, j, c, e)] = *reinterpret_cast<const uint32_t*>(&pv);
         }
@@ -186,12 +234,12 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
       }
 #pragma unroll
       for (int tt = 0; tt < 2; ++tt)  // O^T tiles 2 tt (bytes 0/1 of a word) and 2 tt + 1 (bytes 2/3)
-        value_words_to_frags<kDsIntV ? ValueConversion::bf16_int : ValueConversion::bf16_float>(
+        value_words_to_frags<kDs32F16V ? ValueConversion::f16 : kDsIntV ? ValueConversion::bf16_int : ValueConversion::bf16_float>(
             x[tt][0], x[tt][1], x[tt][2], x[tt][3], a[kk & 1][2 * tt], a[kk & 1][2 * tt + 1]);
       wgmma_fence();
 #pragma unroll
       for (int m4 = 0; m4 < 4; ++m4)
-        wgmma_m64nNk16_rs<N, true>(o[m4], a[kk & 1][m4], desc_add(dp, (m4 >> 1) * kPTile16 + kk * 16), 1);
+        wgmma_m64nNk16_rs<N, !kDs32F16V>(o[m4], a[kk & 1][m4], desc_add(dp, (m4 >> 1) * kPTile16 + kk * 16), 1);
       wgmma_commit();
     }
     raw_block_end<kMT, kNJ, !kRawEarlyV>(o, a, empty + slot, lane);
@@ -199,7 +247,10 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
 
   // ---- row sums, lse (and max_logits), O^T out (s_l over P^T, O^T over the ring). Tile mi's
   // rows g and g + 8 of warp wq are value columns 256 cw + 128 (mi / 2) + 4 (8 wq + g) + 2 (mi % 2) and + 1.
-  if constexpr (kDsIntV) {
+  if constexpr (kDs32F16V) {
+#pragma unroll
+    for (int mi = 0; mi < kMT; ++mi) scale_tile(o[mi], __int_as_float((max(e_run[mi >> 1], 7) - 6) << 23));  // 2^(e_run - 133)
+  } else if constexpr (kDsIntV) {
 #pragma unroll
     for (int mi = 0; mi < kMT; ++mi) scale_tile(o[mi], kDsIntVFactor);
   }
