@@ -114,6 +114,25 @@ __device__ __forceinline__ void raw_block_end(float (&o)[kMT][kNJ][4], uint32_t 
   if constexpr (kRelease) raw_slot_release(empty, lane);
 }
 
+// f16 values (fp8_ds_mla tiles, kDsF16V / kDs32F16V): each scale tile's running exponent after a
+// block whose largest |scale| bits per tile over the warpgroup are mx. Where one grew, its O^T
+// tiles (tf[2 t], tf[2 t + 1]) take 2^(e_run - eb) (0 before the first block), else 1; returns
+// whether one grew.
+template <int kTiles, int kMT>
+__device__ __forceinline__ bool grow_tile_exponents(const uint32_t (&mx)[kTiles], int (&e_run)[kTiles], float (&tf)[kMT]) {
+  static_assert(kMT == 2 * kTiles, "two O^T tiles per scale tile");
+  bool grew = false;
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+    const int eb = max(static_cast<int>(mx[t] >> 23), 7);
+    const float rt = eb > e_run[t] ? __int_as_float(max(127 + e_run[t] - eb, 0) << 23) : 1.f;
+    grew |= eb > e_run[t];
+    e_run[t] = max(e_run[t], eb);
+    tf[2 * t] = tf[2 * t + 1] = rt;
+  }
+  return grew;
+}
+
 // The A fragments of four S^T k-steps from one 16-byte piece of each of the thread's two keys
 // (wa: row ka, wb: row kb), e4m3 -> f16 exact: k-step s takes words wa[s], wb[s], their lower
 // value pairs first (the column order load_q_f16 writes Q in).

@@ -158,17 +158,7 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
         const uint4 q4 = *reinterpret_cast<const uint4*>(b + v * 32 + 16);
         mx[0] = max(mx[0], q4.x), mx[1] = max(mx[1], q4.y), mx[2] = max(mx[2], q4.z), mx[3] = max(mx[3], q4.w);
       }
-      bool grew = false;
-#pragma unroll
-      for (int t = 0; t < kTiles; ++t) {
-        const int eb = max(static_cast<int>(mx[t] >> 23), 7);
-        // 2^(e_run - eb) where the exponent grew (0 before the first block), else 1
-        const float rt = eb > e_run[t] ? __int_as_float(max(127 + e_run[t] - eb, 0) << 23) : 1.f;
-        grew |= eb > e_run[t];
-        e_run[t] = max(e_run[t], eb);
-        tf[2 * t] = tf[2 * t + 1] = rt;
-      }
-      return grew;
+      return grow_tile_exponents(mx, e_run, tf);
     };
     auto tile_rescale = [&] {
       if constexpr (kDsF16V) return tiles;

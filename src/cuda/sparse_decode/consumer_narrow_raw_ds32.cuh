@@ -180,17 +180,7 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
         const float2 q2 = *reinterpret_cast<const float2*>(tmax_buf + 2 * v);
         mx[0] = max(mx[0], __float_as_uint(q2.x)), mx[1] = max(mx[1], __float_as_uint(q2.y));
       }
-      bool grew = false;
-#pragma unroll
-      for (int t = 0; t < 2; ++t) {
-        const int eb = max(static_cast<int>(mx[t] >> 23), 7);
-        // 2^(e_run - eb) where the exponent grew (0 before the first block), else 1
-        const float rt = eb > e_run[t] ? __int_as_float(max(127 + e_run[t] - eb, 0) << 23) : 1.f;
-        grew |= eb > e_run[t];
-        e_run[t] = max(e_run[t], eb);
-        tf[2 * t] = tf[2 * t + 1] = rt;
-      }
-      return grew;
+      return grow_tile_exponents(mx, e_run, tf);
     };
     auto tile_rescale = [&] {
       if constexpr (kDs32F16V) return tiles;
