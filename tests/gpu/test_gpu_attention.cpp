@@ -272,7 +272,7 @@ TEST(GpuSparseDecode, SmallBatchSplitsKv) {
 
 TEST(GpuSparseDecode, NarrowTilesUniformSplits) {
   // Uniform key counts (no topk_length: the split count follows from shapes) at small batches
-  // on narrow tiles: 16-row tiles of 128 and 64 heads (11 and 16 splits), 16 heads, the 32-row
+  // on narrow tiles: 16-row tiles of 128 and 64 heads (11 and 8 splits), 16 heads, the 32-row
   // tiles' split value columns, s_q 2, fp8_model1's one-block splits, bf16 rows; hostile
   // indices and a sink throughout.
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 1, 1, 128, 2048, 64, 1024, false, true, false});

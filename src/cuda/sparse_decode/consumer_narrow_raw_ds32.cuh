@@ -6,8 +6,9 @@
 //     .. 32 cw + 31 (bf16 as stored);
 //   S^T = X_0 + X_1 through shared memory (each thread adds its counterpart's 16 values: the two
 //     sums are bitwise equal), then the same online softmax in both (the same state);
-//   O^T_cw += V_cw^T P^T_t for its two tiles t (P^T_t = P . scale_t, bf16; V bf16 on the integer
-//     pipes, as consumer_narrow_raw_ds.cuh).
+//   O^T_cw += V_cw^T P^T_t for its two tiles t: V as f16 (exact) and P^T_t = P . scale_t .
+//     2^(133 - E_t) in f16, E_t tile t's largest scale exponent so far (kDs32F16V; else P^T_t =
+//     P . scale_t in bf16 and V bf16 on the integer pipes, as consumer_narrow_raw_ds.cuh).
 // Register need per thread: O^T 64 (instead of 128 for 32 heads over all 512 columns), two partial
 // S^T sums and the RoPE sum (48). Fragment rows, key order and reads as consumer_narrow_raw_ds.cuh.
 #pragma once
@@ -189,8 +190,9 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
     narrow_block_softmax<kNJ, kMT, kThreads, 1, kRawLazy<kMaxLogits>>(s, ok0, ok1, [&](int, int) { return p.scale_log2; },
                                                 s_max + (i & 1) * 128, wq, g, c, m_run, l_run, o, cw, tile_rescale);
 
-    // ---- P^T_t = P . scale_t (bf16) for this warpgroup's two tiles (the previous block's P V
-    // completed in every warp of the warpgroup before that warp reached the barrier above)
+    // ---- P^T_t = P . scale_t (f16 with 2^(133 - e_run), or bf16) for this warpgroup's two
+    // tiles (the previous block's P V completed in every warp of the warpgroup before that warp
+    // reached the barrier above)
 #pragma unroll
     for (int t = 0; t < 2; ++t)
 #pragma unroll
