@@ -133,6 +133,22 @@ __device__ __forceinline__ bool grow_tile_exponents(const uint32_t (&mx)[kTiles]
   return grew;
 }
 
+// One P^T word of the fp8_ds_mla tiles: a head's P of this thread's two keys (p0, p1) times their
+// scale-tile factors (s0, s1); kF16: in f16 times 2^(133 - e_tile), e_tile the tile's running
+// exponent (P . scale . 2^(133 - e) < 2^8 . 2^7), else in bf16 (times kDsIntV's 2^60 when set).
+template <bool kF16>
+__device__ __forceinline__ uint32_t ds_p_word(float p0, float p1, float s0, float s1, int e_tile) {
+  if constexpr (kF16) {
+    const float f = __int_as_float((260 - e_tile) << 23);
+    const __half2 pv = __floats2half2_rn(p0 * (s0 * f), p1 * (s1 * f));
+    return *reinterpret_cast<const uint32_t*>(&pv);
+  } else {
+    const __nv_bfloat162 pv =
+        __floats2bfloat162_rn(p0 * (kDsIntV ? s0 * kDsIntVFactor : s0), p1 * (kDsIntV ? s1 * kDsIntVFactor : s1));
+    return *reinterpret_cast<const uint32_t*>(&pv);
+  }
+}
+
 // The A fragments of four S^T k-steps from one 16-byte piece of each of the thread's two keys
 // (wa: row ka, wb: row kb), e4m3 -> f16 exact: k-step s takes words wa[s], wb[s], their lower
 // value pairs first (the column order load_q_f16 writes Q in).

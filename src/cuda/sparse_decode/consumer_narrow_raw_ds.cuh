@@ -134,8 +134,8 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
         s[j][e] = qv[j][e] * xa + sr[j][e];
         s[j][2 + e] = qv[j][e] * xb + sr[j][2 + e];
       }
-    // P^T's factors (kDsIntV: values enter as V 2^-120, so P^T takes 2^60 and O^T ends at 2^-60)
-    auto pscale = [](float x) { return kDsIntV ? x * kDsIntVFactor : x; };
+    // P^T's factors: ds_p_word (kDsIntV: values enter as V 2^-120, so P^T takes 2^60 and O^T
+    // ends at 2^-60)
     const bool ok0 = ok_bytes[slot * kKeys + ka] != 0, ok1 = ok_bytes[slot * kKeys + kb_] != 0;
     float* buf = s_max + ((i / wg.kWgs) & 1) * 128;
     if constexpr (kDsF16V) {
@@ -174,16 +174,8 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
 #pragma unroll
       for (int j = 0; j < kNJ; ++j)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          if constexpr (kDsF16V) {  // P . scale . 2^(133 - e_run) < 2^8 . 2^7: f16
-            const float f = __int_as_float((260 - e_run[t]) << 23);
-            const __half2 pv = __floats2half2_rn(s[j][e] * (sa[t] * f), s[j][2 + e] * (sb[t] * f));
-            p_ab[RawWg<kRows, kFmt>::p_word(t, j, c, e)] = *reinterpret_cast<const uint32_t*>(&pv);
-            continue;
-          }
-          const __nv_bfloat162 pv = __floats2bfloat162_rn(s[j][e] * pscale(sa[t]), s[j][2 + e] * pscale(sb[t]));
-          p_ab[RawWg<kRows, kFmt>::p_word(t, j, c, e)] = *reinterpret_cast<const uint32_t*>(&pv);
-        }
+        for (int e = 0; e < 2; ++e)
+          p_ab[RawWg<kRows, kFmt>::p_word(t, j, c, e)] = ds_p_word<kDsF16V>(s[j][e], s[j][2 + e], sa[t], sb[t], e_run[t]);
     fence_proxy_async();  // read next by wgmma
     wg_bar_sync<kBarPReady, kBarPReady2, wg.kBar3 ? kBarPReady3 : -1>(wg.cw, kThreads);
 

@@ -23,7 +23,9 @@
 
 namespace smla::cuda::sparse_decode_family {
 
-template <int kRows, bool kMaxLogits>
+// kCw >= 0: the warpgroup index as a constant (kDs32Split instantiates one body per warpgroup,
+// so that its choices between the two warpgroups' heads and tiles fold away).
+template <int kRows, bool kMaxLogits, int kCw = -1>
 __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint8_t* smem) {
   constexpr int kFmt = static_cast<int>(CacheFormat::fp8_ds_mla);
   using S = RingSmem<kRows, kFmt>;
@@ -33,7 +35,7 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
   constexpr int N = kRows, kNJ = N / 8, kMT = kDv / 64 / 2, kGroups = L::d_latent / 64 / 2;
   constexpr int kThreads = 128;
   const RawWg<kRows, kFmt> wg(smem);
-  const int lane = wg.lane, wq = wg.wq, g = wg.g, c = wg.c, ka = wg.ka, kb_ = wg.kb, cw = wg.cw;
+  const int lane = wg.lane, wq = wg.wq, g = wg.g, c = wg.c, ka = wg.ka, kb_ = wg.kb, cw = kCw >= 0 ? kCw : wg.cw;
   const int tid = static_cast<int>(threadIdx.x) & 127;
   auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
   float* s_max = wg.max_buf;
@@ -57,6 +59,128 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
   // e_run[t]). Block maxima: float[warpgroup][parity][4 warps][2 tiles] in RingSmem::heads.
   int e_run[2] = {};
   float* tile_max = reinterpret_cast<float*>(smem + S::heads) + cw * 16;
+  // kDs32Split: this warpgroup runs the softmax of heads 16 cw .. 16 cw + 15 (fragment columns j
+  // = 2 cw + jj): their running maxima and this thread's sums, every scale tile's exponent
+  // (kDs32F16V: P^T of all four tiles), and in RingSmem::heads each warpgroup's tile maxima
+  // (float[2][parity][4 warps][4 tiles]) and row factors (float[2][16], from float 64 on).
+  float m_own[2][2], l_own[2][2];
+#pragma unroll
+  for (int jj = 0; jj < 2; ++jj) m_own[jj][0] = m_own[jj][1] = -INFINITY, l_own[jj][0] = l_own[jj][1] = 0.f;
+  int e_all[4] = {};
+  float* split_heads = reinterpret_cast<float*>(smem + S::heads);
+  uint32_t* p_other = p_ab + (cw ? -1 : 1) * static_cast<int>(S::kPTiles * S::kPBytes / 4);  // the other warpgroup's P^T tiles
+
+  // kDs32Split: block i's softmax of this warpgroup's heads, P^T of all four scale tiles for
+  // them, and, once both warpgroups' are in, O^T rescaled with all 32 heads' factors (the
+  // barriers as in narrow_block_softmax and the exchange above; a warpgroup writes the other's
+  // P^T tiles and reads its row factors only between two barriers over both).
+  auto split_softmax_block = [&](int i, float (&sv)[2][4], const float4& sca, const float4& scb, bool ok0, bool ok1) {
+    constexpr bool kLazy = kRawLazy<kMaxLogits>;
+    float* buf = s_max + (i & 1) * 128;               // [4 warps][32]: this warpgroup's heads at 0..15
+    float* tbuf = split_heads + cw * 32 + (i & 1) * 16;  // [4 warps][4 tiles]
+    float* alpha_buf = split_heads + 64;              // [2 warpgroups][16 heads]
+    const float sa4[4] = {sca.x, sca.y, sca.z, sca.w}, sb4[4] = {scb.x, scb.y, scb.z, scb.w};
+    if constexpr (kDs32F16V) {  // every tile's block maximum of |scale| (lane c: tile c)
+      uint32_t tmax = 0;
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const uint32_t m = __reduce_max_sync(0xffffffffu, max(__float_as_uint(sa4[t]), __float_as_uint(sb4[t])) & 0x7fffffffu);
+        tmax = c == t ? m : tmax;
+      }
+      if (g == 0) tbuf[wq * 4 + c] = __uint_as_float(tmax);
+    }
+    float mx[2][2];
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        mx[jj][e] = mask_scale_max(sv[jj][e], sv[jj][2 + e], ok0, ok1, p.scale_log2);
+      }
+    if (g == 0) {
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj) buf[wq * 32 + 8 * jj + 2 * c] = mx[jj][0], buf[wq * 32 + 8 * jj + 2 * c + 1] = mx[jj][1];
+    }
+    merge_bar_sync<1>(cw, kThreads);
+    float tf[kMT];
+#pragma unroll
+    for (int mi = 0; mi < kMT; ++mi) tf[mi] = 1.f;
+    bool grew = false;  // one of this warpgroup's tiles moved its exponent (uniform)
+    if constexpr (kDs32F16V) {
+      uint32_t m4[4] = {};
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const uint4 q4 = *reinterpret_cast<const uint4*>(tbuf + 4 * v);
+        m4[0] = max(m4[0], q4.x), m4[1] = max(m4[1], q4.y), m4[2] = max(m4[2], q4.z), m4[3] = max(m4[3], q4.w);
+      }
+      float rt[4];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const int eb = max(static_cast<int>(m4[t] >> 23), 7);
+        rt[t] = eb > e_all[t] ? __int_as_float(max(127 + e_all[t] - eb, 0) << 23) : 1.f;
+        grew |= (t >> 1) == cw && eb > e_all[t];
+        e_all[t] = max(e_all[t], eb);
+      }
+#pragma unroll
+      for (int lt = 0; lt < 2; ++lt) tf[2 * lt] = tf[2 * lt + 1] = cw ? rt[2 + lt] : rt[lt];
+    }
+    float alpha_own[2][2];
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int h = 8 * jj + 2 * c + e;
+        const float bm = fmaxf(fmaxf(buf[h], buf[32 + h]), fmaxf(buf[64 + h], buf[96 + h]));
+        const float m_new = kLazy ? (bm > m_own[jj][e] + kLazyRescaleLog2 ? bm : m_own[jj][e]) : fmaxf(m_own[jj][e], bm);
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;
+        alpha_own[jj][e] = exp2_ftz(m_own[jj][e] - m_use);
+        m_own[jj][e] = m_new;
+        sv[jj][e] = exp2_ftz(sv[jj][e] - m_use);
+        sv[jj][2 + e] = exp2_ftz(sv[jj][2 + e] - m_use);
+        l_own[jj][e] = l_own[jj][e] * alpha_own[jj][e] + sv[jj][e] + sv[jj][2 + e];
+      }
+    if (wq == 0 && g == 0) {
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) alpha_buf[cw * 16 + 8 * jj + 2 * c + e] = alpha_own[jj][e];
+    }
+    // P^T_t of this warpgroup's heads for all four tiles: tiles 2 cw, 2 cw + 1 into its own P^T
+    // tiles, the other two into the other warpgroup's (both read their P^T tiles only after the
+    // barrier below; the previous block's P V completed before the exchange's barrier)
+#pragma unroll
+    for (int t = 0; t < 4; ++t)
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          uint32_t* dst = ((t >> 1) == cw ? p_ab : p_other) + RawWg<kRows, kFmt>::p_word(t & 1, 2 * cw + jj, c, e);
+          *dst = ds_p_word<kDs32F16V>(sv[jj][e], sv[jj][2 + e], sa4[t], sb4[t], e_all[t]);
+        }
+    fence_proxy_async();  // read next by wgmma
+    named_bar_sync(kBarXchg, 2 * kThreads);  // both warpgroups' P^T tiles and row factors are in
+    bool moved = grew;
+    float alpha[kNJ][2];
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float theirs = alpha_buf[(1 - cw) * 16 + 8 * (j & 1) + 2 * c + e];
+        alpha[j][e] = (j >> 1) == cw ? alpha_own[j & 1][e] : theirs;
+        moved |= alpha[j][e] != 1.f;
+      }
+    if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+      for (int mi = 0; mi < kMT; ++mi)
+#pragma unroll
+        for (int j = 0; j < kNJ; ++j) {
+          const float a0 = alpha[j][0] * tf[mi], a1 = alpha[j][1] * tf[mi];
+          o[mi][j][0] *= a0;
+          o[mi][j][1] *= a1;
+          o[mi][j][2] *= a0;
+          o[mi][j][3] *= a1;
+        }
+    }
+  };
 
   for (int i = 0; i < w.kb_end - w.kb_begin; ++i) {
     const int slot = i % S::kRing;
@@ -138,15 +262,28 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
     // reaches only after reading block i's)
     float* mine = xchg + ((i & 1) * 2 + cw) * 16 * 128 + tid;
     const float* other = xchg + ((i & 1) * 2 + (1 - cw)) * 16 * 128 + tid;
+    float sv[2][4];  // kDs32Split: S^T of this warpgroup's heads (j = 2 cw + jj)
+    if constexpr (kDs32Split) {  // only the other warpgroup's heads go over
 #pragma unroll
-    for (int j = 0; j < kNJ; ++j)
+      for (int jj = 0; jj < 2; ++jj)
 #pragma unroll
-      for (int k = 0; k < 4; ++k) mine[(4 * j + k) * 128] = s[j][k];
-    named_bar_sync(kBarXchg, 2 * kThreads);
+        for (int k = 0; k < 4; ++k) mine[(4 * jj + k) * 128] = cw ? s[jj][k] : s[2 + jj][k];
+      named_bar_sync(kBarXchg, 2 * kThreads);
 #pragma unroll
-    for (int j = 0; j < kNJ; ++j)
+      for (int jj = 0; jj < 2; ++jj)
 #pragma unroll
-      for (int k = 0; k < 4; ++k) s[j][k] += other[(4 * j + k) * 128];
+        for (int k = 0; k < 4; ++k) sv[jj][k] = (cw ? s[2 + jj][k] : s[jj][k]) + other[(4 * jj + k) * 128];
+    } else {
+#pragma unroll
+      for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) mine[(4 * j + k) * 128] = s[j][k];
+      named_bar_sync(kBarXchg, 2 * kThreads);
+#pragma unroll
+      for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) s[j][k] += other[(4 * j + k) * 128];
+    }
     uint32_t xv[kRawEarlyV ? 4 : 1][2][4];
     if constexpr (kRawEarlyV) {
 #pragma unroll
@@ -158,58 +295,54 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
       raw_slot_release(empty + slot, lane);
     }
 
-    // P^T's factors (kDsIntV: values enter as V 2^-120, so P^T takes 2^60 and O^T ends at 2^-60)
-    auto pscale = [](float x) { return kDsIntV ? x * kDsIntVFactor : x; };
-    float* tmax_buf = tile_max + (i & 1) * 8;
-    if constexpr (kDs32F16V) {
-      // The block's largest |scale| per tile (positive floats order as their bits): lane c < 2 of
-      // row 0 writes tile c's warp maximum. Read after the softmax's barrier (tiles, below).
-      uint32_t tmax = 0;
+    if constexpr (kDs32Split) {
+      split_softmax_block(i, sv, sca, scb, ok0, ok1);
+    } else {
+      // P^T's factors: ds_p_word (kDsIntV: values enter as V 2^-120, so P^T takes 2^60 and O^T
+      // ends at 2^-60)
+      float* tmax_buf = tile_max + (i & 1) * 8;
+      if constexpr (kDs32F16V) {
+        // The block's largest |scale| per tile (positive floats order as their bits): lane c < 2 of
+        // row 0 writes tile c's warp maximum. Read after the softmax's barrier (tiles, below).
+        uint32_t tmax = 0;
 #pragma unroll
-      for (int t = 0; t < 2; ++t) {
-        const uint32_t m = __reduce_max_sync(0xffffffffu, max(__float_as_uint(sa[t]), __float_as_uint(sb[t])) & 0x7fffffffu);
-        tmax = c == t ? m : tmax;
-      }
-      if (g == 0 && c < 2) tmax_buf[wq * 2 + c] = __uint_as_float(tmax);
-    }
-    // kDs32F16V: after the barrier, each tile's exponent over the warpgroup's four warps; where it
-    // grew, O^T's tiles of that scale tile move to the new factor.
-    auto tiles = [&](const float*, float (&tf)[kMT]) {
-      uint32_t mx[2] = {};
-#pragma unroll
-      for (int v = 0; v < 4; ++v) {
-        const float2 q2 = *reinterpret_cast<const float2*>(tmax_buf + 2 * v);
-        mx[0] = max(mx[0], __float_as_uint(q2.x)), mx[1] = max(mx[1], __float_as_uint(q2.y));
-      }
-      return grow_tile_exponents(mx, e_run, tf);
-    };
-    auto tile_rescale = [&] {
-      if constexpr (kDs32F16V) return tiles;
-      else return NoTileRescale{};
-    }();
-    narrow_block_softmax<kNJ, kMT, kThreads, 1, kRawLazy<kMaxLogits>>(s, ok0, ok1, [&](int, int) { return p.scale_log2; },
-                                                s_max + (i & 1) * 128, wq, g, c, m_run, l_run, o, cw, tile_rescale);
-
-    // ---- P^T_t = P . scale_t (f16 with 2^(133 - e_run), or bf16) for this warpgroup's two
-    // tiles (the previous block's P V completed in every warp of the warpgroup before that warp
-    // reached the barrier above)
-#pragma unroll
-    for (int t = 0; t < 2; ++t)
-#pragma unroll
-      for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          if constexpr (kDs32F16V) {  // P . scale . 2^(133 - e_run) < 2^8 . 2^7: f16
-            const float f = __int_as_float((260 - e_run[t]) << 23);
-            const __half2 pv = __floats2half2_rn(s[j][e] * (sa[t] * f), s[j][2 + e] * (sb[t] * f));
-            p_ab[RawWg<kRows, kFmt>::p_word(t, j, c, e)] = *reinterpret_cast<const uint32_t*>(&pv);
-            continue;
-          }
-          const __nv_bfloat162 pv = __floats2bfloat162_rn(s[j][e] * pscale(sa[t]), s[j][2 + e] * pscale(sb[t]));
-          p_ab[RawWg<kRows, kFmt>::p_word(t, j, c, e)] = *reinterpret_cast<const uint32_t*>(&pv);
+        for (int t = 0; t < 2; ++t) {
+          const uint32_t m = __reduce_max_sync(0xffffffffu, max(__float_as_uint(sa[t]), __float_as_uint(sb[t])) & 0x7fffffffu);
+          tmax = c == t ? m : tmax;
         }
-    fence_proxy_async();  // read next by wgmma
-    wg_bar_sync<kBarPReady, kBarPReady2>(cw, kThreads);
+        if (g == 0 && c < 2) tmax_buf[wq * 2 + c] = __uint_as_float(tmax);
+      }
+      // kDs32F16V: after the barrier, each tile's exponent over the warpgroup's four warps; where it
+      // grew, O^T's tiles of that scale tile move to the new factor.
+      auto tiles = [&](const float*, float (&tf)[kMT]) {
+        uint32_t mx[2] = {};
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+          const float2 q2 = *reinterpret_cast<const float2*>(tmax_buf + 2 * v);
+          mx[0] = max(mx[0], __float_as_uint(q2.x)), mx[1] = max(mx[1], __float_as_uint(q2.y));
+        }
+        return grow_tile_exponents(mx, e_run, tf);
+      };
+      auto tile_rescale = [&] {
+        if constexpr (kDs32F16V) return tiles;
+        else return NoTileRescale{};
+      }();
+      narrow_block_softmax<kNJ, kMT, kThreads, 1, kRawLazy<kMaxLogits>>(s, ok0, ok1, [&](int, int) { return p.scale_log2; },
+                                                  s_max + (i & 1) * 128, wq, g, c, m_run, l_run, o, cw, tile_rescale);
+
+      // ---- P^T_t = P . scale_t (f16 with 2^(133 - e_run), or bf16) for this warpgroup's two
+      // tiles (the previous block's P V completed in every warp of the warpgroup before that warp
+      // reached the barrier above)
+#pragma unroll
+      for (int t = 0; t < 2; ++t)
+#pragma unroll
+        for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            p_ab[RawWg<kRows, kFmt>::p_word(t, j, c, e)] = ds_p_word<kDs32F16V>(s[j][e], s[j][2 + e], sa[t], sb[t], e_run[t]);
+      fence_proxy_async();  // read next by wgmma
+      wg_bar_sync<kBarPReady, kBarPReady2>(cw, kThreads);
+    }
 
     // ---- O^T += V^T P^T_t over this warpgroup's tiles 2 cw, 2 cw + 1: per k-step kk (16 keys)
     // one 4-byte word of four rows (keys 16 kk + 4 r + c) per tile, bytes paired and converted.
@@ -235,6 +368,30 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
       wgmma_commit();
     }
     raw_block_end<kMT, kNJ, !kRawEarlyV>(o, a, empty + slot, lane);
+  }
+
+  if constexpr (kDs32Split) {
+    // Both warpgroups' final states, so that each holds all 32 heads' (the same thread of each
+    // holds the same keys: its sums are the other's missing ones). Parity nb % 2 of xchg: the
+    // last block's exchange used the other, and both passed the last barrier over both.
+    const int nb = w.kb_end - w.kb_begin;
+    float* mine = xchg + ((nb & 1) * 2 + cw) * 16 * 128 + tid;
+    const float* other = xchg + ((nb & 1) * 2 + (1 - cw)) * 16 * 128 + tid;
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) mine[(2 * jj + e) * 128] = m_own[jj][e], mine[(4 + 2 * jj + e) * 128] = l_own[jj][e];
+    named_bar_sync(kBarXchg, 2 * kThreads);
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const bool own = (j >> 1) == cw;
+        m_run[j][e] = own ? m_own[j & 1][e] : other[(2 * (j & 1) + e) * 128];
+        l_run[j][e] = own ? l_own[j & 1][e] : other[(4 + 2 * (j & 1) + e) * 128];
+      }
+#pragma unroll
+    for (int lt = 0; lt < 2; ++lt) e_run[lt] = cw ? e_all[2 + lt] : e_all[lt];
   }
 
   // ---- row sums, lse (and max_logits), O^T out (s_l over P^T, O^T over the ring). Tile mi's

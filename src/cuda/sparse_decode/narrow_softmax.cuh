@@ -41,6 +41,18 @@ __device__ __forceinline__ void narrow_state_init(float (&o)[kMT][kNJ][4], float
   for (int j = 0; j < kNJ; ++j) m_run[j][0] = m_run[j][1] = -INFINITY, l_run[j][0] = l_run[j][1] = 0.f;
 }
 
+// One head's scores of this thread's two keys (x0: row ka, x1: row kb) masked (-inf where the key
+// is not real) and scaled, and their maximum over the warp's eight rows of keys (the lanes of
+// this lane's quad position).
+__device__ __forceinline__ float mask_scale_max(float& x0, float& x1, bool ok0, bool ok1, float scale) {
+  x0 = ok0 ? x0 * scale : -INFINITY;
+  x1 = ok1 ? x1 * scale : -INFINITY;
+  float v = fmaxf(x0, x1);
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 4));
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 8));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 16));
+}
+
 // Masks and scales the block's scores (scale(j, e): the logits' factor of the thread's head),
 // takes each head's maximum over this thread's two keys, the 8 lanes g and the 4 warps (through
 // buf[4 warps][32 heads] and one named barrier over kThreads), turns s into exp2(s - m), updates
@@ -69,12 +81,7 @@ __device__ __forceinline__ void narrow_block_softmax(float (&s)[kNJ][4], bool ok
   for (int j = 0; j < kNJ; ++j)
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      s[j][e] = ok0 ? s[j][e] * scale(j, e) : -INFINITY;
-      s[j][2 + e] = ok1 ? s[j][2 + e] * scale(j, e) : -INFINITY;
-      float v = fmaxf(s[j][e], s[j][2 + e]);
-      v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 4));
-      v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 8));
-      mx[j][e] = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 16));
+      mx[j][e] = mask_scale_max(s[j][e], s[j][2 + e], ok0, ok1, scale(j, e));
     }
   if (g == 0) {
 #pragma unroll
