@@ -75,7 +75,6 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
   // barriers as in narrow_block_softmax and the exchange above; a warpgroup writes the other's
   // P^T tiles and reads its row factors only between two barriers over both).
   auto split_softmax_block = [&](int i, float (&sv)[2][4], const float4& sca, const float4& scb, bool ok0, bool ok1) {
-    constexpr bool kLazy = kRawLazy<kMaxLogits>;
     float* buf = s_max + (i & 1) * 128;               // [4 warps][32]: this warpgroup's heads at 0..15
     float* tbuf = split_heads + cw * 32 + (i & 1) * 16;  // [4 warps][4 tiles]
     float* alpha_buf = split_heads + 64;              // [2 warpgroups][16 heads]
@@ -112,32 +111,19 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
         const uint4 q4 = *reinterpret_cast<const uint4*>(tbuf + 4 * v);
         m4[0] = max(m4[0], q4.x), m4[1] = max(m4[1], q4.y), m4[2] = max(m4[2], q4.z), m4[3] = max(m4[3], q4.w);
       }
-      float rt[4];
+      float tf_all[8];  // O^T tiles of both warpgroups: 2 t, 2 t + 1 for scale tile t
+      grow_tile_exponents(m4, e_all, tf_all);
 #pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        const int eb = max(static_cast<int>(m4[t] >> 23), 7);
-        rt[t] = eb > e_all[t] ? __int_as_float(max(127 + e_all[t] - eb, 0) << 23) : 1.f;
-        grew |= (t >> 1) == cw && eb > e_all[t];
-        e_all[t] = max(e_all[t], eb);
-      }
-#pragma unroll
-      for (int lt = 0; lt < 2; ++lt) tf[2 * lt] = tf[2 * lt + 1] = cw ? rt[2 + lt] : rt[lt];
+      for (int mi = 0; mi < kMT; ++mi) tf[mi] = cw ? tf_all[4 + mi] : tf_all[mi];
+      grew = tf[0] != 1.f || tf[2] != 1.f;  // a tile's factor is 1 exactly where its exponent held
     }
     float alpha_own[2][2];
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int h = 8 * jj + 2 * c + e;
-        const float bm = fmaxf(fmaxf(buf[h], buf[32 + h]), fmaxf(buf[64 + h], buf[96 + h]));
-        const float m_new = kLazy ? (bm > m_own[jj][e] + kLazyRescaleLog2 ? bm : m_own[jj][e]) : fmaxf(m_own[jj][e], bm);
-        const float m_use = m_new == -INFINITY ? 0.f : m_new;
-        alpha_own[jj][e] = exp2_ftz(m_own[jj][e] - m_use);
-        m_own[jj][e] = m_new;
-        sv[jj][e] = exp2_ftz(sv[jj][e] - m_use);
-        sv[jj][2 + e] = exp2_ftz(sv[jj][2 + e] - m_use);
-        l_own[jj][e] = l_own[jj][e] * alpha_own[jj][e] + sv[jj][e] + sv[jj][2 + e];
-      }
+      for (int e = 0; e < 2; ++e)
+        alpha_own[jj][e] =
+            head_softmax_step<kRawLazy<kMaxLogits>>(buf, 8 * jj + 2 * c + e, m_own[jj][e], l_own[jj][e], sv[jj][e], sv[jj][2 + e]);
     if (wq == 0 && g == 0) {
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj)
@@ -168,18 +154,7 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
         alpha[j][e] = (j >> 1) == cw ? alpha_own[j & 1][e] : theirs;
         moved |= alpha[j][e] != 1.f;
       }
-    if (__any_sync(0xffffffffu, moved)) {
-#pragma unroll
-      for (int mi = 0; mi < kMT; ++mi)
-#pragma unroll
-        for (int j = 0; j < kNJ; ++j) {
-          const float a0 = alpha[j][0] * tf[mi], a1 = alpha[j][1] * tf[mi];
-          o[mi][j][0] *= a0;
-          o[mi][j][1] *= a1;
-          o[mi][j][2] *= a0;
-          o[mi][j][3] *= a1;
-        }
-    }
+    if (__any_sync(0xffffffffu, moved)) rescale_narrow_o<kDs32F16V>(o, alpha, tf);
   };
 
   for (int i = 0; i < w.kb_end - w.kb_begin; ++i) {

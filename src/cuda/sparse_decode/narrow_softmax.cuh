@@ -53,6 +53,39 @@ __device__ __forceinline__ float mask_scale_max(float& x0, float& x1, bool ok0, 
   return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 16));
 }
 
+// One head's step of the online softmax after the block's maxima are in buf[4 warps][32] (h: the
+// head's slot there): its running maximum (kLazy as in narrow_block_softmax), x0 and x1 (the
+// thread's two scores) turned into exp2(x - m), the thread's running sum; returns the factor
+// (alpha) of the head's earlier O^T columns.
+template <bool kLazy>
+__device__ __forceinline__ float head_softmax_step(const float* buf, int h, float& m_run, float& l_run, float& x0,
+                                                   float& x1) {
+  const float bm = fmaxf(fmaxf(buf[h], buf[32 + h]), fmaxf(buf[64 + h], buf[96 + h]));
+  const float m_new = kLazy ? (bm > m_run + kLazyRescaleLog2 ? bm : m_run) : fmaxf(m_run, bm);
+  const float m_use = m_new == -INFINITY ? 0.f : m_new;
+  const float alpha = exp2_ftz(m_run - m_use);
+  m_run = m_new;
+  x0 = exp2_ftz(x0 - m_use);
+  x1 = exp2_ftz(x1 - m_use);
+  l_run = l_run * alpha + x0 + x1;
+  return alpha;
+}
+
+// O^T times each head's factor alpha[j][e] (kTiles: and each of its tiles' tf[mi]).
+template <bool kTiles, int kNJ, int kMT>
+__device__ __forceinline__ void rescale_narrow_o(float (&o)[kMT][kNJ][4], const float (&alpha)[kNJ][2], const float (&tf)[kMT]) {
+#pragma unroll
+  for (int mi = 0; mi < kMT; ++mi)
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j) {
+      const float a0 = kTiles ? alpha[j][0] * tf[mi] : alpha[j][0], a1 = kTiles ? alpha[j][1] * tf[mi] : alpha[j][1];
+      o[mi][j][0] *= a0;
+      o[mi][j][1] *= a1;
+      o[mi][j][2] *= a0;
+      o[mi][j][3] *= a1;
+    }
+}
+
 // Masks and scales the block's scores (scale(j, e): the logits' factor of the thread's head),
 // takes each head's maximum over this thread's two keys, the 8 lanes g and the 4 warps (through
 // buf[4 warps][32 heads] and one named barrier over kThreads), turns s into exp2(s - m), updates
@@ -96,30 +129,11 @@ __device__ __forceinline__ void narrow_block_softmax(float (&s)[kNJ][4], bool ok
   for (int j = 0; j < kNJ; ++j)
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      const int h = head_of(j, e);
-      const float bm = fmaxf(fmaxf(buf[h], buf[32 + h]), fmaxf(buf[64 + h], buf[96 + h]));
-      const float m_new = kLazy ? (bm > m_run[j][e] + kLazyRescaleLog2 ? bm : m_run[j][e]) : fmaxf(m_run[j][e], bm);
-      const float m_use = m_new == -INFINITY ? 0.f : m_new;
-      alpha[j][e] = exp2_ftz(m_run[j][e] - m_use);
+      alpha[j][e] = head_softmax_step<kLazy>(buf, head_of(j, e), m_run[j][e], l_run[j][e], s[j][e], s[j][2 + e]);
       moved |= alpha[j][e] != 1.f;
-      m_run[j][e] = m_new;
-      s[j][e] = exp2_ftz(s[j][e] - m_use);
-      s[j][2 + e] = exp2_ftz(s[j][2 + e] - m_use);
-      l_run[j][e] = l_run[j][e] * alpha[j][e] + s[j][e] + s[j][2 + e];
     }
   // O^T columns are heads: rescale only when some head of the warp moved its maximum.
-  if (__any_sync(0xffffffffu, moved) || tiles_moved) {
-#pragma unroll
-    for (int mi = 0; mi < kMT; ++mi)
-#pragma unroll
-      for (int j = 0; j < kNJ; ++j) {
-        const float a0 = kTiles ? alpha[j][0] * tf[mi] : alpha[j][0], a1 = kTiles ? alpha[j][1] * tf[mi] : alpha[j][1];
-        o[mi][j][0] *= a0;
-        o[mi][j][1] *= a1;
-        o[mi][j][2] *= a0;
-        o[mi][j][3] *= a1;
-      }
-  }
+  if (__any_sync(0xffffffffu, moved) || tiles_moved) rescale_narrow_o<kTiles>(o, alpha, tf);
 }
 
 // Every element of one O^T tile times f.
