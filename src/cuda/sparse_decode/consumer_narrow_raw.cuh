@@ -133,6 +133,19 @@ __device__ __forceinline__ bool grow_tile_exponents(const uint32_t (&mx)[kTiles]
   return grew;
 }
 
+// f16 values: lane c < kTiles's result is scale tile c's largest |scale| over the warp's keys (sa,
+// sb: this thread's two keys' scales), as bits (positive floats order as their bits); 0 elsewhere.
+template <int kTiles>
+__device__ __forceinline__ uint32_t warp_tile_scale_max(const float (&sa)[kTiles], const float (&sb)[kTiles], int c) {
+  uint32_t tmax = 0;
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+    const uint32_t m = __reduce_max_sync(0xffffffffu, max(__float_as_uint(sa[t]), __float_as_uint(sb[t])) & 0x7fffffffu);
+    tmax = c == t ? m : tmax;
+  }
+  return tmax;
+}
+
 // One P^T word of the fp8_ds_mla tiles: a head's P of this thread's two keys (p0, p1) times their
 // scale-tile factors (s0, s1); kF16: in f16 times 2^(133 - e_tile), e_tile the tile's running
 // exponent (P . scale . 2^(133 - e) < 2^8 . 2^7), else in bf16 (times kDsIntV's 2^60 when set).

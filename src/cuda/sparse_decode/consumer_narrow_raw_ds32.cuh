@@ -80,12 +80,7 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
     float* alpha_buf = split_heads + 64;              // [2 warpgroups][16 heads]
     const float sa4[4] = {sca.x, sca.y, sca.z, sca.w}, sb4[4] = {scb.x, scb.y, scb.z, scb.w};
     if constexpr (kDs32F16V) {  // every tile's block maximum of |scale| (lane c: tile c)
-      uint32_t tmax = 0;
-#pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        const uint32_t m = __reduce_max_sync(0xffffffffu, max(__float_as_uint(sa4[t]), __float_as_uint(sb4[t])) & 0x7fffffffu);
-        tmax = c == t ? m : tmax;
-      }
+      const uint32_t tmax = warp_tile_scale_max(sa4, sb4, c);
       if (g == 0) tbuf[wq * 4 + c] = __uint_as_float(tmax);
     }
     float mx[2][2];
@@ -277,14 +272,9 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
       // ends at 2^-60)
       float* tmax_buf = tile_max + (i & 1) * 8;
       if constexpr (kDs32F16V) {
-        // The block's largest |scale| per tile (positive floats order as their bits): lane c < 2 of
-        // row 0 writes tile c's warp maximum. Read after the softmax's barrier (tiles, below).
-        uint32_t tmax = 0;
-#pragma unroll
-        for (int t = 0; t < 2; ++t) {
-          const uint32_t m = __reduce_max_sync(0xffffffffu, max(__float_as_uint(sa[t]), __float_as_uint(sb[t])) & 0x7fffffffu);
-          tmax = c == t ? m : tmax;
-        }
+        // The block's largest |scale| per tile: lane c < 2 of row 0 writes tile c's warp
+        // maximum. Read after the softmax's barrier (tiles, below).
+        const uint32_t tmax = warp_tile_scale_max(sa, sb, c);
         if (g == 0 && c < 2) tmax_buf[wq * 2 + c] = __uint_as_float(tmax);
       }
       // kDs32F16V: after the barrier, each tile's exponent over the warpgroup's four warps; where it
