@@ -92,17 +92,24 @@ def test_compile_fullgraph_inductor_cpu():
 
     def attn(q, cache, idx, sink):
         out, lse = smla.sparse_decode(q, cache, idx, attn_sink=sink)
-        return out.float().sum(-1) * torch.exp(lse)
+        return out, lse, out.float().sum(-1) * torch.exp(lse)
+
+    def check(got, want):
+        # The op's own outputs are bitwise those of eager; the fused sum around them is inductor's,
+        # whose order of addition may differ: a float32 sum of n terms in any order stays within
+        # n * 2^-24 * sum|x| of any other (here n = 512, bound 2^-15 with room for the product).
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+        bound = 2.0**-15 * want[0].float().abs().sum(-1) * torch.exp(want[1])
+        assert bool(((got[2] - want[2]).abs() <= bound).all())
 
     q = torch.randn(2, 1, 16, 512, dtype=BF16)
     cache = make_cache("fp8_model1", 4, 16)
     idx = torch.randint(0, 64, (2, 1, 32), dtype=I32)
     sink = torch.randn(16)
     compiled = torch.compile(attn, fullgraph=True)
-    want = attn(q, cache, idx, sink)
-    assert torch.allclose(compiled(q, cache, idx, sink), want)
+    check(compiled(q, cache, idx, sink), attn(q, cache, idx, sink))
     idx2 = torch.randint(-5, 70, (2, 1, 32), dtype=I32)  # new values, same shapes: no retrace needed
-    assert torch.allclose(compiled(q, cache, idx2, sink), attn(q, cache, idx2, sink))
+    check(compiled(q, cache, idx2, sink), attn(q, cache, idx2, sink))
 
 
 # ------------------------------------------------------------------------------ CUDA
