@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import operator
 from typing import Optional
 
 import torch
@@ -21,6 +23,40 @@ def error(argument: str, expected: str, given: str) -> SmlaError:
     e = SmlaError(f"{argument} must be {expected}, got {given}")
     e.argument, e.expected, e.given = argument, expected, given
     return e
+
+
+_INT_RANGE = {32: (-(1 << 31), (1 << 31) - 1), 64: (-(1 << 63), (1 << 63) - 1)}
+
+
+def int_arg(name: str, value, bits: int = 32, minimum: Optional[int] = None) -> int:
+    """A scalar integer argument as the core takes it (int32, or int64 where the core says so):
+    an integer, or a float with an integral value; anything else, a value outside the type, or
+    one below ``minimum``, is an SmlaError naming the argument (not the binding's TypeError)."""
+    given = repr(value)
+    if isinstance(value, bool):
+        raise error(name, "an integer", f"bool {given}")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        if not (isinstance(value, float) and math.isfinite(value) and value.is_integer()):
+            raise error(name, "an integer", f"{type(value).__name__} {given}") from None
+        v = int(value)
+    lo, hi = _INT_RANGE[bits]
+    if not lo <= v <= hi:
+        raise error(name, f"an int{bits} value ({lo} to {hi})", str(v))
+    if minimum is not None and v < minimum:
+        raise error(name, f"at least {minimum}", str(v))
+    return v
+
+
+def float_arg(name: str, value) -> float:
+    """A scalar float argument: a real number (its range is the core's to check)."""
+    if isinstance(value, (str, bytes)) or value is None:
+        raise error(name, "a float", f"{type(value).__name__} {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise error(name, "a float", f"{type(value).__name__} {value!r}") from None
 
 
 def capsule(t: torch.Tensor):

@@ -12,7 +12,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from . import _smla
-from ._convert import check_devices, describe, device_of, dl, error, stream_of
+from ._convert import check_devices, describe, device_of, dl, error, int_arg, stream_of
 from .ops import merge_states
 
 _LIB = "smla"
@@ -43,7 +43,7 @@ def dcp_rescale(out_local: Tensor, lse_all: Tensor, rank: int, *,
     d_v = out_local.shape[-1] if out_local.dim() > 0 else 0
     scaled = out_local.new_empty((n, t, h // max(n, 1), d_v), dtype=torch.float32)
     lse = out_local.new_empty((t, h // max(n, 1)), dtype=torch.float32)
-    torch.ops.smla.dcp_rescale(out_local, lse_all, int(rank), attn_sink, scaled, lse)
+    torch.ops.smla.dcp_rescale(out_local, lse_all, int_arg("rank", rank), attn_sink, scaled, lse)
     return scaled, lse
 
 

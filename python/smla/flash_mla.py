@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from . import ops
-from ._convert import SmlaError, check_device_type, check_devices, describe, error, infer_cache_format
+from ._convert import SmlaError, check_device_type, check_devices, describe, error, float_arg, infer_cache_format
 
 __all__ = ["FlashMLASchedMeta", "get_mla_metadata", "flash_mla_with_kvcache", "flash_mla_sparse_fwd"]
 
@@ -126,7 +126,7 @@ def _scalar(x, name: str) -> float:
         if x.numel() < 1:
             raise error(name, "a float or a non-empty tensor", f"a tensor of shape {tuple(x.shape)}")
         return float(x.reshape(-1)[0].item())
-    return float(x)
+    return float_arg(name, x)
 
 
 def _inf_for_empty_rows(lse: Tensor) -> Tensor:

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from . import _smla
-from ._convert import check_devices, device_of, dl, error, stream_of
+from ._convert import check_devices, device_of, dl, error, int_arg, stream_of
 
 _LIB = "smla"
 
@@ -50,7 +50,7 @@ def req_id_per_token(query_start_loc: Tensor, num_tokens: Optional[int] = None, 
     if out is None:
         if num_tokens is None:
             raise error("num_tokens", "given when out is not", "None")
-        out = query_start_loc.new_empty((num_tokens,), dtype=torch.int32)
+        out = query_start_loc.new_empty((int_arg("num_tokens", num_tokens, 64, minimum=0),), dtype=torch.int32)
     torch.ops.smla.req_id_per_token(query_start_loc, out)
     return out
 
@@ -75,12 +75,14 @@ def page_table_from_req_to_token(req_to_token: Tensor, req_pool_indices: Tensor,
     ceil(max_ctx / page_size))."""
     check_devices(("req_to_token", req_to_token), ("req_pool_indices", req_pool_indices), ("seq_lens", seq_lens),
                   ("out", out))
+    page_size = int_arg("page_size", page_size)
     if out is None:
         if max_pages is None:
             max_ctx = req_to_token.shape[-1] if req_to_token.dim() > 0 else 0
-            max_pages = -(-max_ctx // max(int(page_size), 1))
-        out = req_to_token.new_empty((_rows(req_pool_indices), max_pages), dtype=torch.int32)
-    torch.ops.smla.page_table_from_req_to_token(req_to_token, req_pool_indices, seq_lens, out, int(page_size))
+            max_pages = -(-max_ctx // max(page_size, 1))
+        out = req_to_token.new_empty((_rows(req_pool_indices), int_arg("max_pages", max_pages, 64, minimum=0)),
+                                     dtype=torch.int32)
+    torch.ops.smla.page_table_from_req_to_token(req_to_token, req_pool_indices, seq_lens, out, page_size)
     return out
 
 
@@ -109,7 +111,7 @@ def positions_to_slots(block_table: Tensor, page_size: int, req_id: Tensor, posi
     else:
         result = out
         out = out.unsqueeze(-1) if squeeze else out
-    torch.ops.smla.positions_to_slots(block_table, req_id, pos2, out, int(page_size))
+    torch.ops.smla.positions_to_slots(block_table, req_id, pos2, out, int_arg("page_size", page_size))
     return result
 
 
@@ -126,9 +128,10 @@ def sliding_window_indices(positions: Tensor, window: int, *, out: Optional[Tens
     """Positions ``[max(pos - window + 1, 0), pos]`` ascending, then -1 padding: positions [T]
     int32 -> out [T, window] int32 (a negative position gives a row of -1)."""
     check_devices(("positions", positions), ("out", out))
-    if out is None:
-        out = positions.new_empty((_rows(positions), int(window)), dtype=torch.int32)
-    torch.ops.smla.sliding_window_indices(positions, out, int(window))
+    window = int_arg("window", window)
+    if out is None:  # a window below 1 gets a placeholder the core then rejects, naming it
+        out = positions.new_empty((_rows(positions), max(window, 0)), dtype=torch.int32)
+    torch.ops.smla.sliding_window_indices(positions, out, window)
     return out
 
 
@@ -153,8 +156,9 @@ def compressed_slot_mapping(positions: Tensor, req_id: Tensor, block_table: Tens
     check_devices(("positions", positions), ("req_id", req_id), ("block_table", block_table), ("out", out))
     if out is None:
         out = positions.new_empty(positions.shape, dtype=torch.int64)
-    torch.ops.smla.compressed_slot_mapping(positions, req_id, block_table, out, int(compress_ratio),
-                                           int(states_per_page))
+    torch.ops.smla.compressed_slot_mapping(positions, req_id, block_table, out,
+                                           int_arg("compress_ratio", compress_ratio),
+                                           int_arg("states_per_page", states_per_page))
     return out
 
 
@@ -175,7 +179,8 @@ def dcp_local_seqlens(seqlens: Tensor, *, world: int, rank: int, interleave: int
     check_devices(("seqlens", seqlens), ("out", out))
     if out is None:
         out = seqlens.new_empty(seqlens.shape, dtype=torch.int32)
-    torch.ops.smla.dcp_local_seqlens(seqlens, out, int(world), int(interleave), int(rank))
+    torch.ops.smla.dcp_local_seqlens(seqlens, out, int_arg("world", world), int_arg("interleave", interleave),
+                                     int_arg("rank", rank))
     return out
 
 
@@ -216,24 +221,26 @@ def dcp_local_topk(positions: Tensor, block_table: Tensor, page_size: int, *, wo
         slots = positions.new_empty(shape, dtype=torch.int32)
         counts = positions.new_empty(shape[:2] if len(shape) == 3 else (0,), dtype=torch.int32)
         topk_length = positions.new_empty((_rows(positions),), dtype=torch.int32)
-    torch.ops.smla.dcp_local_topk(positions, block_table, slots, counts, topk_length, int(page_size), int(world),
-                                  int(interleave), int(rank))
+    torch.ops.smla.dcp_local_topk(positions, block_table, slots, counts, topk_length, int_arg("page_size", page_size),
+                                  int_arg("world", world), int_arg("interleave", interleave), int_arg("rank", rank))
     return slots, counts, topk_length
 
 
 def dcp_owner_rank(p: int, world: int, interleave: int = 1) -> int:
     """The rank holding token position p: ``(p // interleave) % world`` (-1 for p < 0)."""
-    return _smla.dcp_owner_rank(p, world, interleave)
+    return _smla.dcp_owner_rank(int_arg("p", p, 64), int_arg("world", world), int_arg("interleave", interleave))
 
 
 def dcp_local_position(p: int, world: int, interleave: int = 1) -> int:
     """Position of token p within its owner's shard (-1 for p < 0)."""
-    return _smla.dcp_local_position(p, world, interleave)
+    return _smla.dcp_local_position(int_arg("p", p, 64), int_arg("world", world),
+                                    int_arg("interleave", interleave))
 
 
 def dcp_local_length(length: int, world: int, rank: int, interleave: int = 1) -> int:
     """Tokens of a length-``length`` sequence on ``rank``."""
-    return _smla.dcp_local_length(length, world, interleave, rank)
+    return _smla.dcp_local_length(int_arg("length", length, 64), int_arg("world", world),
+                                  int_arg("interleave", interleave), int_arg("rank", rank))
 
 
 # ------------------------------------------------------------------- decode_split_schedule
@@ -254,10 +261,11 @@ def decode_split_schedule(lengths: Tensor, *, max_keys: int, num_units: int = 13
     check_devices(("lengths", lengths), ("out", out))
     if out is None:
         out = lengths.new_empty((_rows(lengths) + 1,), dtype=torch.int32)
-    torch.ops.smla.decode_split_schedule(lengths, out, int(num_units), int(block_n), int(max_keys))
+    torch.ops.smla.decode_split_schedule(lengths, out, int_arg("num_units", num_units), int_arg("block_n", block_n),
+                                         int_arg("max_keys", max_keys))
     return out
 
 
 def max_total_splits(batch: int, num_units: int) -> int:
     """``batch + num_units``: the most splits decode_split_schedule can produce."""
-    return _smla.max_total_splits(batch, num_units)
+    return _smla.max_total_splits(int_arg("batch", batch, 64), int_arg("num_units", num_units))

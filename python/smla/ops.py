@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from . import _smla
-from ._convert import cache_arg, check_devices, device_of, dl, error, stream_of
+from ._convert import cache_arg, check_devices, device_of, dl, error, float_arg, int_arg, stream_of
 
 D_V = _smla.D_V
 
@@ -113,7 +113,8 @@ def sparse_decode(
         lse = q.new_empty(q.shape[:-1], dtype=torch.float32)
     torch.ops.smla.sparse_decode(
         q, cache, indices, topk_length, extra_cache, extra_indices, extra_topk_length, attn_sink, out, lse,
-        fmt, float(k_scale), extra_fmt, float(extra_k_scale), _opt_float(softmax_scale),
+        fmt, float_arg("k_scale", k_scale), extra_fmt, float_arg("extra_k_scale", extra_k_scale),
+        _softmax_scale(softmax_scale),
     )
     return out, lse
 
@@ -197,7 +198,7 @@ def sparse_prefill(
     if max_logits is None:
         max_logits = q.new_empty(rows, dtype=torch.float32)
     torch.ops.smla.sparse_prefill(q, kv, indices, topk_length, attn_sink, out, lse, max_logits,
-                                  _opt_float(softmax_scale), cache, fmt)
+                                  _softmax_scale(softmax_scale), cache, fmt)
     return out, lse, max_logits
 
 
@@ -261,8 +262,8 @@ def dense_decode(
         out = q.new_empty((*q.shape[:-1], D_V), dtype=out_dtype)
     if lse is None:
         lse = q.new_empty(q.shape[:-1], dtype=torch.float32)
-    torch.ops.smla.dense_decode(q, cache, block_table, seqlens, attn_sink, out, lse, fmt, float(k_scale),
-                                bool(causal), float(q_scale), _opt_float(softmax_scale))
+    torch.ops.smla.dense_decode(q, cache, block_table, seqlens, attn_sink, out, lse, fmt, float_arg("k_scale", k_scale),
+                                bool(causal), float_arg("q_scale", q_scale), _softmax_scale(softmax_scale))
     return out, lse
 
 
@@ -331,7 +332,7 @@ def write_cache(
     as the cache's format says (SPEC §2). The cache is modified in place."""
     check_devices(("cache", cache), ("kv_c", kv_c), ("k_pe", k_pe), ("slot_mapping", slot_mapping))
     cache_view, fmt = cache_arg(cache, cache_format, "cache")
-    torch.ops.smla.write_cache(kv_c, k_pe, slot_mapping, cache_view, fmt, float(k_scale))
+    torch.ops.smla.write_cache(kv_c, k_pe, slot_mapping, cache_view, fmt, float_arg("k_scale", k_scale))
 
 
 @torch.library.custom_op(f"{_LIB}::gather_cache", mutates_args=("out",))
@@ -360,7 +361,7 @@ def gather_cache(
     cache, fmt = cache_arg(cache, cache_format, "cache")
     if out is None:
         out = cache.new_empty((*slots.shape, cache_d_qk(cache, fmt)), dtype=torch.bfloat16)
-    torch.ops.smla.gather_cache(cache, slots, out, fmt, float(k_scale))
+    torch.ops.smla.gather_cache(cache, slots, out, fmt, float_arg("k_scale", k_scale))
     return out
 
 
@@ -388,6 +389,8 @@ def empty_cache(
     float8_e4m3fn), ``[num_blocks, page_size, 1, 656]`` uint8 for fp8_ds_mla and
     ``[num_blocks, page_size, 1, 584]`` uint8 for fp8_model1, whose pages are
     ``model1_aligned_page_bytes(page_size)`` apart as the format prescribes."""
+    num_blocks, page_size = int_arg("num_blocks", num_blocks, 64, minimum=0), int_arg("page_size", page_size, minimum=1)
+    d_qk, h_kv = int_arg("d_qk", d_qk, minimum=1), int_arg("h_kv", h_kv, minimum=1)
     if cache_format == "fp8_ds_mla":
         return torch.empty((num_blocks, page_size, 1, 656), dtype=torch.uint8, device=device)
     if cache_format == "fp8_model1":
@@ -402,5 +405,5 @@ def empty_cache(
     return torch.empty((num_blocks, page_size, h_kv, d_qk), dtype=dtypes[cache_format], device=device)
 
 
-def _opt_float(x) -> Optional[float]:
-    return None if x is None else float(x)
+def _softmax_scale(x) -> Optional[float]:
+    return None if x is None else float_arg("softmax_scale", x)

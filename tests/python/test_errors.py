@@ -164,6 +164,43 @@ def test_index_utility_errors(device):
     expect_error(lambda: smla.decode_split_schedule(z.long(), max_keys=10), "lengths", "int64")
 
 
+def test_scalar_arguments_are_checked_before_the_binding(device):
+    """Python scalars the core takes as int32 / int64 / float: a value outside the type, a
+    non-number, a bool or a fractional float is an SmlaError naming the argument (the binding
+    would raise its own TypeError, torch a RuntimeError for a negative size)."""
+    z = torch.zeros(3, dtype=I32, device=device)
+    bt = torch.zeros(1, 2, dtype=I32, device=device)
+    expect_error(lambda: smla.positions_to_slots(bt, 2**31, z, z), "page_size must be an int32 value", "2147483648")
+    expect_error(lambda: smla.positions_to_slots(bt, None, z, z), "page_size must be an integer, got NoneType None")
+    expect_error(lambda: smla.positions_to_slots(bt, 16.5, z, z), "page_size must be an integer, got float 16.5")
+    expect_error(lambda: smla.positions_to_slots(bt, float("nan"), z, z), "page_size must be an integer")
+    expect_error(lambda: smla.positions_to_slots(bt, True, z, z), "page_size must be an integer, got bool True")
+    o = sentinel((3, 1), I32, device)
+    expect_error(lambda: smla.sliding_window_indices(z, -1), "window must be at least 1, got -1")
+    expect_error(lambda: smla.sliding_window_indices(z, -2**31), "window must be at least 1")
+    expect_error(lambda: smla.sliding_window_indices(z, 2**31, out=o), "window must be an int32 value", outputs=(o,))
+    expect_error(lambda: smla.req_id_per_token(z, -1), "num_tokens must be at least 0, got -1")
+    expect_error(lambda: smla.dcp_local_topk(z.view(1, 1, 3), bt, 16, world=2, rank=2**31),
+                 "rank must be an int32 value")
+    expect_error(lambda: smla.dcp_local_seqlens(z, world="2", rank=0), "world must be an integer, got str '2'")
+    expect_error(lambda: smla.decode_split_schedule(z, max_keys=2**31), "max_keys must be an int32 value")
+    expect_error(lambda: smla.dcp_owner_rank(2**63, 2), "p must be an int64 value")
+    expect_error(lambda: smla.max_total_splits(4, 2**40), "num_units must be an int32 value")
+    expect_error(lambda: smla.empty_cache(-1, 16), "num_blocks must be at least 0, got -1")
+    expect_error(lambda: smla.empty_cache(2, 0, "fp8_model1"), "page_size must be at least 1, got 0")
+    q = torch.randn(1, 1, 8, 576, dtype=BF16, device=device)
+    cache = make_cache("fp8_ds_mla", 2, 16, device=device)
+    idx = torch.zeros(1, 1, 4, dtype=I32, device=device)
+    out, lse = sentinel((1, 1, 8, 512), BF16, device), sentinel((1, 1, 8), F32, device)
+    expect_error(lambda: smla.sparse_decode(q, cache, idx, softmax_scale="x", out=out, lse=lse),
+                 "softmax_scale must be a float, got str 'x'", outputs=(out, lse))
+    expect_error(lambda: smla.sparse_decode(q, cache, idx, k_scale=None, out=out, lse=lse),
+                 "k_scale must be a float, got NoneType None", outputs=(out, lse))
+    # integral floats and 0-d integer tensors (anything with __index__) keep working
+    assert smla.positions_to_slots(bt, 16.0, z[:1], z[:1]).tolist() == [0]
+    assert smla.dcp_owner_rank(torch.tensor(5), 2) == 1
+
+
 def test_capability_errors():
     expect_error(lambda: smla.why_not("foo"), "op must be one of", "got 'foo'")
     expect_error(lambda: smla.why_not("sparse_decode", backend="tpu"), "backend must be cpu or cuda_sm90")
