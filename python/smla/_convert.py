@@ -197,11 +197,14 @@ def check_device_type(name: str, t) -> None:
         raise error(name, "on cpu or a cuda device", f"on {t.device}")
 
 
-def check_devices(*named) -> None:
-    """(name, tensor or None) pairs: every tensor on cpu or a cuda device, and all on the
-    device of the first (named as the core names its reference argument). Checked in the
-    wrappers, before anything is allocated or dispatched; FakeTensors report the device they
-    stand for, so tracing passes through."""
+def check_devices(*named, required: int = 0) -> None:
+    """(name, tensor or None) pairs: each a tensor or None (the first ``required`` a tensor),
+    every tensor on cpu or a cuda device, and all on the device of the first (named as the
+    core names its reference argument). Checked in the wrappers, before anything is allocated
+    or dispatched; FakeTensors report the device they stand for, so tracing passes through."""
+    for i, (n, t) in enumerate(named):
+        if not isinstance(t, torch.Tensor) and (t is not None or i < required):
+            raise error(n, "a torch.Tensor", f"{type(t).__name__} {repr(t)[:40]}")
     present = [(n, t) for n, t in named if isinstance(t, torch.Tensor)]
     for n, t in present:
         check_device_type(n, t)

@@ -37,7 +37,7 @@ def dcp_rescale(out_local: Tensor, lse_all: Tensor, rank: int, *,
     no sink), lse_all [N, T, h] float32 (every rank's lse). Returns ``(scaled [N, T, h/N, d_v]
     float32, lse [T, h/N] float32)``: summing ``scaled`` over the ranks gives, at index d, the
     merged output of rank d's heads; ``lse`` is the merged lse of this rank's heads."""
-    check_devices(("out_local", out_local), ("lse_all", lse_all), ("attn_sink", attn_sink))
+    check_devices(("out_local", out_local), ("lse_all", lse_all), ("attn_sink", attn_sink), required=2)
     # Sizes for the outputs; malformed inputs get placeholders the core then rejects, naming them.
     n, t, h = lse_all.shape if lse_all.dim() == 3 else (1, 0, 0)
     d_v = out_local.shape[-1] if out_local.dim() > 0 else 0
@@ -64,7 +64,7 @@ def dcp_combine(out_local: Tensor, lse_local: Tensor, group: Optional[dist.Proce
       H200s 68-79 µs against 82-92 for V3.2 b64 h128, graph replays);
     - ``"reduce_scatter"``: an all-gather of the LSEs, :func:`dcp_rescale`, and a reduce-scatter
       of the float32 rescaled partials (on gloo an all-reduce and a slice)."""
-    check_devices(("out_local", out_local), ("lse_local", lse_local), ("attn_sink", attn_sink))
+    check_devices(("out_local", out_local), ("lse_local", lse_local), ("attn_sink", attn_sink), required=2)
     # Every shape is checked here, before the first collective, so that a mismatch names the
     # caller's argument and no rank is left waiting in a collective another rank never joins.
     if method not in _COMBINE_METHODS:

@@ -27,7 +27,8 @@ import torch
 from torch import Tensor
 
 from . import ops
-from ._convert import SmlaError, check_device_type, check_devices, describe, error, float_arg, infer_cache_format
+from ._convert import (SmlaError, check_device_type, check_devices, describe, error, float_arg, infer_cache_format,
+                       int_arg)
 
 __all__ = ["FlashMLASchedMeta", "get_mla_metadata", "flash_mla_with_kvcache", "flash_mla_sparse_fwd"]
 
@@ -177,7 +178,7 @@ def flash_mla_with_kvcache(
     check_devices(("q", q), ("k_cache", k_cache), ("block_table", None if sparse else block_table),
                   ("cache_seqlens", None if sparse else cache_seqlens), ("indices", indices), ("attn_sink", attn_sink),
                   ("extra_k_cache", extra_k_cache), ("extra_indices_in_kvcache", extra_indices_in_kvcache),
-                  ("topk_length", topk_length), ("extra_topk_length", extra_topk_length))
+                  ("topk_length", topk_length), ("extra_topk_length", extra_topk_length), required=2)
     for name, value in (("block_table", block_table), ("cache_seqlens", cache_seqlens), ("descale_q", descale_q),
                         ("descale_k", descale_k), ("num_splits", num_splits),
                         ("tile_scheduler_metadata", tile_scheduler_metadata)):
@@ -194,8 +195,9 @@ def flash_mla_with_kvcache(
         extra_fmt = None
         if extra_k_cache is not None:
             extra_fmt = _sparse_cache_format(extra_k_cache, is_fp8_kvcache, "extra_k_cache")
-        b, s_q, h_q = q.shape[0], q.shape[1], q.shape[2]
-        # FlashMLA's lse is [b, h_q, s_q]: smla writes it through a transposed view.
+        # FlashMLA's lse is [b, h_q, s_q]: smla writes it through a transposed view (a q of
+        # another rank gets a placeholder the core then rejects, naming q).
+        b, s_q, h_q = q.shape[:3] if q.dim() == 4 else (0, 0, 0)
         lse = q.new_empty((b, h_q, s_q), dtype=torch.float32)
         out, _ = ops.sparse_decode(
             q, k_cache, indices, cache_format=fmt, topk_length=topk_length, extra_cache=extra_k_cache,
@@ -246,7 +248,9 @@ def flash_mla_sparse_fwd(
     float32)``, lse +inf and max_logits -inf for rows with no valid key. With
     ``indexer_topk > 0`` a fourth tensor, ``lse_indexer`` [s_q, h_q]: the lse over the first
     ``indexer_topk`` entries of each index row (computed by a second call)."""
-    check_devices(("q", q), ("kv", kv), ("indices", indices), ("attn_sink", attn_sink), ("topk_length", topk_length))
+    check_devices(("q", q), ("kv", kv), ("indices", indices), ("attn_sink", attn_sink), ("topk_length", topk_length),
+                  required=3)
+    indexer_topk = int_arg("indexer_topk", indexer_topk)
     if d_v != ops.D_V:
         raise error("d_v", str(ops.D_V), str(d_v))
     # FlashMLA's kv is 3-D: a 4-D one can only be a paged cache, as the decode entry gets it.

@@ -46,7 +46,7 @@ def req_id_per_token(query_start_loc: Tensor, num_tokens: Optional[int] = None, 
     """``out[t]`` = the request r with ``query_start_loc[r] <= t < query_start_loc[r+1]``, or -1.
     query_start_loc [b+1] int32; out [num_tokens] int32 (pass ``num_tokens`` or ``out``: the
     token count is not read from the device)."""
-    check_devices(("query_start_loc", query_start_loc), ("out", out))
+    check_devices(("query_start_loc", query_start_loc), ("out", out), required=1)
     if out is None:
         if num_tokens is None:
             raise error("num_tokens", "given when out is not", "None")
@@ -74,7 +74,7 @@ def page_table_from_req_to_token(req_to_token: Tensor, req_pool_indices: Tensor,
     elsewhere. Returns block_table [b, max_pages] int32 (default max_pages:
     ceil(max_ctx / page_size))."""
     check_devices(("req_to_token", req_to_token), ("req_pool_indices", req_pool_indices), ("seq_lens", seq_lens),
-                  ("out", out))
+                  ("out", out), required=3)
     page_size = int_arg("page_size", page_size)
     if out is None:
         if max_pages is None:
@@ -102,7 +102,7 @@ def positions_to_slots(block_table: Tensor, page_size: int, req_id: Tensor, posi
     """Request-local positions to cache slots: ``block_table[req_id[t], p // page_size] *
     page_size + p % page_size``, -1 where that is not valid. positions [T, k] (or [T]) int32;
     returns slots of the same shape, int32."""
-    check_devices(("block_table", block_table), ("req_id", req_id), ("positions", positions), ("out", out))
+    check_devices(("block_table", block_table), ("req_id", req_id), ("positions", positions), ("out", out), required=3)
     squeeze = positions.dim() == 1
     pos2 = positions.unsqueeze(-1) if squeeze else positions
     if out is None:
@@ -127,7 +127,7 @@ _register("sliding_window_indices", _sliding_window_impl)
 def sliding_window_indices(positions: Tensor, window: int, *, out: Optional[Tensor] = None) -> Tensor:
     """Positions ``[max(pos - window + 1, 0), pos]`` ascending, then -1 padding: positions [T]
     int32 -> out [T, window] int32 (a negative position gives a row of -1)."""
-    check_devices(("positions", positions), ("out", out))
+    check_devices(("positions", positions), ("out", out), required=1)
     window = int_arg("window", window)
     if out is None:  # a window below 1 gets a placeholder the core then rejects, naming it
         out = positions.new_empty((_rows(positions), max(window, 0)), dtype=torch.int32)
@@ -153,7 +153,8 @@ def compressed_slot_mapping(positions: Tensor, req_id: Tensor, block_table: Tens
     ``(pos + 1) % compress_ratio == 0``; its slot through block_table (pages of
     ``states_per_page`` states), else -1. positions [T] int64, req_id [T] int32 -> out [T]
     int64."""
-    check_devices(("positions", positions), ("req_id", req_id), ("block_table", block_table), ("out", out))
+    check_devices(("positions", positions), ("req_id", req_id), ("block_table", block_table), ("out", out),
+                  required=3)
     if out is None:
         out = positions.new_empty(positions.shape, dtype=torch.int64)
     torch.ops.smla.compressed_slot_mapping(positions, req_id, block_table, out,
@@ -176,7 +177,7 @@ def dcp_local_seqlens(seqlens: Tensor, *, world: int, rank: int, interleave: int
                       out: Optional[Tensor] = None) -> Tensor:
     """Decode context parallelism (``world`` ranks, interleave I): the tokens of each sequence
     that live on ``rank``. seqlens [b] int32 -> out [b] int32."""
-    check_devices(("seqlens", seqlens), ("out", out))
+    check_devices(("seqlens", seqlens), ("out", out), required=1)
     if out is None:
         out = seqlens.new_empty(seqlens.shape, dtype=torch.int32)
     torch.ops.smla.dcp_local_seqlens(seqlens, out, int_arg("world", world), int_arg("interleave", interleave),
@@ -214,7 +215,7 @@ def dcp_local_topk(positions: Tensor, block_table: Tensor, page_size: int, *, wo
         raise error("out", "a (slots, counts, topk_length) tuple", given)
     slots, counts, topk_length = out if out is not None else (None, None, None)
     check_devices(("positions", positions), ("block_table", block_table), ("slots", slots), ("counts", counts),
-                  ("topk_length", topk_length))
+                  ("topk_length", topk_length), required=2)
     if out is None:
         # Sizes for the outputs; a malformed positions gets placeholders the core then rejects, naming it.
         shape = tuple(positions.shape)
@@ -258,7 +259,7 @@ def decode_split_schedule(lengths: Tensor, *, max_keys: int, num_units: int = 13
     """The split-KV schedule for decode (docs/METADATA.md): lengths [b] int32 (clamped to
     [0, max_keys]) -> split_offsets [b+1] int32, the prefix sums of each request's split
     count. The total never exceeds ``max_total_splits(b, num_units)``."""
-    check_devices(("lengths", lengths), ("out", out))
+    check_devices(("lengths", lengths), ("out", out), required=1)
     if out is None:
         out = lengths.new_empty((_rows(lengths) + 1,), dtype=torch.int32)
     torch.ops.smla.decode_split_schedule(lengths, out, int_arg("num_units", num_units), int_arg("block_n", block_n),

@@ -101,7 +101,8 @@ def sparse_decode(
     """
     check_devices(("q", q), ("cache", cache), ("indices", indices), ("topk_length", topk_length),
                   ("extra_cache", extra_cache), ("extra_indices", extra_indices),
-                  ("extra_topk_length", extra_topk_length), ("attn_sink", attn_sink), ("out", out), ("lse", lse))
+                  ("extra_topk_length", extra_topk_length), ("attn_sink", attn_sink), ("out", out), ("lse", lse),
+                  required=3)
     cache, fmt = cache_arg(cache, cache_format, "cache", SPARSE_FORMATS)
     if extra_cache is not None:
         extra_cache, extra_fmt = cache_arg(extra_cache, extra_cache_format, "extra_cache", SPARSE_FORMATS)
@@ -177,8 +178,8 @@ def sparse_prefill(
 
     attn_sink [h_q] float32. Returns ``(out [s_q, h_q, 512] bfloat16, lse [s_q, h_q] float32,
     max_logits [s_q, h_q] float32)``; -inf lse and max_logits for rows with no valid key."""
-    check_devices(("q", q), ("kv", kv), ("cache", cache), ("indices", indices), ("topk_length", topk_length),
-                  ("attn_sink", attn_sink), ("out", out), ("lse", lse), ("max_logits", max_logits))
+    check_devices(("q", q), ("indices", indices), ("kv", kv), ("cache", cache), ("topk_length", topk_length),
+                  ("attn_sink", attn_sink), ("out", out), ("lse", lse), ("max_logits", max_logits), required=2)
     if kv is not None and cache is not None:
         raise error("kv", "None when cache is given (the keys come from the cache)", "a tensor")
     if kv is None and cache is None:
@@ -255,7 +256,7 @@ def dense_decode(
     seqlens [b] int32. Returns ``(out [b, s_q, h_q, 512], lse [b, s_q, h_q] float32)``; out is
     float16 for float16 q, else bfloat16."""
     check_devices(("q", q), ("cache", cache), ("block_table", block_table), ("seqlens", seqlens),
-                  ("attn_sink", attn_sink), ("out", out), ("lse", lse))
+                  ("attn_sink", attn_sink), ("out", out), ("lse", lse), required=4)
     cache, fmt = cache_arg(cache, cache_format, "cache", DENSE_FORMATS)
     if out is None:
         out_dtype = torch.float16 if q.dtype == torch.float16 else torch.bfloat16
@@ -295,7 +296,7 @@ def merge_states(
     Returns ``(out [T, h, d_v], lse [T, h] float32)``; out has ``out_dtype`` (default: the
     dtype of out_parts)."""
     check_devices(("out_parts", out_parts), ("lse_parts", lse_parts), ("attn_sink", attn_sink), ("out", out),
-                  ("lse", lse))
+                  ("lse", lse), required=2)
     if out is None:
         out = out_parts.new_empty(out_parts.shape[1:], dtype=out_dtype or out_parts.dtype)
     if lse is None:
@@ -330,7 +331,7 @@ def write_cache(
     """Writes rows ``[kv_c[t] | k_pe[t]]`` (kv_c [T, d_qk-64], k_pe [T, 64] bfloat16) into the
     slots ``slot_mapping`` [T] int64 names (negative or past the cache: skipped), quantizing
     as the cache's format says (SPEC §2). The cache is modified in place."""
-    check_devices(("cache", cache), ("kv_c", kv_c), ("k_pe", k_pe), ("slot_mapping", slot_mapping))
+    check_devices(("cache", cache), ("kv_c", kv_c), ("k_pe", k_pe), ("slot_mapping", slot_mapping), required=4)
     cache_view, fmt = cache_arg(cache, cache_format, "cache")
     torch.ops.smla.write_cache(kv_c, k_pe, slot_mapping, cache_view, fmt, float_arg("k_scale", k_scale))
 
@@ -357,7 +358,7 @@ def gather_cache(
 ) -> Tensor:
     """Reads the rows of ``slots`` [N] (int32 or int64) back from the cache, dequantized and
     rounded to bfloat16: ``out [N, d_qk]``. An invalid slot gives a row of zeros."""
-    check_devices(("cache", cache), ("slots", slots), ("out", out))
+    check_devices(("cache", cache), ("slots", slots), ("out", out), required=2)
     cache, fmt = cache_arg(cache, cache_format, "cache")
     if out is None:
         out = cache.new_empty((*slots.shape, cache_d_qk(cache, fmt)), dtype=torch.bfloat16)

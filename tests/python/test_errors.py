@@ -196,6 +196,12 @@ def test_scalar_arguments_are_checked_before_the_binding(device):
                  "softmax_scale must be a float, got str 'x'", outputs=(out, lse))
     expect_error(lambda: smla.sparse_decode(q, cache, idx, k_scale=None, out=out, lse=lse),
                  "k_scale must be a float, got NoneType None", outputs=(out, lse))
+    # a tensor argument given as something else, or a required one as None
+    expect_error(lambda: smla.sparse_decode(None, cache, idx), "q must be a torch.Tensor, got NoneType None")
+    expect_error(lambda: smla.sparse_decode(q, cache, idx, attn_sink=[1.0] * 8, out=out, lse=lse),
+                 "attn_sink must be a torch.Tensor, got list", outputs=(out, lse))
+    expect_error(lambda: smla.gather_cache(cache, 3), "slots must be a torch.Tensor, got int 3")
+    expect_error(lambda: smla.sparse_prefill(q[0], indices=None, cache=cache), "indices must be a torch.Tensor")
     # integral floats and 0-d integer tensors (anything with __index__) keep working
     assert smla.positions_to_slots(bt, 16.0, z[:1], z[:1]).tolist() == [0]
     assert smla.dcp_owner_rank(torch.tensor(5), 2) == 1

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import smla
+import smla.flash_mla as fm
 from reference import make_cache
 
 BF16, F32, I32, I64 = torch.bfloat16, torch.float32, torch.int32, torch.int64
@@ -75,13 +76,29 @@ def base_calls(device):
             positions=torch.tensor([5, 40], dtype=I32, **t), window=4, out=full((2, 4), I32))),
         ("decode_split_schedule", smla.decode_split_schedule, dict(
             lengths=torch.tensor([5, 400, 0], dtype=I32, **t), max_keys=512)),
+        ("flash_mla_with_kvcache sparse", fm.flash_mla_with_kvcache, dict(
+            q=torch.randn(b, 1, h, 576, dtype=BF16, **t), k_cache=make_cache("fp8_ds_mla", 4, 16, four_d=True, **t),
+            block_table=None, cache_seqlens=None, head_dim_v=512, is_fp8_kvcache=True,
+            indices=torch.randint(-1, 64, (b, 1, k), dtype=I32, **t), attn_sink=torch.randn(h, **t),
+            topk_length=torch.tensor([8, 2], dtype=I32, **t))),
+        ("flash_mla_with_kvcache dense", fm.flash_mla_with_kvcache, dict(
+            q=torch.randn(b, 1, h, 576, dtype=BF16, **t), k_cache=make_cache("fp8_e4m3", 6, 16, 576, **t),
+            block_table=bt, cache_seqlens=torch.tensor([40, 17], dtype=I32, **t), head_dim_v=512, causal=True,
+            descale_q=0.5, descale_k=torch.tensor([0.25], **t))),
+        ("flash_mla_sparse_fwd", fm.flash_mla_sparse_fwd, dict(
+            q=torch.randn(5, h, 576, dtype=BF16, **t), kv=torch.randn(30, 1, 576, dtype=BF16, **t),
+            indices=torch.randint(-1, 30, (5, 1, 12), dtype=I32, **t), sm_scale=0.05, d_v=512,
+            attn_sink=torch.randn(h, **t), topk_length=torch.tensor([12, 3, 0, 5, 7], dtype=I32, **t),
+            indexer_topk=12)),
     ]
 
 
 def mutate_tensor(x, rng):
     """One random change of a tensor's dtype, shape, strides or values."""
-    m = rng.randrange(13)
+    m = rng.randrange(14)
     d = rng.randrange(x.dim()) if x.dim() > 0 else None
+    if m == 13:
+        return rng.choice([None, 3, [1, 2]])  # not a tensor at all
     if m == 0:
         return x.view(torch.uint8) if x.dtype == torch.float8_e4m3fn else x.to(rng.choice(DTYPES))
     if m == 1:
