@@ -76,6 +76,9 @@ def base_calls(device):
             positions=torch.tensor([5, 40], dtype=I32, **t), window=4, out=full((2, 4), I32))),
         ("decode_split_schedule", smla.decode_split_schedule, dict(
             lengths=torch.tensor([5, 400, 0], dtype=I32, **t), max_keys=512)),
+        ("dcp_rescale", smla.dcp_rescale, dict(
+            out_local=torch.randn(3, h, 512, **t), lse_all=torch.randn(2, 3, h, **t), rank=1,
+            attn_sink=torch.randn(h, **t))),
         ("flash_mla_with_kvcache sparse", fm.flash_mla_with_kvcache, dict(
             q=torch.randn(b, 1, h, 576, dtype=BF16, **t), k_cache=make_cache("fp8_ds_mla", 4, 16, four_d=True, **t),
             block_table=None, cache_seqlens=None, head_dim_v=512, is_fp8_kvcache=True,
@@ -140,6 +143,12 @@ def mutate_tensor(x, rng):
 def bitwise(x):
     """A copy of x's bytes (NaN compares equal to itself there)."""
     return x.contiguous().reshape(-1).view(torch.uint8).clone()
+
+
+def test_unmutated_calls_run(device):
+    """The calls the mutations start from are valid: a rejection below comes from a mutation."""
+    for name, fn, kwargs in base_calls(device):
+        fn(**kwargs)
 
 
 def test_mutated_calls_run_or_raise_smla_error(device):
