@@ -1,5 +1,6 @@
 #include "api/validate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -171,9 +172,67 @@ void check_paged_cache(const char* name, const PagedCache& c, std::initializer_l
                 "a positive finite float", std::to_string(c.k_scale));
 }
 
+namespace {
+
+// A view's bytes [lo, hi), for a non-empty view with non-negative strides (checked before).
+void byte_extent(const TensorView& t, uintptr_t& lo, uintptr_t& hi) {
+  int64_t last = 0;
+  for (int i = 0; i < t.ndim; ++i) last += (t.shape[i] - 1) * t.stride[i];
+  const int64_t es = static_cast<int64_t>(dtype_size(t.dtype));
+  lo = reinterpret_cast<uintptr_t>(t.data);
+  hi = lo + static_cast<uintptr_t>((last + 1) * es);
+}
+
+// Its elements fill their extent exactly, each once (a permutation of a packed layout): then
+// two such views share memory exactly where their extents meet.
+bool dense(const TensorView& t) {
+  int64_t sizes[kMaxDims], strides[kMaxDims];
+  int n = 0;
+  for (int i = 0; i < t.ndim; ++i)
+    if (t.shape[i] > 1) sizes[n] = t.shape[i], strides[n++] = t.stride[i];
+  for (int i = 1; i < n; ++i)  // insertion sort by stride: at most kMaxDims dimensions
+    for (int j = i; j > 0 && strides[j] < strides[j - 1]; --j) {
+      std::swap(strides[j], strides[j - 1]);
+      std::swap(sizes[j], sizes[j - 1]);
+    }
+  int64_t expected = 1;
+  for (int i = 0; i < n; ++i) {
+    if (strides[i] != expected) return false;
+    expected *= sizes[i];
+  }
+  return true;
+}
+
+bool non_negative_strides(const TensorView& t) {
+  for (int i = 0; i < t.ndim; ++i)
+    if (t.stride[i] < 0) return false;
+  return true;
+}
+
+}  // namespace
+
 void check_no_alias(const char* out_name, const TensorView& out, const char* in_name, const TensorView& in) {
-  if (out.present() && in.present() && out.data == in.data)
+  if (!out.present() || !in.present()) return;
+  if (out.data == in.data)
     throw Error(out_name, std::string("a buffer distinct from ") + in_name, "the same data pointer");
+  // Where both views are dense their extents meeting means shared elements; other layouts
+  // (padded rows, interleaved views) are left alone rather than rejected on a guess.
+  if (out.numel() == 0 || in.numel() == 0 || !dense(out) || !dense(in) || !non_negative_strides(out) ||
+      !non_negative_strides(in))
+    return;
+  uintptr_t olo, ohi, ilo, ihi;
+  byte_extent(out, olo, ohi);
+  byte_extent(in, ilo, ihi);
+  if (olo < ihi && ilo < ohi)
+    throw Error(out_name, std::string("a buffer distinct from ") + in_name, "memory overlapping it");
+}
+
+void check_no_self_overlap(const char* name, const TensorView& t) {
+  if (!t.present() || t.numel() == 0) return;  // no elements, none written twice
+  for (int i = 0; i < t.ndim; ++i)
+    if (t.shape[i] > 1 && t.stride[i] == 0)
+      throw Error(name, "a tensor whose elements do not overlap (no stride 0 on a dimension longer than 1)",
+                  describe(t) + " with strides " + strides_string(t));
 }
 
 void check_tensor_on(const char* name, const TensorView& t, std::initializer_list<DType> dtypes,
@@ -198,6 +257,7 @@ void check_softmax_scale(const std::optional<float>& scale) {
 }
 
 void check_outputs_distinct(std::initializer_list<NamedTensor> outputs, std::initializer_list<NamedTensor> inputs) {
+  for (const auto& [out_name, out] : outputs) check_no_self_overlap(out_name, *out);
   for (const auto& [in_name, in] : inputs)
     for (const auto& [out_name, out] : outputs) check_no_alias(out_name, *out, in_name, *in);
   for (auto later = outputs.begin(); later != outputs.end(); ++later)

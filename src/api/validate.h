@@ -47,7 +47,12 @@ void check_value(const char* name, bool ok, const std::string& expected, const s
 void check_paged_cache(const char* name, const PagedCache& c, std::initializer_list<CacheFormat> allowed);
 // Two tensors must not share memory with an output (an output that aliases an input
 // would make the result depend on the order of writes).
+// Besides the same data pointer, two dense views (each a permutation of a packed layout) whose
+// bytes meet are rejected; other layouts are not judged.
 void check_no_alias(const char* out_name, const TensorView& out, const char* in_name, const TensorView& in);
+// An output none of whose elements are written twice: no stride 0 on a dimension longer than 1
+// (a broadcast view). check_outputs_distinct applies it to its outputs.
+void check_no_self_overlap(const char* name, const TensorView& t);
 std::string strides_string(const TensorView& t);
 
 // The rules several entry points share, each in the order it checks them.

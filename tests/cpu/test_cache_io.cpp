@@ -585,6 +585,7 @@ TEST(GatherCache, RejectsBadArguments) {
   { GatherFixture g(CacheFormat::fp8_e4m3); g.a.cache.k_scale = INFINITY; g.expect_rejected({"cache.k_scale", "positive finite", "inf"}); }
   { GatherFixture g; g.a.cache.data.data = nullptr; g.expect_rejected({"cache", "nothing"}); }
   { GatherFixture g; g.a.out.data = g.a.cache.data.data; g.expect_rejected({"out", "distinct from cache"}); }
+  { GatherFixture g; g.a.out.stride[0] = 0; g.expect_rejected({"out", "elements do not overlap"}); }
   {
     GatherFixture g;
     for (TensorView* t : {&g.a.slots, &g.a.out, &g.a.cache.data}) t->device = cuda_device(0);

@@ -546,6 +546,8 @@ TEST(DenseDecodeRejects, Outputs) {
   { Rejects r; r.a().out.data = r.a().q.data; r.expect({"out", "distinct from q"}); }
   { Rejects r; r.a().out.data = r.a().cache.data.data; r.expect({"out", "distinct from cache"}); }
   { Rejects r; r.a().lse.data = r.a().out.data; r.a().lse.dtype = DType::f32; r.expect({"lse", "distinct from out"}); }
+  { Rejects r; r.a().out.stride[0] = 0; r.expect({"out", "elements do not overlap", "strides (0, "}); }
+  { Rejects r; r.a().lse.stride[0] = 0; r.expect({"lse", "elements do not overlap"}); }
 }
 
 TEST(DenseDecodeRejects, Devices) {

@@ -1076,6 +1076,52 @@ TEST_F(SparseDecodeValidation, OutputsMustNotAliasInputs) {
   a = valid();
   a.lse.data = out.data();
   expect_rejected(a, {"lse must be a buffer distinct from out"});
+  // Dense views whose bytes meet share elements, wherever they start.
+  a = valid();
+  a.out.data = q.data() + 1000;
+  expect_rejected(a, {"out must be a buffer distinct from q, got memory overlapping it"});
+  a = valid();
+  a.lse.data = out.data() + out.size() - 4;  // lse's first two floats are out's last four bf16s
+  expect_rejected(a, {"lse must be a buffer distinct from out, got memory overlapping it"});
+}
+
+TEST_F(SparseDecodeValidation, OutputsMustNotOverlapThemselves) {
+  auto a = valid();
+  a.out = make_strided_view(out.data(), DType::bf16, {b, s_q, h_q, kDv}, {0, 0, kDv, 1});  // every request one row
+  expect_rejected(a, {"out must be a tensor whose elements do not overlap", "strides (0, 0, 512, 1)"});
+  a = valid();
+  a.lse = make_strided_view(lse.data(), DType::f32, {b, s_q, h_q}, {h_q, h_q, 0});
+  expect_rejected(a, {"lse must be a tensor whose elements do not overlap"});
+}
+
+// Views of one buffer that do not share an element run: out with a padded head stride and
+// lse in the padding between its rows (not dense: the extents are not judged), and both
+// packed side by side.
+TEST_F(SparseDecodeValidation, DisjointViewsOfOneBufferRun) {
+  constexpr int kPad = 2 * 8;  // bf16 elements of padding per head row: room for 8 floats
+  std::vector<uint16_t> buf(b * s_q * h_q * (kDv + kPad), kBf16Poison);
+  auto a = valid();
+  a.out = make_strided_view(buf.data(), DType::bf16, {b, s_q, h_q, kDv},
+                            {s_q * h_q * (kDv + kPad), h_q * (kDv + kPad), kDv + kPad, 1});
+  // lse[r, 0, h] = the first float of head row (r, h)'s padding
+  a.lse = make_strided_view(reinterpret_cast<float*>(buf.data() + kDv), DType::f32, {b, s_q, h_q},
+                            {s_q * h_q * (kDv + kPad) / 2, h_q * (kDv + kPad) / 2, (kDv + kPad) / 2});
+  sparse_decode(a);
+  std::vector<uint16_t> packed(b * s_q * h_q * kDv + 2 * b * s_q * h_q, kBf16Poison);
+  auto c = valid();
+  c.out = make_view(packed.data(), DType::bf16, {b, s_q, h_q, kDv});
+  c.lse = make_view(reinterpret_cast<float*>(packed.data() + b * s_q * h_q * kDv), DType::f32, {b, s_q, h_q});
+  sparse_decode(c);
+  sparse_decode(valid());
+  for (int r = 0; r < b * s_q * h_q; ++r) {
+    EXPECT_EQ(std::memcmp(buf.data() + r * (kDv + kPad), out.data() + r * kDv, kDv * 2), 0) << r;
+    EXPECT_EQ(std::memcmp(packed.data() + r * kDv, out.data() + r * kDv, kDv * 2), 0) << r;
+    float strided_lse, packed_lse;
+    std::memcpy(&strided_lse, buf.data() + r * (kDv + kPad) + kDv, 4);
+    std::memcpy(&packed_lse, packed.data() + b * s_q * h_q * kDv + 2 * r, 4);
+    EXPECT_EQ(strided_lse, lse[r]) << r;
+    EXPECT_EQ(packed_lse, lse[r]) << r;
+  }
 }
 
 // CUDA tensors are checked on the host too; nothing here is dereferenced.
