@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # nvcc is often installed outside PATH.
 export PATH := $(PATH):/usr/local/cuda/bin
 
-.PHONY: deps build run test ctest python pytest clean
+.PHONY: deps build run test ctest python pytest sanitize clean
 
 deps:
 	@PYTHON=$(PYTHON) bash scripts/install_deps.sh
@@ -39,5 +39,9 @@ python: deps
 pytest: python
 	$(PYTHON) -m pytest tests/python -q -rs $(PYTEST_ARGS)
 
+# The CPU path under AddressSanitizer + UndefinedBehaviorSanitizer (C++ CPU tests, Python suite).
+sanitize: deps
+	JOBS=$(JOBS) PYTHON=$(PYTHON) bash scripts/sanitize_cpu.sh
+
 clean:
-	rm -rf $(BUILD) build-python
+	rm -rf $(BUILD) build-python build-sanitize
