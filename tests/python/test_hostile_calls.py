@@ -15,7 +15,9 @@ from reference import make_cache
 BF16, F32, I32, I64 = torch.bfloat16, torch.float32, torch.int32, torch.int64
 DTYPES = [torch.bfloat16, torch.float16, torch.float32, torch.float64, torch.int8, torch.int32, torch.int64,
           torch.uint8, torch.bool, torch.float8_e4m3fn]
-SCALARS = [0, -1, 1, 3, 7, 15, 17, 64, 2**31, -2**31, 10**9, 2.5, float("nan"), float("inf"), None, True, "x"]
+# In-range values stay small: a large valid one would size an output from it (window=10**9 with
+# out=None allocates 8 GB), a run's memory and time, not a hostile call the library can refuse.
+SCALARS = [0, -1, 1, 3, 7, 15, 17, 64, 2**31, -2**31 - 1, 2**63, 2.5, float("nan"), float("inf"), None, True, "x"]
 OUTPUTS = ("out", "lse", "cache")  # what a rejected call must leave as it was
 CALLS = 2000
 
