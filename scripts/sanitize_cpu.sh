@@ -34,6 +34,6 @@ for lib in libasan.so libubsan.so; do
   [ -e "$path" ] || { echo "sanitize_cpu.sh: $lib not found by ${CXX:-g++} -print-file-name" >&2; exit 1; }
   runtimes="$runtimes $path"
 done
-LD_PRELOAD="${runtimes# }" PYTHONPATH="$PWD/$pkg" "$PYTHON" -c \
-  "import smla, sys; sys.exit(0 if smla.__file__.startswith('$PWD/$pkg/') else 'smla imported from ' + smla.__file__)"
-LD_PRELOAD="${runtimes# }" PYTHONPATH="$PWD/$pkg" "$PYTHON" -m pytest tests/python -q -p no:cacheprovider ${PYTEST_ARGS:-}
+export LD_PRELOAD="${runtimes# }" PYTHONPATH="$PWD/$pkg"
+"$PYTHON" -c "import smla, sys; sys.exit(0 if smla.__file__.startswith('$PWD/$pkg/') else 'smla imported from ' + smla.__file__)"
+"$PYTHON" -m pytest tests/python -q -p no:cacheprovider ${PYTEST_ARGS:-}

@@ -174,7 +174,7 @@ void check_paged_cache(const char* name, const PagedCache& c, std::initializer_l
 
 namespace {
 
-// A view's bytes [lo, hi), for a non-empty view with non-negative strides (checked before).
+// A view's bytes [lo, hi), for a non-empty dense view.
 void byte_extent(const TensorView& t, uintptr_t& lo, uintptr_t& hi) {
   int64_t last = 0;
   for (int i = 0; i < t.ndim; ++i) last += (t.shape[i] - 1) * t.stride[i];
@@ -184,7 +184,8 @@ void byte_extent(const TensorView& t, uintptr_t& lo, uintptr_t& hi) {
 }
 
 // Its elements fill their extent exactly, each once (a permutation of a packed layout): then
-// two such views share memory exactly where their extents meet.
+// two such views share memory exactly where their extents meet. Every stride that counts is
+// then positive (a dimension of size 1 adds nothing to the extent, whatever its stride).
 bool dense(const TensorView& t) {
   int64_t sizes[kMaxDims], strides[kMaxDims];
   int n = 0;
@@ -203,12 +204,6 @@ bool dense(const TensorView& t) {
   return true;
 }
 
-bool non_negative_strides(const TensorView& t) {
-  for (int i = 0; i < t.ndim; ++i)
-    if (t.stride[i] < 0) return false;
-  return true;
-}
-
 }  // namespace
 
 void check_no_alias(const char* out_name, const TensorView& out, const char* in_name, const TensorView& in) {
@@ -217,9 +212,7 @@ void check_no_alias(const char* out_name, const TensorView& out, const char* in_
     throw Error(out_name, std::string("a buffer distinct from ") + in_name, "the same data pointer");
   // Where both views are dense their extents meeting means shared elements; other layouts
   // (padded rows, interleaved views) are left alone rather than rejected on a guess.
-  if (out.numel() == 0 || in.numel() == 0 || !dense(out) || !dense(in) || !non_negative_strides(out) ||
-      !non_negative_strides(in))
-    return;
+  if (out.numel() == 0 || in.numel() == 0 || !dense(out) || !dense(in)) return;
   uintptr_t olo, ohi, ilo, ihi;
   byte_extent(out, olo, ohi);
   byte_extent(in, ilo, ihi);
