@@ -347,27 +347,32 @@ inline constexpr bool kDsF16V = SMLA_SD_DS_F16_V != 0;
 #define SMLA_SD_DS32_F16_V 1
 #endif
 inline constexpr bool kDs32F16V = SMLA_SD_DS32_F16_V != 0;
-// Measurement build SMLA_SD_DS32_SPLIT_SOFTMAX=1 (prepared 2026-12-02, not yet run on a device):
-// the 32-row fp8_ds_mla tiles' two warpgroups split the softmax by heads instead of both running
+// The 32-row fp8_ds_mla tiles' two warpgroups split the softmax by heads instead of both running
 // it for all 32 (consumer_narrow_raw_ds32.cuh): each sends the other only the partial S^T of the
 // other's 16 heads, runs the softmax of its own, writes P^T of all four scale tiles for them
 // (two into the other's tiles) and its heads' row factors (RingSmem::heads), and after one
 // barrier over both rescales O^T with all 32; the final states meet before the epilogue. ncu of
-// h32 (2026-12-02): ~190 of a consumer warp's ~1000 instructions a block are the softmax, which
-// both warpgroups ran. SASS: the block loop 985 -> 845 / 854 instructions (one body per
-// warpgroup, kDs32CwConst), no spills; predicted h32 -5 to -10% (its consumers bound it).
+// h32 (2026-12-02): ~190 of a consumer warp's ~1000 instructions a block were the softmax, which
+// both warpgroups ran. Same-call A/Bs against both warpgroups running it (2026-12-03, two reps
+// each, µs): b128 h32 87.8 -> 86.5, s_q2 h32 168.0 -> 165.4, b8 and b1 h32 level; in sparse
+// prefill (s_q4096 h32 topk2048) 2441 -> 2528, so the prefill kernels (kMaxLogits) keep both.
+// With one body per warpgroup (kDs32CwConst) the split was slower at small batches (b8 h32 24.8
+// -> 26.5, b1 17.0 -> 18.1) and that build alone 3-5% slower everywhere (twice the code).
+// SMLA_SD_DS32_SPLIT_SOFTMAX: 0 both warpgroups run the whole softmax; 1 the split in sparse
+// decode (default); 2 also in sparse prefill (a measurement build).
 #ifndef SMLA_SD_DS32_SPLIT_SOFTMAX
-#define SMLA_SD_DS32_SPLIT_SOFTMAX 0
+#define SMLA_SD_DS32_SPLIT_SOFTMAX 1
 #endif
-inline constexpr bool kDs32Split = SMLA_SD_DS32_SPLIT_SOFTMAX != 0;
-// Measurement build SMLA_SD_DS32_CW_CONST=1 (prepared 2026-12-02, not yet run): one consumer body
-// per warpgroup in the 32-row fp8_ds_mla tiles (the warpgroup index a constant; kDs32Split
-// implies it), whose choices between the two warpgroups' tiles fold away: the block loop 985 ->
-// 961 / 970 instructions (SASS), at twice the code; to tell the split's effect from this one's.
+template <bool kMaxLogits>
+inline constexpr bool kDs32Split = SMLA_SD_DS32_SPLIT_SOFTMAX == 2 || (SMLA_SD_DS32_SPLIT_SOFTMAX == 1 && !kMaxLogits);
+// Measurement build SMLA_SD_DS32_CW_CONST=1: one consumer body per warpgroup in the 32-row
+// fp8_ds_mla tiles (the warpgroup index a constant), whose choices between the two warpgroups'
+// tiles fold away: the block loop 985 -> 961 / 970 instructions (SASS), at twice the code. Same
+// call (2026-12-03): b128 h32 87.6 -> 90.7 µs, s_q2 h32 168.0 -> 173.4, b8 24.8 -> 27.5.
 #ifndef SMLA_SD_DS32_CW_CONST
 #define SMLA_SD_DS32_CW_CONST 0
 #endif
-inline constexpr bool kDs32CwConst = SMLA_SD_DS32_CW_CONST != 0 || kDs32Split;
+inline constexpr bool kDs32CwConst = SMLA_SD_DS32_CW_CONST != 0;
 // kRawConsumer tiles have two consumer warpgroups that take alternate blocks (warpgroup cw:
 // blocks cw, cw + 2, ...; each with its own softmax state, P^T tiles, maxima buffer and named
 // barriers; the two states merge in the epilogue) and one copy-only producer warpgroup (lanes

@@ -23,8 +23,8 @@
 
 namespace smla::cuda::sparse_decode_family {
 
-// kCw >= 0: the warpgroup index as a constant (kDs32Split instantiates one body per warpgroup,
-// so that its choices between the two warpgroups' heads and tiles fold away).
+// kCw >= 0: the warpgroup index as a constant (config.h kDs32CwConst, a measurement build: one
+// body per warpgroup, so that its choices between the two warpgroups' heads and tiles fold away).
 template <int kRows, bool kMaxLogits, int kCw = -1>
 __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint8_t* smem) {
   constexpr int kFmt = static_cast<int>(CacheFormat::fp8_ds_mla);
@@ -34,6 +34,7 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
   constexpr int kStride = kRawRingStride<kFmt>;
   constexpr int N = kRows, kNJ = N / 8, kMT = kDv / 64 / 2, kGroups = L::d_latent / 64 / 2;
   constexpr int kThreads = 128;
+  constexpr bool kSplit = kDs32Split<kMaxLogits>;
   const RawWg<kRows, kFmt> wg(smem);
   const int lane = wg.lane, wq = wg.wq, g = wg.g, c = wg.c, ka = wg.ka, kb_ = wg.kb, cw = kCw >= 0 ? kCw : wg.cw;
   const int tid = static_cast<int>(threadIdx.x) & 127;
@@ -59,7 +60,7 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
   // e_run[t]). Block maxima: float[warpgroup][parity][4 warps][2 tiles] in RingSmem::heads.
   int e_run[2] = {};
   float* tile_max = reinterpret_cast<float*>(smem + S::heads) + cw * 16;
-  // kDs32Split: this warpgroup runs the softmax of heads 16 cw .. 16 cw + 15 (fragment columns j
+  // kSplit: this warpgroup runs the softmax of heads 16 cw .. 16 cw + 15 (fragment columns j
   // = 2 cw + jj): their running maxima and this thread's sums, every scale tile's exponent
   // (kDs32F16V: P^T of all four tiles), and in RingSmem::heads each warpgroup's tile maxima
   // (float[2][parity][4 warps][4 tiles]) and row factors (float[2][16], from float 64 on).
@@ -70,7 +71,7 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
   float* split_heads = reinterpret_cast<float*>(smem + S::heads);
   uint32_t* p_other = p_ab + (cw ? -1 : 1) * static_cast<int>(S::kPTiles * S::kPBytes / 4);  // the other warpgroup's P^T tiles
 
-  // kDs32Split: block i's softmax of this warpgroup's heads, P^T of all four scale tiles for
+  // kSplit: block i's softmax of this warpgroup's heads, P^T of all four scale tiles for
   // them, and, once both warpgroups' are in, O^T rescaled with all 32 heads' factors (the
   // barriers as in narrow_block_softmax and the exchange above; a warpgroup writes the other's
   // P^T tiles and reads its row factors only between two barriers over both).
@@ -232,8 +233,8 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
     // reaches only after reading block i's)
     float* mine = xchg + ((i & 1) * 2 + cw) * 16 * 128 + tid;
     const float* other = xchg + ((i & 1) * 2 + (1 - cw)) * 16 * 128 + tid;
-    float sv[2][4];  // kDs32Split: S^T of this warpgroup's heads (j = 2 cw + jj)
-    if constexpr (kDs32Split) {  // only the other warpgroup's heads go over
+    float sv[2][4];  // kSplit: S^T of this warpgroup's heads (j = 2 cw + jj)
+    if constexpr (kSplit) {  // only the other warpgroup's heads go over
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj)
 #pragma unroll
@@ -265,7 +266,7 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
       raw_slot_release(empty + slot, lane);
     }
 
-    if constexpr (kDs32Split) {
+    if constexpr (kSplit) {
       split_softmax_block(i, sv, sca, scb, ok0, ok1);
     } else {
       // P^T's factors: ds_p_word (kDsIntV: values enter as V 2^-120, so P^T takes 2^60 and O^T
@@ -335,7 +336,7 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
     raw_block_end<kMT, kNJ, !kRawEarlyV>(o, a, empty + slot, lane);
   }
 
-  if constexpr (kDs32Split) {
+  if constexpr (kSplit) {
     // Both warpgroups' final states, so that each holds all 32 heads' (the same thread of each
     // holds the same keys: its sums are the other's missing ones). Parity nb % 2 of xchg: the
     // last block's exchange used the other, and both passed the last barrier over both.
