@@ -86,11 +86,11 @@ void validate(const DenseDecodeArgs& a) {
                                     static_cast<int>(q.shape[1])},
                                    q.numel());
   }
-  detail::check_no_self_overlap("out", a.out);
-  detail::check_no_self_overlap("lse", a.lse);
-  detail::check_no_alias("out", a.out, "q", q);
-  detail::check_no_alias("out", a.out, "cache", a.cache.data);
-  detail::check_no_alias("lse", a.lse, "out", a.out);
+  detail::check_outputs_distinct({{"out", &a.out}, {"lse", &a.lse}}, {{"q", &q},
+                                                                     {"cache", &a.cache.data},
+                                                                     {"block_table", &a.block_table},
+                                                                     {"seqlens", &a.seqlens},
+                                                                     {"attn_sink", &a.attn_sink}});
 }
 
 }  // namespace

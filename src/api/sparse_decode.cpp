@@ -67,8 +67,11 @@ void validate(const SparseDecodeArgs& a) {
   detail::check_outputs_distinct({{"out", &a.out}, {"lse", &a.lse}}, {{"q", &a.q},
                                                                      {"cache", &a.cache.data},
                                                                      {"indices", &a.indices},
+                                                                     {"topk_length", &a.topk_length},
                                                                      {"extra_cache", &a.extra_cache.data},
-                                                                     {"extra_indices", &a.extra_indices}});
+                                                                     {"extra_indices", &a.extra_indices},
+                                                                     {"extra_topk_length", &a.extra_topk_length},
+                                                                     {"attn_sink", &a.attn_sink}});
 
   if (detail::on_cuda(a.q)) {
     detail::check_aligned("q", a.q, 16);

@@ -60,7 +60,12 @@ void validate(const SparsePrefillArgs& a) {
   detail::check_tensor_on("max_logits", a.max_logits, {DType::f32}, {s_q, h_q}, 0, "q", dev);
 
   detail::check_outputs_distinct({{"out", &a.out}, {"lse", &a.lse}, {"max_logits", &a.max_logits}},
-                                 {{"q", &a.q}, {"kv", &a.kv}, {"cache", &a.cache.data}, {"indices", &a.indices}});
+                                 {{"q", &a.q},
+                                  {"kv", &a.kv},
+                                  {"cache", &a.cache.data},
+                                  {"indices", &a.indices},
+                                  {"topk_length", &a.topk_length},
+                                  {"attn_sink", &a.attn_sink}});
 
   if (detail::on_cuda(a.q)) {
     detail::check_aligned("q", a.q, 16);

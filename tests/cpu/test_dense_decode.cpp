@@ -546,6 +546,11 @@ TEST(DenseDecodeRejects, Outputs) {
   { Rejects r; r.a().out.data = r.a().q.data; r.expect({"out", "distinct from q"}); }
   { Rejects r; r.a().out.data = r.a().cache.data.data; r.expect({"out", "distinct from cache"}); }
   { Rejects r; r.a().lse.data = r.a().out.data; r.a().lse.dtype = DType::f32; r.expect({"lse", "distinct from out"}); }
+  // Every input counts: the block table, the lengths and the sink are read while the outputs are written.
+  { Rejects r; r.a().lse.data = r.a().block_table.data; r.expect({"lse", "distinct from block_table"}); }
+  { Rejects r; r.a().lse.data = r.a().seqlens.data; r.expect({"lse", "distinct from seqlens"}); }
+  { Rejects r; r.a().lse.data = r.a().attn_sink.data; r.expect({"lse", "distinct from attn_sink"}); }
+  { Rejects r; r.a().lse.data = r.a().q.data; r.expect({"lse", "distinct from q"}); }
   { Rejects r; r.a().out.stride[0] = 0; r.expect({"out", "elements do not overlap", "strides (0, "}); }
   { Rejects r; r.a().lse.stride[0] = 0; r.expect({"lse", "elements do not overlap"}); }
 }

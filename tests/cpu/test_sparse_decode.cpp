@@ -1076,6 +1076,18 @@ TEST_F(SparseDecodeValidation, OutputsMustNotAliasInputs) {
   a = valid();
   a.lse.data = out.data();
   expect_rejected(a, {"lse must be a buffer distinct from out"});
+  // Every input counts, the optional ones too: the kernels read them while the outputs are written.
+  a = valid();
+  a.lse.data = len.data();
+  expect_rejected(a, {"lse must be a buffer distinct from topk_length"});
+  a = valid();
+  a.lse.data = sink.data();
+  expect_rejected(a, {"lse must be a buffer distinct from attn_sink"});
+  a = with_extra();
+  a.extra_topk_length = make_view(len.data(), DType::i32, {b});
+  a.topk_length = {};
+  a.lse.data = len.data();
+  expect_rejected(a, {"lse must be a buffer distinct from extra_topk_length"});
   // Dense views whose bytes meet share elements, wherever they start.
   a = valid();
   a.out.data = q.data() + 1000;

@@ -559,6 +559,12 @@ TEST_F(SparsePrefillValidation, OutputsMustNotAliasInputs) {
   a = valid();
   a.max_logits.data = out.data();
   expect_rejected(a, {"max_logits must be a buffer distinct from out"});
+  a = valid();
+  a.lse.data = len.data();
+  expect_rejected(a, {"lse must be a buffer distinct from topk_length"});
+  a = valid();
+  a.max_logits.data = sink.data();
+  expect_rejected(a, {"max_logits must be a buffer distinct from attn_sink"});
 }
 
 // CUDA tensors are checked on the host too; nothing here is dereferenced.
