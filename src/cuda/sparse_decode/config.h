@@ -368,7 +368,7 @@ inline constexpr bool kDs32Split = SMLA_SD_DS32_SPLIT_SOFTMAX == 2 || (SMLA_SD_D
 // Measurement build SMLA_SD_DS32_CW_CONST=1: one consumer body per warpgroup in the 32-row
 // fp8_ds_mla tiles (the warpgroup index a constant), whose choices between the two warpgroups'
 // tiles fold away: the block loop 985 -> 961 / 970 instructions (SASS), at twice the code. Same
-// call (2026-12-03): b128 h32 87.6 -> 90.7 µs, s_q2 h32 168.0 -> 173.4, b8 24.8 -> 27.5.
+// call (2026-12-03): b128 h32 87.6 -> 90.7 µs, s_q2 h32 167.9 -> 173.4, b8 24.8 -> 27.5.
 #ifndef SMLA_SD_DS32_CW_CONST
 #define SMLA_SD_DS32_CW_CONST 0
 #endif
