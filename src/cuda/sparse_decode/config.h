@@ -356,8 +356,10 @@ inline constexpr bool kDs32F16V = SMLA_SD_DS32_F16_V != 0;
 // both warpgroups ran. Same-call A/Bs against both warpgroups running it (2026-12-03, two reps
 // each, µs): b128 h32 87.8 -> 86.5, s_q2 h32 168.0 -> 165.4, b8 and b1 h32 level; in sparse
 // prefill (s_q4096 h32 topk2048) 2441 -> 2528, so the prefill kernels (kMaxLogits) keep both.
-// With one body per warpgroup (kDs32CwConst) the split was slower at small batches (b8 h32 24.8
-// -> 26.5, b1 17.0 -> 18.1) and that build alone 3-5% slower everywhere (twice the code).
+// With one body per warpgroup (the warpgroup index a constant: twice the code; the measurement
+// build SMLA_SD_DS32_CW_CONST, removed after it) the split was slower at small batches (b8 h32
+// 24.8 -> 26.5, b1 17.0 -> 18.1), and those bodies alone 3-5% slower everywhere (b128 h32 87.6
+// -> 90.7).
 // SMLA_SD_DS32_SPLIT_SOFTMAX: 0 both warpgroups run the whole softmax; 1 the split in sparse
 // decode (default); 2 also in sparse prefill (a measurement build).
 #ifndef SMLA_SD_DS32_SPLIT_SOFTMAX
@@ -365,14 +367,6 @@ inline constexpr bool kDs32F16V = SMLA_SD_DS32_F16_V != 0;
 #endif
 template <bool kMaxLogits>
 inline constexpr bool kDs32Split = SMLA_SD_DS32_SPLIT_SOFTMAX == 2 || (SMLA_SD_DS32_SPLIT_SOFTMAX == 1 && !kMaxLogits);
-// Measurement build SMLA_SD_DS32_CW_CONST=1: one consumer body per warpgroup in the 32-row
-// fp8_ds_mla tiles (the warpgroup index a constant), whose choices between the two warpgroups'
-// tiles fold away: the block loop 985 -> 961 / 970 instructions (SASS), at twice the code. Same
-// call (2026-12-03): b128 h32 87.6 -> 90.7 µs, s_q2 h32 167.9 -> 173.4, b8 24.8 -> 27.5.
-#ifndef SMLA_SD_DS32_CW_CONST
-#define SMLA_SD_DS32_CW_CONST 0
-#endif
-inline constexpr bool kDs32CwConst = SMLA_SD_DS32_CW_CONST != 0;
 // kRawConsumer tiles have two consumer warpgroups that take alternate blocks (warpgroup cw:
 // blocks cw, cw + 2, ...; each with its own softmax state, P^T tiles, maxima buffer and named
 // barriers; the two states merge in the epilogue) and one copy-only producer warpgroup (lanes

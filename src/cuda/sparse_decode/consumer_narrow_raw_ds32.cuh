@@ -23,9 +23,7 @@
 
 namespace smla::cuda::sparse_decode_family {
 
-// kCw >= 0: the warpgroup index as a constant (config.h kDs32CwConst, a measurement build: one
-// body per warpgroup, so that its choices between the two warpgroups' heads and tiles fold away).
-template <int kRows, bool kMaxLogits, int kCw = -1>
+template <int kRows, bool kMaxLogits>
 __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint8_t* smem) {
   constexpr int kFmt = static_cast<int>(CacheFormat::fp8_ds_mla);
   using S = RingSmem<kRows, kFmt>;
@@ -36,7 +34,7 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
   constexpr int kThreads = 128;
   constexpr bool kSplit = kDs32Split<kMaxLogits>;
   const RawWg<kRows, kFmt> wg(smem);
-  const int lane = wg.lane, wq = wg.wq, g = wg.g, c = wg.c, ka = wg.ka, kb_ = wg.kb, cw = kCw >= 0 ? kCw : wg.cw;
+  const int lane = wg.lane, wq = wg.wq, g = wg.g, c = wg.c, ka = wg.ka, kb_ = wg.kb, cw = wg.cw;
   const int tid = static_cast<int>(threadIdx.x) & 127;
   auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
   float* s_max = wg.max_buf;

@@ -382,10 +382,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
         setmaxnreg_to<kRegsRawConsumer<kRows, kFmt>, kEntry>();
         load_q_f16<kRows, kFmt>(p, w, smem);
         if (kTimeline && threadIdx.x == 0) timeline_mark(3);
-        if constexpr (kRawSplitDv<kRows, kFmt> && kDs32CwConst) {
-          if (wg == 0) consume_narrow_raw_ds32<kRows, kMaxLogits, 0>(p, w, smem);
-          else consume_narrow_raw_ds32<kRows, kMaxLogits, 1>(p, w, smem);
-        } else if constexpr (kRawSplitDv<kRows, kFmt>) consume_narrow_raw_ds32<kRows, kMaxLogits>(p, w, smem);
+        if constexpr (kRawSplitDv<kRows, kFmt>) consume_narrow_raw_ds32<kRows, kMaxLogits>(p, w, smem);
         else if constexpr (kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)) consume_narrow_raw_ds<kRows, kMaxLogits>(p, w, smem);
         else consume_narrow_raw<kRows>(p, w, smem);
       } else {
