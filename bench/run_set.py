@@ -116,7 +116,10 @@ def main():
                        "flashmla_us": anchor, "ratio_vs_flashmla": round(anchor / us, 3) if anchor else None,
                        "pct_mm_ceiling": round(100 * r["tflops"] / ceil["bf16_mm_TFLOPs"], 1),
                        "pct_copy_ceiling": round(100 * r["gbps"] / ceil["copy_GBps"], 1),
-                       "shape": r.get("shape"), "flags": flags}
+                       "shape": r.get("shape"), "flags": flags,
+                       # > 1: the replays slowed down as the run went on (the power cap, PERF.md)
+                       "last_over_first_third": round(r["last_third_ms"] / r["first_third_ms"], 3)
+                       if r.get("first_third_ms") else None}
                 out.write(json.dumps(rec) + "\n")
                 ratio = f"{anchor / us:.2f}x" if anchor else "-"
                 rows.append(

@@ -12,6 +12,8 @@
 # OP_FLAGS="--op sparse_prefill" CONFIGS_SD="--s_q 4096 --h_q 128 --topk 2048 --s_kv 32768".
 # The first variant is also timed with environment variables: "env:SMLA_SPARSE_PREFILL_KERNEL=generic".
 # BENCH_TIMEOUT (s, default 300) bounds each timed run, so a build that hangs costs one run.
+# ITERS (default 30) sets the replays a run times: rows that run into the power cap (dense bf16
+# h128; PERF.md, thirty-first pass) need 90 or more, the table's count, to time what it times.
 # CHECK_ROWS=0 times without the reference check (variants 3, 4, 7, 8, 9 compute wrong results by
 # design, and a failed check prints only its error line). bench/variants_jsonl.py turns the
 # call's $OUT/variants.txt into bench/results records.
@@ -56,7 +58,7 @@ for cfg in "${CONFIGS[@]}"; do
   for v in $VARIANTS; do
     if [[ $v == env:* ]]; then bin=$(dir "$first")/tools/smla; envs=${v#env:}; else bin=$(dir "$v")/tools/smla; envs=; fi
     [ -x "$bin" ] || continue
-    r=$(timeout ${BENCH_TIMEOUT:-300} env $envs "$bin" bench ${OP_FLAGS:---op sparse_decode --format fp8_ds_mla --topk 2048} $cfg --iters 30 \
+    r=$(timeout ${BENCH_TIMEOUT:-300} env $envs "$bin" bench ${OP_FLAGS:---op sparse_decode --format fp8_ds_mla --topk 2048} $cfg --iters ${ITERS:-30} \
         --check_rows ${CHECK_ROWS:-2} "$@" 2>&1 | grep -E "sparse_decode|sparse_prefill|dense_decode|rror" | tail -1)
     echo "$v | $cfg | $r" | tee -a "$OUT/variants.txt"
   done

@@ -149,7 +149,22 @@ def check_progress(smla):
     expect(rc == 2 and "--progress must be auto, always or never, got 'sometimes'" in err, f"bad --progress:\n{err}")
 
 
-CHECKS = {"op-list": check_op_list, "caps": check_caps, "device": check_device, "progress": check_progress}
+def check_thirds(smla):
+    # Nine or more timed calls: the medians of the first and last third are reported, each at
+    # least the fastest call; fewer: neither.
+    args = [a if a != "1" or MERGE[i - 1] != "--iters" else "9" for i, a in enumerate(MERGE)]
+    rc, out, err = run(smla, args + ["--json", "-"])
+    expect(rc == 0, f"--iters 9 --json -: exit code {rc}\n{err}")
+    r = parse_json(out, "smla bench --iters 9 --json -")["results"][0]
+    for key in ["first_third_ms", "last_third_ms"]:
+        expect(key in r and r[key] >= r["min_ms"] > 0, f"--iters 9: {key} missing or below min_ms: {r}")
+    rc, out, err = run(smla, MERGE + ["--json", "-"])
+    r = parse_json(out, "smla bench --iters 1 --json -")["results"][0]
+    expect(rc == 0 and "first_third_ms" not in r, f"--iters 1: thirds reported: {r}")
+
+
+CHECKS = {"op-list": check_op_list, "caps": check_caps, "device": check_device, "progress": check_progress,
+          "thirds": check_thirds}
 
 if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[1] not in CHECKS:

@@ -74,6 +74,8 @@ ResultRow make_row(const Workload& w, const Measurement& m) {
   r.timed = true;
   r.time_ms = m.timing.median_ms;
   r.min_ms = m.timing.min_ms;
+  r.first_third_ms = m.timing.first_third_ms;
+  r.last_third_ms = m.timing.last_third_ms;
   r.iters = m.timing.iters;
   r.flops = m.perf.flops;
   r.bytes = m.perf.bytes;
@@ -161,7 +163,11 @@ void write_json(const std::string& path, const RunInfo& info, const std::vector<
       << ", \"backend\": " << json_string(r.backend) << ", \"status\": " << json_string(r.status);
     if (r.timed) {
       f << ", \"time_ms\": " << json_number(r.time_ms) << ", \"min_ms\": " << json_number(r.min_ms)
-        << ", \"iters\": " << r.iters << ", \"flops\": " << json_number(r.flops) << ", \"bytes\": "
+        << ", \"iters\": " << r.iters;
+      if (r.first_third_ms > 0)
+        f << ", \"first_third_ms\": " << json_number(r.first_third_ms) << ", \"last_third_ms\": "
+          << json_number(r.last_third_ms);
+      f << ", \"flops\": " << json_number(r.flops) << ", \"bytes\": "
         << json_number(r.bytes) << ", \"tflops\": " << json_number(r.tflops()) << ", \"gbps\": "
         << json_number(r.gbps());
       if (info.copy_ceiling_gbps > 0 && r.backend == "cuda")

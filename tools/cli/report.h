@@ -15,6 +15,7 @@ struct ResultRow {
   std::string op, shape, backend;
   bool timed = false;
   double time_ms = 0, min_ms = 0;
+  double first_third_ms = 0, last_third_ms = 0;  // Timing's; 0 when not measured
   int iters = 0;
   double flops = 0, bytes = 0;
   bool checked = false;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -16,14 +17,24 @@
 namespace smla::cli {
 namespace {
 
-Timing summarize(std::vector<double> ms) {
+double median(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  const size_t n = ms.size();
+  return n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+}
+
+// `ms` in the order the calls ran.
+Timing summarize(const std::vector<double>& ms) {
   Timing t;
   t.iters = static_cast<int>(ms.size());
   if (ms.empty()) return t;
-  std::sort(ms.begin(), ms.end());
-  const size_t n = ms.size();
-  t.median_ms = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
-  t.min_ms = ms.front();
+  t.median_ms = median(ms);
+  t.min_ms = *std::min_element(ms.begin(), ms.end());
+  if (ms.size() >= 9) {
+    const auto third = static_cast<std::ptrdiff_t>(ms.size() / 3);
+    t.first_third_ms = median({ms.begin(), ms.begin() + third});
+    t.last_third_ms = median({ms.end() - third, ms.end()});
+  }
   return t;
 }
 

@@ -11,6 +11,10 @@ struct Timing {
   double median_ms = 0;
   double min_ms = 0;
   int iters = 0;
+  // Medians of the first and the last third of the calls in the order they ran (0 below 9
+  // calls): a long run that slows down as it goes (the GPU's power cap lowering its clocks)
+  // shows here, where the median alone hides it.
+  double first_third_ms = 0, last_third_ms = 0;
 };
 
 // Told after calls: phase "warm-up" or "timed", calls done of that phase, its total (for
