@@ -152,7 +152,8 @@ def check_progress(smla):
 def check_thirds(smla):
     # Nine or more timed calls: the medians of the first and last third are reported, each at
     # least the fastest call; fewer: neither.
-    args = [a if a != "1" or MERGE[i - 1] != "--iters" else "9" for i, a in enumerate(MERGE)]
+    at = MERGE.index("--iters") + 1
+    args = MERGE[:at] + ["9"] + MERGE[at + 1:]
     rc, out, err = run(smla, args + ["--json", "-"])
     expect(rc == 0, f"--iters 9 --json -: exit code {rc}\n{err}")
     r = parse_json(out, "smla bench --iters 9 --json -")["results"][0]

@@ -5,7 +5,9 @@
 //     its latent columns (e4m3 -> f16 exact, Q in f16 scaled per head) and of RoPE columns 32 cw
 //     .. 32 cw + 31 (bf16 as stored);
 //   S^T = X_0 + X_1 through shared memory (each thread adds its counterpart's 16 values: the two
-//     sums are bitwise equal), then the same online softmax in both (the same state);
+//     sums are bitwise equal), then the same online softmax in both (the same state); with kSplit
+//     (config.h kDs32Split: sparse decode) only the other's 16 heads' values cross and each
+//     warpgroup runs the softmax of its own 16 heads, writing P^T of all four tiles for them;
 //   O^T_cw += V_cw^T P^T_t for its two tiles t: V as f16 (exact) and P^T_t = P . scale_t .
 //     2^(133 - E_t) in f16, E_t tile t's largest scale exponent so far (kDs32F16V; else P^T_t =
 //     P . scale_t in bf16 and V bf16 on the integer pipes, as consumer_narrow_raw_ds.cuh).
