@@ -777,6 +777,16 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
       mbar_arrive(st.full);
     }
   };
+  if constexpr (kProducerIdle && !kPeer) {  // experiment (variant 8): each block handed over unloaded
+    for (int i = 0; i < w.kb_end - w.kb_begin; ++i) {
+      const Stage<kRows, kD> st(smem, (n0 + i) & 1);
+      st.wait_empty(n0 + i);
+#pragma unroll
+      for (int r = 0; r < kRounds; ++r) publish_valid<false>(st.valid, PeerStage{}, pl, pl.round + r, true);
+      mbar_arrive(st.full);
+    }
+    return;
+  }
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin;
     const Stage<kRows, kD> st(smem, (n0 + i) & 1);
