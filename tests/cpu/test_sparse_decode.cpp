@@ -1077,16 +1077,24 @@ TEST_F(SparseDecodeValidation, OutputsMustNotAliasInputs) {
   a.lse.data = out.data();
   expect_rejected(a, {"lse must be a buffer distinct from out"});
   // Every input counts, the optional ones too: the kernels read them while the outputs are written.
+  // Each input sits at the start of a buffer that holds all of lse, so that lse meets that input
+  // alone, whatever the allocator put next to it.
+  std::vector<int32_t> len_room(4 * b * s_q * h_q, 0);
+  std::copy(len.begin(), len.end(), len_room.begin());
+  std::vector<float> sink_room(4 * b * s_q * h_q, 0.f);
+  std::copy(sink.begin(), sink.end(), sink_room.begin());
   a = valid();
-  a.lse.data = len.data();
+  a.topk_length = make_view(len_room.data(), DType::i32, {b});
+  a.lse.data = len_room.data();
   expect_rejected(a, {"lse must be a buffer distinct from topk_length"});
   a = valid();
-  a.lse.data = sink.data();
+  a.attn_sink = make_view(sink_room.data(), DType::f32, {h_q});
+  a.lse.data = sink_room.data();
   expect_rejected(a, {"lse must be a buffer distinct from attn_sink"});
   a = with_extra();
-  a.extra_topk_length = make_view(len.data(), DType::i32, {b});
   a.topk_length = {};
-  a.lse.data = len.data();
+  a.extra_topk_length = make_view(len_room.data(), DType::i32, {b});
+  a.lse.data = len_room.data();
   expect_rejected(a, {"lse must be a buffer distinct from extra_topk_length"});
   // Dense views whose bytes meet share elements, wherever they start.
   a = valid();

@@ -559,11 +559,18 @@ TEST_F(SparsePrefillValidation, OutputsMustNotAliasInputs) {
   a = valid();
   a.max_logits.data = out.data();
   expect_rejected(a, {"max_logits must be a buffer distinct from out"});
+  // An input at the start of a buffer that holds all of the output: they meet, and nothing else.
+  std::vector<int32_t> len_room(4 * lse.size(), 0);
+  std::copy(len.begin(), len.end(), len_room.begin());
+  std::vector<float> sink_room(4 * lse.size(), 0.f);
+  std::copy(sink.begin(), sink.end(), sink_room.begin());
   a = valid();
-  a.lse.data = len.data();
+  a.topk_length = make_view(len_room.data(), DType::i32, {s_q});
+  a.lse.data = len_room.data();
   expect_rejected(a, {"lse must be a buffer distinct from topk_length"});
   a = valid();
-  a.max_logits.data = sink.data();
+  a.attn_sink = make_view(sink_room.data(), DType::f32, {h_q});
+  a.max_logits.data = sink_room.data();
   expect_rejected(a, {"max_logits must be a buffer distinct from attn_sink"});
 }
 
