@@ -68,9 +68,7 @@ void validate(const GatherCacheArgs& a) {
     detail::check_cache_aligned("cache", a.cache);
     detail::check_aligned("out", a.out, 16);
   }
-  detail::check_no_self_overlap("out", a.out);
-  detail::check_no_alias("out", a.out, "cache", a.cache.data);
-  detail::check_no_alias("out", a.out, "slots", a.slots);
+  detail::check_outputs_distinct({{"out", &a.out}}, {{"cache", &a.cache.data}, {"slots", &a.slots}});
 }
 
 }  // namespace
