@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -59,6 +60,15 @@ struct Watched {
 template <typename T>
 Watched watch(const char* name, const std::vector<T>& v) {
   return {name, v.data(), v.size() * sizeof(T)};
+}
+// v's elements followed by zeros, n elements in all (n >= v.size()): an input placed at the start
+// of a buffer that can hold a larger output, so that an aliased output meets that input alone,
+// whatever the allocator put next to it.
+template <typename T>
+std::vector<T> with_room(const std::vector<T>& v, size_t n) {
+  std::vector<T> r(v);
+  r.resize(std::max(n, v.size()), T{});
+  return r;
 }
 // Every call throws smla::Error whose message contains every fragment (expect_error), and
 // none of `outputs` changes ("a rejected call wrote <name>").

@@ -1070,19 +1070,19 @@ TEST_F(SparseDecodeValidation, OutputsMustNotAliasInputs) {
   auto a = valid();
   a.out.data = q.data();
   expect_rejected(a, {"out must be a buffer distinct from q"});
+  // An output larger than the input it aliases starts a buffer that holds it (tu::with_room), so
+  // that it meets that input alone, whatever the allocator put next to it.
+  std::vector<int32_t> idx_room = tu::with_room(idx, lse.size());
   a = valid();
-  a.lse.data = idx.data();
+  a.indices = make_view(idx_room.data(), DType::i32, {b, s_q, topk});
+  a.lse.data = idx_room.data();
   expect_rejected(a, {"lse must be a buffer distinct from indices"});
   a = valid();
   a.lse.data = out.data();
   expect_rejected(a, {"lse must be a buffer distinct from out"});
   // Every input counts, the optional ones too: the kernels read them while the outputs are written.
-  // Each input sits at the start of a buffer that holds all of lse, so that lse meets that input
-  // alone, whatever the allocator put next to it.
-  std::vector<int32_t> len_room(4 * b * s_q * h_q, 0);
-  std::copy(len.begin(), len.end(), len_room.begin());
-  std::vector<float> sink_room(4 * b * s_q * h_q, 0.f);
-  std::copy(sink.begin(), sink.end(), sink_room.begin());
+  std::vector<int32_t> len_room = tu::with_room(len, lse.size());
+  std::vector<float> sink_room = tu::with_room(sink, lse.size());
   a = valid();
   a.topk_length = make_view(len_room.data(), DType::i32, {b});
   a.lse.data = len_room.data();
