@@ -814,6 +814,16 @@ inline constexpr bool kBf16Pairs = SMLA_SD_BF16_PAIRS != 0;
 #endif
 inline constexpr bool kBf16Persistent = SMLA_SD_BF16_PERSISTENT != 0;
 static_assert(!(kBf16Pairs && kBf16Sw128), "SMLA_SD_BF16_PAIRS=1 needs SMLA_SD_BF16_SW128=0 (its bulk copy to the peer assumes core matrices)");
+// SMLA_SD_BF16_HAND_EARLY (default 1; 0 is the measurement build without): the bf16 gather
+// producer hands block i - 1 over as soon as its rows land, before it waits for block i's tile
+// (free only once the consumers finished block i - 2). Handed over after block i's copies were
+// issued, as before, block i - 1 waited for the consumers' release of block i - 2 and for the
+// issue of 36 copies a thread: ncu of prefill s_q 1024 h128 (2026-12-03) found consumer WG0 at
+// its "full" wait for 39% of its samples and the producer at its "empty" wait for 49%.
+#ifndef SMLA_SD_BF16_HAND_EARLY
+#define SMLA_SD_BF16_HAND_EARLY 1
+#endif
+inline constexpr bool kBf16HandEarly = SMLA_SD_BF16_HAND_EARLY != 0;
 // Kernels whose K rows are bf16 in the cache (no conversion; paired only with kBf16Pairs,
 // persistent only with kBf16Persistent, and neither on the TMA path).
 constexpr bool bf16_rows(int fmt) { return fmt == static_cast<int>(CacheFormat::bf16) || fmt == kDenseTma; }

@@ -790,6 +790,12 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin;
     const Stage<kRows, kD> st(smem, (n0 + i) & 1);
+    // kBf16HandEarly: from block 2 on, block i - 1 goes out before this tile's wait (block 1's
+    // tile is free from the start, so its copies still go out beside block 0's).
+    if (kBf16HandEarly && i >= 2) {
+      cp_async_wait_group<0>();
+      hand_over(i - 1);
+    }
     st.wait_empty(n0 + i);
     PeerStage peer;
     if constexpr (kPeer) {
@@ -816,7 +822,7 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
       rotate_queue<true>(iq[r], p, w, pl, r, kb);
     }
     cp_async_commit_group();
-    if (i >= 1) {
+    if (i == 1 || (!kBf16HandEarly && i >= 1)) {
       cp_async_wait_group<1>();
       hand_over(i - 1);
     }
