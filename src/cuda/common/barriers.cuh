@@ -35,6 +35,15 @@ __device__ __forceinline__ void mbar_arrive_if(uint64_t* bar, bool pred) {
       : "memory");
 }
 
+// An arrival that completes once every cp.async this thread issued before it has landed (the
+// barrier's count includes it: .noinc); the thread goes on without waiting. The data are
+// generic-proxy writes: a waiter that reads them with wgmma fences after its wait.
+__device__ __forceinline__ void mbar_arrive_on_cp_async(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(
+                   static_cast<uint32_t>(__cvta_generic_to_shared(bar)))
+               : "memory");
+}
+
 // Arrive once and expect `bytes` more of asynchronous writes (st.async, bulk copies) in this phase.
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(

@@ -581,9 +581,20 @@ template <int kRows, int kFmt, bool kPair = false, bool kPersist = false>
 constexpr int kernel_threads() {
   return kRawWgs<kRows, kFmt> == 3 || kTwoProducers<kRows, kFmt, kPair, kPersist> ? 512 : cta_threads(kRows);
 }
+// Measurement build SMLA_SD_BF16_ASYNC_ARRIVE=1: in the 64-row bf16-row kernels each producer
+// thread's copies complete "full" by themselves (cp.async.mbarrier.arrive.noinc; one more
+// arrival a warp for its valid words), so no producer thread waits for its loads; the
+// consumers fence after their wait instead (the copies are generic-proxy writes).
+#ifndef SMLA_SD_BF16_ASYNC_ARRIVE
+#define SMLA_SD_BF16_ASYNC_ARRIVE 0
+#endif
+template <int kRows>
+inline constexpr bool kBf16AsyncArrive = SMLA_SD_BF16_ASYNC_ARRIVE != 0 && kRows == 64;  // not with SMLA_SD_BF16_PAIRS
 // Producer threads of a kernel instance (the arrivals on a K tile's "full" barrier).
 template <int kRows, int kFmt, bool kPair = false, bool kPersist = false>
 constexpr int kernel_producer_threads() {
+  if (kFmt == static_cast<int>(CacheFormat::bf16) && kBf16AsyncArrive<kRows>)
+    return producer_threads(kRows) + producer_threads(kRows) / 32;  // and each warp's valid words
   return kTwoProducers<kRows, kFmt, kPair, kPersist> ? 256 : producer_threads(kRows);
 }
 // kTwoProducers: each producer warpgroup's registers beside WG0's and WG1's.
@@ -813,6 +824,7 @@ inline constexpr bool kBf16Pairs = SMLA_SD_BF16_PAIRS != 0;
 #define SMLA_SD_BF16_PERSISTENT 0
 #endif
 inline constexpr bool kBf16Persistent = SMLA_SD_BF16_PERSISTENT != 0;
+static_assert(!(kBf16Pairs && SMLA_SD_BF16_ASYNC_ARRIVE), "SMLA_SD_BF16_ASYNC_ARRIVE=1 is built for unpaired CTAs");
 static_assert(!(kBf16Pairs && kBf16Sw128), "SMLA_SD_BF16_PAIRS=1 needs SMLA_SD_BF16_SW128=0 (its bulk copy to the peer assumes core matrices)");
 // SMLA_SD_BF16_HAND_EARLY (default 1; 0 is the measurement build without): the bf16 gather
 // producer hands block i - 1 over as soon as its rows land, before it waits for block i's tile

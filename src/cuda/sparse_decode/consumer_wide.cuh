@@ -121,8 +121,10 @@ __device__ __forceinline__ void pv_from_registers(float (&o)[32][4], const uint3
 // memory and bulk copies.
 // kRow63: where staged row 63 goes (config.h kStagedRow63; 0 in sequence).
 // kQSw (config.h kQTma): the Q tile in the 128-byte swizzle, boxes of 64 columns (load_q_tma).
+// kFenceFull (config.h kBf16AsyncArrive): the K tile's rows are the producers' cp.async writes,
+// completed on "full" without a producer fence: fence after the wait.
 template <int kD, bool kPair, bool kSw = false, bool kMaxLogits = false, bool kStaged = false, int kRow63 = 0,
-          bool kQSw = false>
+          bool kQSw = false, bool kFenceFull = false>
 __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   using T = WideTiles<kD, kSw>;
   using S = Smem<64, kD>;
@@ -151,7 +153,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
     const Stage<64, kD> stage(smem, s);
-    stage.wait_full(n, kPair && kPairConsumerFence);
+    stage.wait_full(n, (kPair && kPairConsumerFence) || kFenceFull);
     if (kTimeline && i == 0 && threadIdx.x == 0) timeline_mark(4);
     if constexpr (kConsumersIdle) {
       stage.release(w, lane);
@@ -258,7 +260,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   if (kTimeline && threadIdx.x == 0) timeline_mark(6);
 }
 
-template <int kD, bool kPair, bool kSw = false, bool kStaged = false, int kRow63 = 0>
+template <int kD, bool kPair, bool kSw = false, bool kStaged = false, int kRow63 = 0, bool kFenceFull = false>
 __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   using T = WideTiles<kD, kSw>;
   using S = Smem<64, kD>;
@@ -275,7 +277,7 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
     const Stage<64, kD> stage(smem, s);
-    stage.wait_full(n, kPair && kPairConsumerFence);
+    stage.wait_full(n, (kPair && kPairConsumerFence) || kFenceFull);
     if constexpr (kConsumersIdle) {
       stage.release(w, lane);
       continue;

@@ -777,6 +777,7 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
       mbar_arrive(st.full);
     }
   };
+  constexpr bool kAsync = kBf16AsyncArrive<kRows> && !kPeer;  // (variant 8 then arrives as produce_bf16_async)
   if constexpr (kProducerIdle && !kPeer) {  // experiment (variant 8): each block handed over unloaded
     for (int i = 0; i < w.kb_end - w.kb_begin; ++i) {
       const Stage<kRows, kD> st(smem, (n0 + i) & 1);
@@ -784,6 +785,7 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
 #pragma unroll
       for (int r = 0; r < kRounds; ++r) publish_valid<false>(st.valid, PeerStage{}, pl, pl.round + r, true);
       mbar_arrive(st.full);
+      if (kAsync && pl.lane == 0) mbar_arrive(st.full);
     }
     return;
   }
@@ -831,12 +833,41 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
   hand_over(w.kb_end - w.kb_begin - 1);
 }
 
+// config.h kBf16AsyncArrive: the bf16 rows' copies arrive on "full" by themselves (one arrival
+// a thread, one more a warp for its valid words), so no producer thread waits for its loads.
+template <int kRows, int kD, int kRounds>
+__device__ void produce_bf16_async(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl, int n0) {
+  static_assert(kBf16Sw128, "the copies' arrivals are built on the swizzled tiles");
+  IndexQueue<> iq[kRounds];
+#pragma unroll
+  for (int r = 0; r < kRounds; ++r) init_queue<true>(iq[r], p, w, pl, r);
+  for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
+    const Stage<kRows, kD> st(smem, (n0 + kb - w.kb_begin) & 1);
+    st.wait_empty(n0 + kb - w.kb_begin);
+    const uint32_t tile = static_cast<uint32_t>(__cvta_generic_to_shared(st.tile));
+#pragma unroll
+    for (int r = 0; r < kRounds; ++r) {
+      const KeyAddr a = key_addr(p, w, pl.pos(kb, r), iq[r].v[0]);
+      const bool ok = a.page != nullptr;
+      copy_rows_sw128<kD>(tile, ok ? a.page + static_cast<int64_t>(a.off) * kD * 2 : p.main.base, ok, pl, pl.row_in_block(r));
+      publish_valid<false>(st.valid, PeerStage{}, pl, pl.round + r, ok);
+      rotate_queue<true>(iq[r], p, w, pl, r, kb);
+    }
+    mbar_arrive_on_cp_async(st.full);
+    if (pl.lane == 0) mbar_arrive(st.full);  // the warp's valid words
+  }
+  cp_async_wait_all();
+}
+
 template <int kRows, int kD>
 __device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   const ProducerLane pl(w, consumer_threads(kRows));
   if (w.kb_begin >= w.kb_end) return;
   if constexpr (kRows == 64 && kBf16Pairs) {
     if (w.pair) return produce_bf16_rounds<kRows, kD, producer_rounds<kRows>(true), true>(p, w, smem, pl, n0);
+  }
+  if constexpr (kBf16AsyncArrive<kRows> && !kProducerIdle) {
+    return produce_bf16_async<kRows, kD, producer_rounds<kRows>(false)>(p, w, smem, pl, n0);
   }
   produce_bf16_rounds<kRows, kD, producer_rounds<kRows>(false), false>(p, w, smem, pl, n0);
 }
