@@ -584,7 +584,9 @@ constexpr int kernel_threads() {
 // Measurement build SMLA_SD_BF16_ASYNC_ARRIVE=1: in the 64-row bf16-row kernels each producer
 // thread's copies complete "full" by themselves (cp.async.mbarrier.arrive.noinc; one more
 // arrival a warp for its valid words), so no producer thread waits for its loads; the
-// consumers fence after their wait instead (the copies are generic-proxy writes).
+// consumers fence after their wait instead (the copies are generic-proxy writes). Level with
+// the early hand-over (same call, two runs, µs): prefill d576 h128 4568 / 4644 -> 4637 / 4450,
+// d512 h128 2300 / 2304 -> 2267 / 2294, d512 h64 721 -> 704; bf16 decode within 1% (2026-12-03).
 #ifndef SMLA_SD_BF16_ASYNC_ARRIVE
 #define SMLA_SD_BF16_ASYNC_ARRIVE 0
 #endif
@@ -819,7 +821,8 @@ inline constexpr bool kBf16Pairs = SMLA_SD_BF16_PAIRS != 0;
 // wave, so a CTA's start (Q, first gathers) overlaps the previous unit's end. Its kernels spill
 // 4 bytes (d576) and 24 bytes (d512); with kBf16Pairs the persistent pair kernel spills 116-148
 // bytes. Measured slower on core matrices: prefill d576 h128 9692 -> 10040 µs, d512 h64 1379 ->
-// 1418 (2026-12-01).
+// 1418 (2026-12-01); on the swizzled tiles with the early hand-over far slower: d576 h128 4684 ->
+// 6429, d512 h128 2304 -> 3335, d512 h64 722 -> 1028 (2026-12-03).
 #ifndef SMLA_SD_BF16_PERSISTENT
 #define SMLA_SD_BF16_PERSISTENT 0
 #endif
@@ -831,7 +834,9 @@ static_assert(!(kBf16Pairs && kBf16Sw128), "SMLA_SD_BF16_PAIRS=1 needs SMLA_SD_B
 // (free only once the consumers finished block i - 2). Handed over after block i's copies were
 // issued, as before, block i - 1 waited for the consumers' release of block i - 2 and for the
 // issue of 36 copies a thread: ncu of prefill s_q 1024 h128 (2026-12-03) found consumer WG0 at
-// its "full" wait for 39% of its samples and the producer at its "empty" wait for 49%.
+// its "full" wait for 39% of its samples (8% after) and the producer at its "empty" wait for 49%.
+// Same-call A/B (µs): prefill d576 h128 5493 / 5548 -> 4655 / 4645, d512 h128 k1024 sink 2848
+// -> 2291, d512 h64 k512 sink 817 -> 714; bf16 sparse decode b128 h128 196 -> 180, h64 104 -> 97.
 #ifndef SMLA_SD_BF16_HAND_EARLY
 #define SMLA_SD_BF16_HAND_EARLY 1
 #endif

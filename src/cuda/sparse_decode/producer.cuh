@@ -345,7 +345,7 @@ struct PackedRound {
   // out[2 (i - kI0)] and [+1]: chunk i's 16-byte halves, stored at columns 8 i + 2 q (+1).
   template <int kI0, int kI1>
   __device__ void convert(uint4 (&out)[2 * (kI1 - kI0)], bool bf16_route) const {
-    static_assert(!kProducerIdle && !kNoConvert && !kNoTileStores, "the experiments take store()");
+    static_assert(kI0 >= 0 && !kProducerIdle && !kNoConvert && !kNoTileStores, "the experiments take store()");  // (dependent: checked where it is used)
     if (bf16_route) {
 #pragma unroll
       for (int i = kI0; i < kI1; ++i)
@@ -459,7 +459,7 @@ __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, 
     peer.valid = in_peer(w, st.valid);
     peer.full = in_peer(w, st.full);
   }
-  if constexpr (kEarly != 0) {
+  if constexpr (kEarly != 0 && !kProducerIdle && !kNoConvert && !kNoTileStores) {  // (the experiments take store())
     EarlyRows<Round, kRounds, kPeer, kEarly> e;
     e.template convert<kRoute>(cur);
     st.wait_empty(n);
