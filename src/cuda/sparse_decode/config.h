@@ -841,6 +841,13 @@ static_assert(!(kBf16Pairs && kBf16Sw128), "SMLA_SD_BF16_PAIRS=1 needs SMLA_SD_B
 #define SMLA_SD_BF16_HAND_EARLY 1
 #endif
 inline constexpr bool kBf16HandEarly = SMLA_SD_BF16_HAND_EARLY != 0;
+// Measurement build SMLA_SD_BF16_NEXT_Q=1: the one-unit 64-row bf16-row CTAs (sparse prefill's
+// ~62 an SM one after another at s_q 4096 h128) prefetch into L2 the Q tile of the CTA one wave
+// later (launch position + the SM count), so that its Q load reads L2, not DRAM.
+#ifndef SMLA_SD_BF16_NEXT_Q
+#define SMLA_SD_BF16_NEXT_Q 0
+#endif
+inline constexpr bool kBf16NextQ = SMLA_SD_BF16_NEXT_Q != 0;
 // Kernels whose K rows are bf16 in the cache (no conversion; paired only with kBf16Pairs,
 // persistent only with kBf16Persistent, and neither on the TMA path).
 constexpr bool bf16_rows(int fmt) { return fmt == static_cast<int>(CacheFormat::bf16) || fmt == kDenseTma; }
