@@ -592,10 +592,13 @@ constexpr int kernel_threads() {
 #endif
 template <int kRows>
 inline constexpr bool kBf16AsyncArrive = SMLA_SD_BF16_ASYNC_ARRIVE != 0 && kRows == 64;  // not with SMLA_SD_BF16_PAIRS
+// A kernel instance whose K tiles complete that way (its consumers fence after "full").
+template <int kRows, int kFmt>
+inline constexpr bool kCopiesArrive = kBf16AsyncArrive<kRows> && kFmt == static_cast<int>(CacheFormat::bf16);
 // Producer threads of a kernel instance (the arrivals on a K tile's "full" barrier).
 template <int kRows, int kFmt, bool kPair = false, bool kPersist = false>
 constexpr int kernel_producer_threads() {
-  if (kFmt == static_cast<int>(CacheFormat::bf16) && kBf16AsyncArrive<kRows>)
+  if (kCopiesArrive<kRows, kFmt>)
     return producer_threads(kRows) + producer_threads(kRows) / 32;  // and each warp's valid words
   return kTwoProducers<kRows, kFmt, kPair, kPersist> ? 256 : producer_threads(kRows);
 }

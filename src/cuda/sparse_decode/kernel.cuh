@@ -257,7 +257,7 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
     each_unit([&](const Work& w, int n0) {
       if constexpr (kTmaQ) load_q_tma<kD, kStaged>(p, w, smem, qn++);
       else load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), false, kStaged>(p, w, smem);
-      consume_wg0<kD, kPair, kSwizzled<kFmt>, kMaxLogits, kStaged, kRow63, kTmaQ, kFmt == static_cast<int>(CacheFormat::bf16) && kBf16AsyncArrive<kRows>>(p, w, smem, n0);
+      consume_wg0<kD, kPair, kSwizzled<kFmt>, kMaxLogits, kStaged, kRow63, kTmaQ, kCopiesArrive<kRows, kFmt>>(p, w, smem, n0);
     });
   } else if (wg == 1) {
     setmaxnreg_to<kRegsWg1, kEntry>();
@@ -265,7 +265,7 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
     each_unit([&](const Work& w, int n0) {
       if constexpr (kTmaQ) load_q_tma<kD, kStaged>(p, w, smem, qn++);
       else load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), false, kStaged>(p, w, smem);
-      consume_wg1<kD, kPair, kSwizzled<kFmt>, kStaged, kRow63, kFmt == static_cast<int>(CacheFormat::bf16) && kBf16AsyncArrive<kRows>>(p, w, smem, n0);
+      consume_wg1<kD, kPair, kSwizzled<kFmt>, kStaged, kRow63, kCopiesArrive<kRows, kFmt>>(p, w, smem, n0);
     });
   } else {
     setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, true>(), kEntry>();
@@ -380,12 +380,12 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
         if constexpr (kTmaQ) load_q_tma<kD>(p, w, smem);
         else load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), kCpAsyncQ>(p, w, smem);
         if (kTimeline && threadIdx.x == 0) timeline_mark(3);
-        consume_wg0<kD, kPair, kSw, kMaxLogits, kStaged, 0, kTmaQ, kBf16 && !kTma && kBf16AsyncArrive<kRows>>(p, w, smem);
+        consume_wg0<kD, kPair, kSw, kMaxLogits, kStaged, 0, kTmaQ, kCopiesArrive<kRows, kFmt>>(p, w, smem);
       } else if (wg == 1) {
         setmaxnreg_to<kRegsWg1, kEntry>();
         if constexpr (kTmaQ) load_q_tma<kD>(p, w, smem);
         else load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), kCpAsyncQ>(p, w, smem);
-        consume_wg1<kD, kPair, kSw, kStaged, 0, kBf16 && !kTma && kBf16AsyncArrive<kRows>>(p, w, smem);
+        consume_wg1<kD, kPair, kSw, kStaged, 0, kCopiesArrive<kRows, kFmt>>(p, w, smem);
       } else {
         constexpr bool kTwo = kTwoProducers<kRows, kFmt, kPair, kPersist>;
         setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, kPersist>(), kEntry>();
