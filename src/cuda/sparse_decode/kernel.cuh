@@ -161,12 +161,7 @@ __device__ __forceinline__ void prefetch_next_wave_q(const AttnParams& p, int t,
   const unsigned gx = gridDim.x, gy = gridDim.y;
   const unsigned lin = blockIdx.x + gx * (blockIdx.y + gy * blockIdx.z) + nsm;
   if (lin >= gx * gy * gridDim.z) return;
-  Work w;
-  w.req = lin % gx;
-  w.head0 = ((lin / gx) % gy) * p.heads_tile;
-  w.t = lin / (gx * gy);
-  w.heads = min(p.heads_tile, p.h_q - w.head0);
-  prefetch_q_rows<kD>(p, w, t, threads);
+  prefetch_q_rows<kD>(p, make_work<false, UnitAt>(p, UnitAt{lin % gx, (lin / gx) % gy, lin / (gx * gy)}), t, threads);
 }
 
 // The K tiles' mbarriers. full: one arrive per producer thread (kTma: one, with the TMA boxes'
