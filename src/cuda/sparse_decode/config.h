@@ -567,13 +567,21 @@ constexpr bool packed_rows(int fmt) {
   return fmt == static_cast<int>(CacheFormat::fp8_ds_mla) || fmt == static_cast<int>(CacheFormat::fp8_model1) ||
          fmt == static_cast<int>(CacheFormat::fp8_e4m3);
 }
+// Measurement build SMLA_SD_BF16_TWO_PRODUCERS=1: one-unit unpaired 64-row CTAs of bf16 rows (sparse
+// prefill, bf16 sparse decode, dense decode off the TMA path) launch two producer warpgroups as
+// well, one 32-key round of every block each: half the copies a thread (18 instead of 36 at
+// d_qk 576), so a freed tile refills sooner.
+#ifndef SMLA_SD_BF16_TWO_PRODUCERS
+#define SMLA_SD_BF16_TWO_PRODUCERS 0
+#endif
 template <int kRows, int kFmt, bool kPair, bool kPersist = false>
 inline constexpr bool kTwoProducers =
-    SMLA_SD_WIDE_PRODUCERS >= (kPersist ? 3 : 2) && kRows == 64 && !kPair && packed_rows(kFmt);
+    (SMLA_SD_WIDE_PRODUCERS >= (kPersist ? 3 : 2) && kRows == 64 && !kPair && packed_rows(kFmt)) ||
+    (SMLA_SD_BF16_TWO_PRODUCERS != 0 && kRows == 64 && !kPair && !kPersist && kFmt == static_cast<int>(CacheFormat::bf16));
 // The kernels kFirstBlockAlone applies to: one-unit unpaired 64-row sparse decode (two producer
 // warpgroups), not sparse prefill (kLogits) nor the dense fp8_e4m3 cache.
 template <int kRows, int kFmt, bool kPair, bool kLogits>
-inline constexpr bool kFirstAlone = kFirstBlockAlone && kTwoProducers<kRows, kFmt, kPair, false> && !kLogits &&
+inline constexpr bool kFirstAlone = kFirstBlockAlone && kTwoProducers<kRows, kFmt, kPair, false> && packed_rows(kFmt) && !kLogits &&
                                     kFmt != static_cast<int>(CacheFormat::fp8_e4m3);
 // Threads of a kernel instance: cta_threads, or 512 with three raw-ring consumer warpgroups or
 // two wide producer warpgroups.
@@ -853,6 +861,13 @@ inline constexpr bool kBf16HandEarly = SMLA_SD_BF16_HAND_EARLY != 0;
 #define SMLA_SD_BF16_NEXT_Q 0
 #endif
 inline constexpr bool kBf16NextQ = SMLA_SD_BF16_NEXT_Q != 0;
+// Measurement build SMLA_SD_BF16_GATHER_HINT=1: the bf16 rows' copies carry an L2 evict_last
+// policy and a 256-byte L2 prefetch (FlashMLA's sparse prefill gathers so), so that a prefill's
+// keys stay in L2 beside the Q rows read and the O rows written once.
+#ifndef SMLA_SD_BF16_GATHER_HINT
+#define SMLA_SD_BF16_GATHER_HINT 0
+#endif
+inline constexpr bool kBf16GatherHint = SMLA_SD_BF16_GATHER_HINT != 0;
 // Kernels whose K rows are bf16 in the cache (no conversion; paired only with kBf16Pairs,
 // persistent only with kBf16Persistent, and neither on the TMA path).
 constexpr bool bf16_rows(int fmt) { return fmt == static_cast<int>(CacheFormat::bf16) || fmt == kDenseTma; }

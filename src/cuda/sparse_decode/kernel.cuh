@@ -388,7 +388,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
         else if constexpr (kBf16) {
           if constexpr (kBf16NextQ && kRows == 64)
             prefetch_next_wave_q<kD>(p, static_cast<int>(threadIdx.x) - kConsumerThreads, producer_threads(kRows));
-          produce_bf16<kRows, kD>(p, w, smem);
+          produce_bf16<kRows, kD, kTwo>(p, w, smem);
         }
         else
           produce_packed<kRows, kFmt, kTwo, kBf16Route<kRows, kFmt, kPair, false>, kFirstAlone<kRows, kFmt, kPair, kLogits>,

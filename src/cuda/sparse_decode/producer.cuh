@@ -731,8 +731,10 @@ __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem
 // l / 8 + 4 (their addresses from the lanes that loaded those keys' indices). Row j of the block
 // lands at box b (64 columns, 8 KB), line j, piece (l % 8) ^ (j % 8): the TMA unit's 128-byte
 // swizzle, which also puts the eight lanes of a row on distinct banks.
-template <int kD>
-__device__ __forceinline__ void copy_rows_sw128(uint32_t tile, const uint8_t* src, bool ok, const ProducerLane& pl, int j) {
+// kHint (config.h kBf16GatherHint): the copies carry `policy`.
+template <int kD, bool kHint = false>
+__device__ __forceinline__ void copy_rows_sw128(uint32_t tile, const uint8_t* src, bool ok, const ProducerLane& pl, int j,
+                                                uint64_t policy = 0) {
   const int kk = pl.lane >> 3, c = pl.lane & 7;
   const int j0 = j - (pl.lane & 7) + kk;  // row of key kk of the warp's eight (j holds this lane's own key)
   const uint8_t* s0 = reinterpret_cast<const uint8_t*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(src), kk));
@@ -741,8 +743,13 @@ __device__ __forceinline__ void copy_rows_sw128(uint32_t tile, const uint8_t* sr
   const uint32_t d0 = tile + j0 * 128 + ((c ^ (j0 & 7)) << 4), d1 = tile + (j0 + 4) * 128 + ((c ^ ((j0 + 4) & 7)) << 4);
 #pragma unroll
   for (int b = 0; b < kD / 64; ++b) {
-    cp_async_16_zfill(d0 + b * kKeys * 128, s0 + b * 128 + c * 16, n0);
-    cp_async_16_zfill(d1 + b * kKeys * 128, s1 + b * 128 + c * 16, n1);
+    if constexpr (kHint) {
+      cp_async_16_zfill_hint(d0 + b * kKeys * 128, s0 + b * 128 + c * 16, n0, policy);
+      cp_async_16_zfill_hint(d1 + b * kKeys * 128, s1 + b * 128 + c * 16, n1, policy);
+    } else {
+      cp_async_16_zfill(d0 + b * kKeys * 128, s0 + b * 128 + c * 16, n0);
+      cp_async_16_zfill(d1 + b * kKeys * 128, s1 + b * 128 + c * 16, n1);
+    }
   }
 }
 
@@ -812,7 +819,7 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
       const bool ok = a.page != nullptr;
       const uint8_t* src = ok ? a.page + static_cast<int64_t>(a.off) * kRowBytes : p.main.base;
       if constexpr (kSwizzled<static_cast<int>(CacheFormat::bf16)>) {
-        copy_rows_sw128<kD>(tile, src, ok, pl, j);
+        copy_rows_sw128<kD, kBf16GatherHint>(tile, src, ok, pl, j, kBf16GatherHint ? l2_evict_last_policy() : 0);
       } else {
         // tile_offset<kD>(j, 0), spelled out: the helper changes this loop's SASS (the measured code).
         const uint32_t dst = tile + (j >> 3) * kRowGroup + (j & 7) * 16;
@@ -859,7 +866,8 @@ __device__ void produce_bf16_async(const AttnParams& p, const Work& w, uint8_t* 
   cp_async_wait_all();
 }
 
-template <int kRows, int kD>
+// kTwo (config.h kTwoProducers, SMLA_SD_BF16_TWO_PRODUCERS): two producer warpgroups, one round each.
+template <int kRows, int kD, bool kTwo = false>
 __device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   const ProducerLane pl(w, consumer_threads(kRows));
   if (w.kb_begin >= w.kb_end) return;
@@ -869,7 +877,7 @@ __device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem, 
   if constexpr (kBf16AsyncArrive<kRows> && !kProducerIdle) {
     return produce_bf16_async<kRows, kD, producer_rounds<kRows>(false)>(p, w, smem, pl, n0);
   }
-  produce_bf16_rounds<kRows, kD, producer_rounds<kRows>(false), false>(p, w, smem, pl, n0);
+  produce_bf16_rounds<kRows, kD, kTwo ? 1 : producer_rounds<kRows>(false), false>(p, w, smem, pl, n0);
 }
 
 }  // namespace smla::cuda::sparse_decode_family
