@@ -852,15 +852,10 @@ static_assert(!(kBf16Pairs && kBf16Sw128), "SMLA_SD_BF16_PAIRS=1 needs SMLA_SD_B
 #define SMLA_SD_BF16_HAND_EARLY 1
 #endif
 inline constexpr bool kBf16HandEarly = SMLA_SD_BF16_HAND_EARLY != 0;
-// Measurement build SMLA_SD_BF16_NEXT_Q=1: the one-unit 64-row bf16-row CTAs (sparse prefill's
-// ~62 an SM one after another at s_q 4096 h128) prefetch into L2 the Q tile of the CTA one wave
-// later (launch position + the SM count), so that its Q load reads L2, not DRAM. Predicted ~1
-// µs of each CTA's start: ~1% on prefill d576 h128, ~4% on d512 h64 topk 512 (eight blocks a
-// CTA). Not yet run on a device (2026-12-03).
-#ifndef SMLA_SD_BF16_NEXT_Q
-#define SMLA_SD_BF16_NEXT_Q 0
-#endif
-inline constexpr bool kBf16NextQ = SMLA_SD_BF16_NEXT_Q != 0;
+// (SMLA_SD_BF16_NEXT_Q=1, the producer of each one-unit 64-row bf16-row CTA prefetching into L2
+// the Q tile of the CTA one wave later: slower in a same-call A/B, 2026-12-03, µs: prefill d576
+// h128 4252 / 4700 -> 4613 / 4604, d512 h128 k1024 sink 2295 / 2291 -> 2338 / 2344, d512 h64 k512
+// sink 714 / 716 -> 741 / 742; removed.)
 // Measurement build SMLA_SD_BF16_GATHER_HINT=1: the bf16 rows' copies carry an L2 evict_last
 // policy and a 256-byte L2 prefetch (FlashMLA's sparse prefill gathers so), so that a prefill's
 // keys stay in L2 beside the Q rows read and the O rows written once.

@@ -151,19 +151,6 @@ __device__ __forceinline__ void prefetch_q_rows(const AttnParams& p, const Work&
   for (int i = t; i < w.heads * kLines; i += threads) prefetch_l2_line(q + (i / kLines) * p.q_sh + (i % kLines) * 64);
 }
 
-// config.h kBf16NextQ: the Q tile of the unit one wave after this CTA's launch position (grid
-// order, one unit a CTA, no split schedule), prefetched into L2 by threads t of `threads`.
-template <int kD>
-__device__ __forceinline__ void prefetch_next_wave_q(const AttnParams& p, int t, int threads) {
-  if (is_split_launch(p)) return;
-  unsigned nsm;
-  asm("mov.u32 %0, %%nsmid;" : "=r"(nsm));
-  const unsigned gx = gridDim.x, gy = gridDim.y;
-  const unsigned lin = blockIdx.x + gx * (blockIdx.y + gy * blockIdx.z) + nsm;
-  if (lin >= gx * gy * gridDim.z) return;
-  prefetch_q_rows<kD>(p, make_work<false, UnitAt>(p, UnitAt{lin % gx, (lin / gx) % gy, lin / (gx * gy)}), t, threads);
-}
-
 // The K tiles' mbarriers. full: one arrive per producer thread (kTma: one, with the TMA boxes'
 // bytes); empty: one per consumer warp (of both CTAs of a pair, whose producers both fill each
 // tile). kTma: also the aux barrier of partial blocks (producer_dense_tma.cuh).
@@ -385,11 +372,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
         constexpr bool kTwo = kTwoProducers<kRows, kFmt, kPair, kPersist>;
         setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, kPersist>(), kEntry>();
         if constexpr (kTma) produce_dense_tma<kRows, kD>(p, w, smem);
-        else if constexpr (kBf16) {
-          if constexpr (kBf16NextQ && kRows == 64)
-            prefetch_next_wave_q<kD>(p, static_cast<int>(threadIdx.x) - kConsumerThreads, producer_threads(kRows));
-          produce_bf16<kRows, kD, kTwo>(p, w, smem);
-        }
+        else if constexpr (kBf16) produce_bf16<kRows, kD, kTwo>(p, w, smem);
         else
           produce_packed<kRows, kFmt, kTwo, kBf16Route<kRows, kFmt, kPair, false>, kFirstAlone<kRows, kFmt, kPair, kLogits>,
                          kConvertEarlyWide<kRows, kFmt, false, kLogits>>(p, w, smem);
