@@ -77,18 +77,6 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, int c
 __device__ __forceinline__ void cp_async_16_zfill(uint32_t dst, const void* src, uint32_t src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
-// The same with an L2 cache policy (l2_evict_last_policy) and a 256-byte L2 prefetch hint.
-__device__ __forceinline__ void cp_async_16_zfill_hint(uint32_t dst, const void* src, uint32_t src_bytes, uint64_t policy) {
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(src), "r"(src_bytes),
-               "l"(policy)
-               : "memory");
-}
-// An L2 policy that keeps the lines it touches past lines of normal priority.
-__device__ __forceinline__ uint64_t l2_evict_last_policy() {
-  uint64_t policy;
-  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
-  return policy;
-}
 __device__ __forceinline__ void cp_async_commit_group() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 template <int kPending>

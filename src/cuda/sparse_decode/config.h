@@ -567,12 +567,16 @@ constexpr bool packed_rows(int fmt) {
   return fmt == static_cast<int>(CacheFormat::fp8_ds_mla) || fmt == static_cast<int>(CacheFormat::fp8_model1) ||
          fmt == static_cast<int>(CacheFormat::fp8_e4m3);
 }
-// Measurement build SMLA_SD_BF16_TWO_PRODUCERS=1: one-unit unpaired 64-row CTAs of bf16 rows (sparse
-// prefill, bf16 sparse decode, dense decode off the TMA path) launch two producer warpgroups as
-// well, one 32-key round of every block each: half the copies a thread (18 instead of 36 at
-// d_qk 576), so a freed tile refills sooner.
+// One-unit unpaired 64-row CTAs of bf16 rows (sparse prefill, bf16 sparse decode, dense decode
+// off the TMA path) launch two producer warpgroups as well, one 32-key round of every block each:
+// half the copies a thread (18 instead of 36 at d_qk 576), so a freed tile refills sooner. Same-
+// call A/B (2026-12-03, µs, one warpgroup -> two): prefill d512 h128 k1024 sink 2303 / 2299 ->
+// 2199 / 2196, d512 h64 k512 sink 719 / 718 -> 686 / 686, d576 h128 4553 / 4706 / 4673 -> 4587 /
+// 4549 / 4632; bf16 sparse decode b128 h128 177.8 / 177.9 -> 176.4 / 175.3; the producer alone
+// (variant 7) d576 h128 2907 -> 2543, d512 h64 504 -> 466. SMLA_SD_BF16_TWO_PRODUCERS=0 (a
+// measurement build): one producer warpgroup, two rounds a thread.
 #ifndef SMLA_SD_BF16_TWO_PRODUCERS
-#define SMLA_SD_BF16_TWO_PRODUCERS 0
+#define SMLA_SD_BF16_TWO_PRODUCERS 1
 #endif
 template <int kRows, int kFmt, bool kPair, bool kPersist = false>
 inline constexpr bool kTwoProducers =
@@ -815,14 +819,14 @@ inline constexpr bool kFp8SpreadTranspose = SMLA_SD_FP8_SPREAD != 0;
 inline constexpr bool kBf16Sw128 = SMLA_SD_BF16_SW128 != 0;
 template <int kFmt>
 inline constexpr bool kSwizzled = kFmt == kDenseTma || (kBf16Sw128 && kFmt == static_cast<int>(CacheFormat::bf16));
-// Measurement build SMLA_SD_BF16_PAIRS=1 (with SMLA_SD_BF16_SW128=0): two 64-row
+// Measurement build SMLA_SD_BF16_PAIRS=1: two 64-row
 // bf16 tiles of one token (h_q 65-128: sparse prefill, sparse decode of a bf16 cache, dense
 // decode off the TMA path) run as a pair like the packed formats. Each CTA gathers its 32-key
-// round of every block with cp.async into its own K tile, then one bulk copy by the TMA unit
-// sends the round's four 8-row groups (contiguous in the tile) into the peer's tile. Halves
-// each CTA's gathers, yet measured only 1.3% faster on core matrices (prefill d576 h128 9692 ->
-// 9564 µs, d512 h64 unchanged, 2026-12-01): the L2 requests' shape, not their count, was the
-// limit (kBf16Sw128 above).
+// round of every block with cp.async into its own K tile, then bulk copies by the TMA unit
+// send the round's rows into the peer's tile (core matrices: its four 8-row groups; swizzled
+// tiles: its 32 lines of each box). Halves each CTA's gathers, yet measured only 1.3% faster on
+// core matrices (prefill d576 h128 9692 -> 9564 µs, d512 h64 unchanged, 2026-12-01): the L2
+// requests' shape, not their count, was the limit (kBf16Sw128 above).
 #ifndef SMLA_SD_BF16_PAIRS
 #define SMLA_SD_BF16_PAIRS 0
 #endif
@@ -839,7 +843,6 @@ inline constexpr bool kBf16Pairs = SMLA_SD_BF16_PAIRS != 0;
 #endif
 inline constexpr bool kBf16Persistent = SMLA_SD_BF16_PERSISTENT != 0;
 static_assert(!(kBf16Pairs && SMLA_SD_BF16_ASYNC_ARRIVE), "SMLA_SD_BF16_ASYNC_ARRIVE=1 is built for unpaired CTAs");
-static_assert(!(kBf16Pairs && kBf16Sw128), "SMLA_SD_BF16_PAIRS=1 needs SMLA_SD_BF16_SW128=0 (its bulk copy to the peer assumes core matrices)");
 // SMLA_SD_BF16_HAND_EARLY (default 1; 0 is the measurement build without): the bf16 gather
 // producer hands block i - 1 over as soon as its rows land, before it waits for block i's tile
 // (free only once the consumers finished block i - 2). Handed over after block i's copies were
@@ -856,13 +859,12 @@ inline constexpr bool kBf16HandEarly = SMLA_SD_BF16_HAND_EARLY != 0;
 // the Q tile of the CTA one wave later: slower in a same-call A/B, 2026-12-03, µs: prefill d576
 // h128 4252 / 4700 -> 4613 / 4604, d512 h128 k1024 sink 2295 / 2291 -> 2338 / 2344, d512 h64 k512
 // sink 714 / 716 -> 741 / 742; removed.)
-// Measurement build SMLA_SD_BF16_GATHER_HINT=1: the bf16 rows' copies carry an L2 evict_last
-// policy and a 256-byte L2 prefetch (FlashMLA's sparse prefill gathers so), so that a prefill's
-// keys stay in L2 beside the Q rows read and the O rows written once.
-#ifndef SMLA_SD_BF16_GATHER_HINT
-#define SMLA_SD_BF16_GATHER_HINT 0
-#endif
-inline constexpr bool kBf16GatherHint = SMLA_SD_BF16_GATHER_HINT != 0;
+// (SMLA_SD_BF16_GATHER_HINT=1, the bf16 rows' copies with an L2 evict_last policy and a 256-byte
+// L2 prefetch as FlashMLA's sparse prefill gathers: level in prefill, slower in bf16 sparse decode
+// in a same-call A/B (2026-12-03, µs: d576 h128 4553 / 4706 / 4673 -> 4521 / 4252 / 4706, d512
+// h128 k1024 sink 2303 / 2299 -> 2309 / 2302, d512 h64 719 / 718 -> 719 / 719, bf16 decode b128
+// h128 177.8 / 177.9 -> 183.1 / 181.3); beside two producer warpgroups its kernels met an
+// illegal instruction (ptxas put the policy in uniform registers nothing wrote); removed.)
 // Kernels whose K rows are bf16 in the cache (no conversion; paired only with kBf16Pairs,
 // persistent only with kBf16Persistent, and neither on the TMA path).
 constexpr bool bf16_rows(int fmt) { return fmt == static_cast<int>(CacheFormat::bf16) || fmt == kDenseTma; }

@@ -731,10 +731,8 @@ __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem
 // l / 8 + 4 (their addresses from the lanes that loaded those keys' indices). Row j of the block
 // lands at box b (64 columns, 8 KB), line j, piece (l % 8) ^ (j % 8): the TMA unit's 128-byte
 // swizzle, which also puts the eight lanes of a row on distinct banks.
-// kHint (config.h kBf16GatherHint): the copies carry `policy`.
-template <int kD, bool kHint = false>
-__device__ __forceinline__ void copy_rows_sw128(uint32_t tile, const uint8_t* src, bool ok, const ProducerLane& pl, int j,
-                                                uint64_t policy = 0) {
+template <int kD>
+__device__ __forceinline__ void copy_rows_sw128(uint32_t tile, const uint8_t* src, bool ok, const ProducerLane& pl, int j) {
   const int kk = pl.lane >> 3, c = pl.lane & 7;
   const int j0 = j - (pl.lane & 7) + kk;  // row of key kk of the warp's eight (j holds this lane's own key)
   const uint8_t* s0 = reinterpret_cast<const uint8_t*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(src), kk));
@@ -743,13 +741,8 @@ __device__ __forceinline__ void copy_rows_sw128(uint32_t tile, const uint8_t* sr
   const uint32_t d0 = tile + j0 * 128 + ((c ^ (j0 & 7)) << 4), d1 = tile + (j0 + 4) * 128 + ((c ^ ((j0 + 4) & 7)) << 4);
 #pragma unroll
   for (int b = 0; b < kD / 64; ++b) {
-    if constexpr (kHint) {
-      cp_async_16_zfill_hint(d0 + b * kKeys * 128, s0 + b * 128 + c * 16, n0, policy);
-      cp_async_16_zfill_hint(d1 + b * kKeys * 128, s1 + b * 128 + c * 16, n1, policy);
-    } else {
-      cp_async_16_zfill(d0 + b * kKeys * 128, s0 + b * 128 + c * 16, n0);
-      cp_async_16_zfill(d1 + b * kKeys * 128, s1 + b * 128 + c * 16, n1);
-    }
+    cp_async_16_zfill(d0 + b * kKeys * 128, s0 + b * 128 + c * 16, n0);
+    cp_async_16_zfill(d1 + b * kKeys * 128, s1 + b * 128 + c * 16, n1);
   }
 }
 
@@ -757,8 +750,9 @@ __device__ __forceinline__ void copy_rows_sw128(uint32_t tile, const uint8_t* sr
 // keys), one block in flight while the previous one is handed over. Also dense decode's
 // producer off the TMA path: its keys' slots come from the block table (work.cuh).
 // kPeer (config.h kBf16Pairs): the thread's round is its CTA's half of every block; once every
-// producer's rows of a block are in, one bulk copy sends the round's 8-row groups (contiguous
-// in the tile) into the peer's K tile, completing on the peer's "full" barrier.
+// producer's rows of a block are in, bulk copies send the round's rows into the peer's K tile
+// (core matrices: its 8-row groups, contiguous in the tile; swizzled tiles: its lines of each
+// box), completing on the peer's "full" barrier.
 // n0: K blocks the CTA handled before this unit (persistent CTAs, kBf16Persistent).
 template <int kRows, int kD, int kRounds, bool kPeer>
 __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl, int n0) {
@@ -774,8 +768,18 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
     if constexpr (kPeer) {
       named_bar_sync(kBarPairRows, producer_threads(kRows));  // every producer's rows are in
       if (pl.first()) {
-        const uint32_t off = static_cast<uint32_t>(pl.round) * 4 * kRowGroup;
-        bulk_copy_s2peer(in_peer(w, st.tile) + off, smem_addr(st.tile) + off, 4 * kRowGroup, in_peer(w, st.full));
+        if constexpr (kSwizzled<static_cast<int>(CacheFormat::bf16)>) {
+          // The round's 32 rows are lines 32 r .. 32 r + 31 of every 64-column box: 4 KB a box,
+          // swizzled by their line as in the peer's tile (the same offsets).
+#pragma unroll
+          for (int b = 0; b < kD / 64; ++b) {
+            const uint32_t off = static_cast<uint32_t>(b * kKeys * 128 + pl.round * 32 * 128);
+            bulk_copy_s2peer(in_peer(w, st.tile) + off, smem_addr(st.tile) + off, 32 * 128, in_peer(w, st.full));
+          }
+        } else {
+          const uint32_t off = static_cast<uint32_t>(pl.round) * 4 * kRowGroup;
+          bulk_copy_s2peer(in_peer(w, st.tile) + off, smem_addr(st.tile) + off, 4 * kRowGroup, in_peer(w, st.full));
+        }
         mbar_arrive_expect_tx(st.full, kPeerTxBytes<kD>);  // the peer's half and its ballots
       } else {
         mbar_arrive(st.full);
@@ -819,7 +823,7 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
       const bool ok = a.page != nullptr;
       const uint8_t* src = ok ? a.page + static_cast<int64_t>(a.off) * kRowBytes : p.main.base;
       if constexpr (kSwizzled<static_cast<int>(CacheFormat::bf16)>) {
-        copy_rows_sw128<kD, kBf16GatherHint>(tile, src, ok, pl, j, kBf16GatherHint ? l2_evict_last_policy() : 0);
+        copy_rows_sw128<kD>(tile, src, ok, pl, j);
       } else {
         // tile_offset<kD>(j, 0), spelled out: the helper changes this loop's SASS (the measured code).
         const uint32_t dst = tile + (j >> 3) * kRowGroup + (j & 7) * 16;
