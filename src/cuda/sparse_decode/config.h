@@ -573,7 +573,9 @@ constexpr bool packed_rows(int fmt) {
 // call A/B (2026-12-03, µs, one warpgroup -> two): prefill d512 h128 k1024 sink 2303 / 2299 ->
 // 2199 / 2196, d512 h64 k512 sink 719 / 718 -> 686 / 686, d576 h128 4553 / 4706 / 4673 -> 4587 /
 // 4549 / 4632; bf16 sparse decode b128 h128 177.8 / 177.9 -> 176.4 / 175.3; the producer alone
-// (variant 7) d576 h128 2907 -> 2543, d512 h64 504 -> 466. SMLA_SD_BF16_TWO_PRODUCERS=0 (a
+// (variant 7) d576 h128 2907 -> 2543, d512 h64 504 -> 466; again (the next call, two -> one):
+// d512 h128 2175 / 2192 -> 2268 / 2346, d576 h128 4629 / 4586 / 4593 -> 4252 / 4733 / 4764 (the
+// GPU cool at the first), decode 178.9 / 178.7 -> 180.0 / 180.5. SMLA_SD_BF16_TWO_PRODUCERS=0 (a
 // measurement build): one producer warpgroup, two rounds a thread.
 #ifndef SMLA_SD_BF16_TWO_PRODUCERS
 #define SMLA_SD_BF16_TWO_PRODUCERS 1
@@ -826,7 +828,10 @@ inline constexpr bool kSwizzled = kFmt == kDenseTma || (kBf16Sw128 && kFmt == st
 // send the round's rows into the peer's tile (core matrices: its four 8-row groups; swizzled
 // tiles: its 32 lines of each box). Halves each CTA's gathers, yet measured only 1.3% faster on
 // core matrices (prefill d576 h128 9692 -> 9564 µs, d512 h64 unchanged, 2026-12-01): the L2
-// requests' shape, not their count, was the limit (kBf16Sw128 above).
+// requests' shape, not their count, was the limit (kBf16Sw128 above). On the swizzled tiles,
+// against two unpaired producer warpgroups, slower (same call, 2026-12-03, µs): d576 h128 4629 /
+// 4586 / 4593 -> 4770 / 4982 / 4965, d512 h128 k1024 sink 2175 / 2192 -> 2582 / 2562, bf16 decode
+// b128 h128 178.9 / 178.7 -> 179.3 / 180.2 (tests 8 / 8).
 #ifndef SMLA_SD_BF16_PAIRS
 #define SMLA_SD_BF16_PAIRS 0
 #endif
