@@ -10,7 +10,7 @@
 namespace smla::cuda::sparse_decode_family {
 
 // Measurement builds only (-DSMLA_SD_VARIANT=n; 0 is the shipped kernel): 3 no fp8 conversion,
-// 4 no gathers (the conversion kept), 7 the consumers only release tiles (producer speed), 8 the
+// 4 no gathers (the conversion kept; bf16 rows: every copy a zero-fill, the tile still written), 7 the consumers only release tiles (producer speed), 8 the
 // producer hands over every tile at once, neither loading nor storing (consumer speed), 9 both
 // 4 and 7 (the producer's loop without gathers).
 #ifndef SMLA_SD_VARIANT
@@ -856,10 +856,14 @@ static_assert(!(kBf16Pairs && SMLA_SD_BF16_ASYNC_ARRIVE), "SMLA_SD_BF16_ASYNC_AR
 // its "full" wait for 39% of its samples (8% after) and the producer at its "empty" wait for 49%.
 // Same-call A/B (µs): prefill d576 h128 5493 / 5548 -> 4655 / 4645, d512 h128 k1024 sink 2848
 // -> 2291, d512 h64 k512 sink 817 -> 714; bf16 sparse decode b128 h128 196 -> 180, h64 104 -> 97.
+// SMLA_SD_BF16_HAND_EARLY=2 (a measurement build): a warp whose next tile is already free issues
+// its copies first and then hands block i - 1 over, so that a late landing of block i - 1 never
+// holds back the issue of block i.
 #ifndef SMLA_SD_BF16_HAND_EARLY
 #define SMLA_SD_BF16_HAND_EARLY 1
 #endif
 inline constexpr bool kBf16HandEarly = SMLA_SD_BF16_HAND_EARLY != 0;
+inline constexpr bool kBf16HandEither = SMLA_SD_BF16_HAND_EARLY == 2;
 // (SMLA_SD_BF16_NEXT_Q=1, the producer of each one-unit 64-row bf16-row CTA prefetching into L2
 // the Q tile of the CTA one wave later: slower in a same-call A/B, 2026-12-03, µs: prefill d576
 // h128 4252 / 4700 -> 4613 / 4604, d512 h128 k1024 sink 2295 / 2291 -> 2338 / 2344, d512 h64 k512

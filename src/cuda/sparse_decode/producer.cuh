@@ -204,6 +204,8 @@ struct Stage {
   __device__ void wait_empty(int i) const {
     if (i >= kStages) mbar_wait(empty, ((i / kStages) - 1) & 1);
   }
+  // Whether wait_empty(i) would return at once.
+  __device__ bool is_empty(int i) const { return i < kStages || mbar_test(empty, ((i / kStages) - 1) & 1); }
   // Block i of this stage has been released by the consumers.
   __device__ void wait_released(int i) const { mbar_wait(empty, (i / kStages) & 1); }
   // Consumer warps: done with this tile (in both CTAs of a pair, whose producers both fill it).
@@ -805,9 +807,14 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
     const Stage<kRows, kD> st(smem, (n0 + i) & 1);
     // kBf16HandEarly: from block 2 on, block i - 1 goes out before this tile's wait (block 1's
     // tile is free from the start, so its copies still go out beside block 0's).
+    // kBf16HandEither: unless the tile is free already; then block i's copies go out first.
+    bool issue_first = false;
     if (kBf16HandEarly && i >= 2) {
-      cp_async_wait_group<0>();
-      hand_over(i - 1);
+      if constexpr (kBf16HandEither) issue_first = __shfl_sync(0xffffffffu, st.is_empty(n0 + i), 0);  // warp-uniform
+      if (!issue_first) {
+        cp_async_wait_group<0>();
+        hand_over(i - 1);
+      }
     }
     st.wait_empty(n0 + i);
     PeerStage peer;
@@ -823,7 +830,7 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
       const bool ok = a.page != nullptr;
       const uint8_t* src = ok ? a.page + static_cast<int64_t>(a.off) * kRowBytes : p.main.base;
       if constexpr (kSwizzled<static_cast<int>(CacheFormat::bf16)>) {
-        copy_rows_sw128<kD>(tile, src, ok, pl, j);
+        copy_rows_sw128<kD>(tile, src, ok && !kNoGathers, pl, j);  // variant 4: zero-fill, no reads
       } else {
         // tile_offset<kD>(j, 0), spelled out: the helper changes this loop's SASS (the measured code).
         const uint32_t dst = tile + (j >> 3) * kRowGroup + (j & 7) * 16;
@@ -835,7 +842,7 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
       rotate_queue<true>(iq[r], p, w, pl, r, kb);
     }
     cp_async_commit_group();
-    if (i == 1 || (!kBf16HandEarly && i >= 1)) {
+    if (i == 1 || (!kBf16HandEarly && i >= 1) || issue_first) {
       cp_async_wait_group<1>();
       hand_over(i - 1);
     }
