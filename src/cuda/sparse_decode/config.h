@@ -864,6 +864,20 @@ static_assert(!(kBf16Pairs && SMLA_SD_BF16_ASYNC_ARRIVE), "SMLA_SD_BF16_ASYNC_AR
 #endif
 inline constexpr bool kBf16HandEarly = SMLA_SD_BF16_HAND_EARLY != 0;
 inline constexpr bool kBf16HandEither = SMLA_SD_BF16_HAND_EARLY == 2;
+// Measurement build SMLA_SD_BF16_HALF_FULL=1: one-unit unpaired 64-row CTAs of bf16 rows hand each
+// K tile over in two parts, boxes 0-3 ("full") and boxes 4-8 (the B part: Smem::alt_bars'
+// full_b), each landing as its own commit group of copies; WG0 issues QK^T's first 16 k-steps
+// once the A part is in and the other 20 once B is, WG1 (values 256-511, boxes 4-7) waits for B
+// alone. Release stays whole. So a tile that refills late costs the consumers only its B part's
+// lateness. With the early hand-over only (not SMLA_SD_BF16_HAND_EARLY=0 or 2).
+#ifndef SMLA_SD_BF16_HALF_FULL
+#define SMLA_SD_BF16_HALF_FULL 0
+#endif
+template <int kRows, int kFmt, bool kPair, bool kPersist>
+inline constexpr bool kBf16HalfFull = SMLA_SD_BF16_HALF_FULL != 0 && kRows == 64 && !kPair && !kPersist &&
+                                      kFmt == static_cast<int>(CacheFormat::bf16) && kBf16Sw128;
+static_assert(SMLA_SD_BF16_HALF_FULL == 0 || (SMLA_SD_BF16_HAND_EARLY == 1 && SMLA_SD_BF16_ASYNC_ARRIVE == 0),
+              "SMLA_SD_BF16_HALF_FULL=1 is built on the early hand-over");
 // (SMLA_SD_BF16_NEXT_Q=1, the producer of each one-unit 64-row bf16-row CTA prefetching into L2
 // the Q tile of the CTA one wave later: slower in a same-call A/B, 2026-12-03, µs: prefill d576
 // h128 4252 / 4700 -> 4613 / 4604, d512 h128 k1024 sink 2295 / 2291 -> 2338 / 2344, d512 h64 k512

@@ -123,8 +123,10 @@ __device__ __forceinline__ void pv_from_registers(float (&o)[32][4], const uint3
 // kQSw (config.h kQTma): the Q tile in the 128-byte swizzle, boxes of 64 columns (load_q_tma).
 // kFenceFull (config.h kBf16AsyncArrive): the K tile's rows are the producers' cp.async writes,
 // completed on "full" without a producer fence: fence after the wait.
+// kHalf (config.h kBf16HalfFull): "full" covers boxes 0-3 (QK^T's first 16 k-steps), full_b
+// (Smem::alt_bars) the rest.
 template <int kD, bool kPair, bool kSw = false, bool kMaxLogits = false, bool kStaged = false, int kRow63 = 0,
-          bool kQSw = false, bool kFenceFull = false>
+          bool kQSw = false, bool kFenceFull = false, bool kHalf = false>
 __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   using T = WideTiles<kD, kSw>;
   using S = Smem<64, kD>;
@@ -166,9 +168,20 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     float sc[8][4];
     const uint64_t dk = T::k(smem, s);
     wgmma_fence();
+    if constexpr (kHalf) {
 #pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks)
-      wgmma_m64n64k16_ss(sc, desc_add(dq, kQSw ? QT::k_step(ks) : ks * 16), desc_add(dk, T::k_step(ks)), ks > 0);
+      for (int ks = 0; ks < 16; ++ks)
+        wgmma_m64n64k16_ss(sc, desc_add(dq, kQSw ? QT::k_step(ks) : ks * 16), desc_add(dk, T::k_step(ks)), ks > 0);
+      wgmma_commit();
+      mbar_wait(reinterpret_cast<uint64_t*>(smem + S::alt_bars) + s, (n / kStages) & 1);
+#pragma unroll
+      for (int ks = 16; ks < kD / 16; ++ks)
+        wgmma_m64n64k16_ss(sc, desc_add(dq, kQSw ? QT::k_step(ks) : ks * 16), desc_add(dk, T::k_step(ks)), true);
+    } else {
+#pragma unroll
+      for (int ks = 0; ks < kD / 16; ++ks)
+        wgmma_m64n64k16_ss(sc, desc_add(dq, kQSw ? QT::k_step(ks) : ks * 16), desc_add(dk, T::k_step(ks)), ks > 0);
+    }
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence(sc);
@@ -260,7 +273,8 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   if (kTimeline && threadIdx.x == 0) timeline_mark(6);
 }
 
-template <int kD, bool kPair, bool kSw = false, bool kStaged = false, int kRow63 = 0, bool kFenceFull = false>
+template <int kD, bool kPair, bool kSw = false, bool kStaged = false, int kRow63 = 0, bool kFenceFull = false,
+          bool kHalf = false>
 __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   using T = WideTiles<kD, kSw>;
   using S = Smem<64, kD>;
@@ -277,7 +291,8 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
     const Stage<64, kD> stage(smem, s);
-    stage.wait_full(n, (kPair && kPairConsumerFence) || kFenceFull);
+    if constexpr (kHalf) mbar_wait(reinterpret_cast<uint64_t*>(smem + S::alt_bars) + s, (n / kStages) & 1);  // values 256-511: boxes 4-7
+    else stage.wait_full(n, (kPair && kPairConsumerFence) || kFenceFull);
     if constexpr (kConsumersIdle) {
       stage.release(w, lane);
       continue;

@@ -158,7 +158,10 @@ __device__ __forceinline__ void prefetch_q_rows(const AttnParams& p, const Work&
 // kAlt (consumer_alt.cuh): full and empty serve the A halves; the B halves' barriers and aux
 // follow, and a half's "empty" counts the warps of the warpgroups that read it.
 // kProducers: the producer threads that arrive on "full" (kernel_producer_threads).
-template <int kRows, int kD, int kRaw = 0, bool kTma = false, bool kAlt = false, int kProducers = producer_threads(kRows)>
+// kHalf (config.h kBf16HalfFull): the B parts' "full" barriers (Smem::alt_bars), one arrive per
+// producer thread.
+template <int kRows, int kD, int kRaw = 0, bool kTma = false, bool kAlt = false, int kProducers = producer_threads(kRows),
+          bool kHalf = false>
 __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
   if (threadIdx.x == 0) {
     using S = Smem<kRows, kD, kRaw>;
@@ -174,6 +177,9 @@ __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
         mbar_init(bars_b + kStages + s, kSeesaw<kD> ? seesaw_empty_count(s, 1) : alt_empty_count(s, 1));
       }
       mbar_init(bars_b + 2 * kStages, 1);
+    }
+    if constexpr (kHalf) {
+      for (int s = 0; s < kStages; ++s) mbar_init(reinterpret_cast<uint64_t*>(smem + S::alt_bars) + s, kProducers);
     }
     if constexpr (kTma) {
       mbar_init(reinterpret_cast<uint64_t*>(smem + S::aux), 1);
@@ -301,6 +307,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
   constexpr bool kCpAsyncQ = kQCpAsync && kStagedEnds<kFmt, kLogits>;      // one-unit 64-row CTAs' Q load
   constexpr bool kStaged = kStagedEpilogue && kStagedEnds<kFmt, kLogits>;  // and their O rows
   constexpr bool kTmaQ = kLoadsQByTma<kRows, kD, kFmt, kPair, false, kMaxLogits, kLogits>;  // Q by the TMA unit
+  constexpr bool kHalf = kBf16HalfFull<kRows, kFmt, kPair, kPersist>;  // K tiles handed over in two parts
   if (kTimeline && threadIdx.x == 0) timeline_mark(0);
   pdl_wait();                // the split schedule, and q / the cache / indices of earlier work
   if (kTimeline && threadIdx.x == 0) timeline_mark(1);
@@ -332,7 +339,8 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
         fence_mbarrier_init();  // the bulk copies complete on "full"
       }
     } else {
-      init_stage_barriers<kRows, kD, kRaw, kTma, kAlt<kRows, kFmt>, kernel_producer_threads<kRows, kFmt, kPair, kPersist>()>(smem, w.pair);
+      init_stage_barriers<kRows, kD, kRaw, kTma, kAlt<kRows, kFmt>, kernel_producer_threads<kRows, kFmt, kPair, kPersist>(), kHalf>(
+          smem, w.pair);
       if constexpr (kTmaQ) init_q_bar<kD>(smem);
     }
     __syncthreads();
@@ -362,17 +370,17 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
         if constexpr (kTmaQ) load_q_tma<kD>(p, w, smem);
         else load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), kCpAsyncQ>(p, w, smem);
         if (kTimeline && threadIdx.x == 0) timeline_mark(3);
-        consume_wg0<kD, kPair, kSw, kMaxLogits, kStaged, 0, kTmaQ, kCopiesArrive<kRows, kFmt>>(p, w, smem);
+        consume_wg0<kD, kPair, kSw, kMaxLogits, kStaged, 0, kTmaQ, kCopiesArrive<kRows, kFmt>, kHalf>(p, w, smem);
       } else if (wg == 1) {
         setmaxnreg_to<kRegsWg1, kEntry>();
         if constexpr (kTmaQ) load_q_tma<kD>(p, w, smem);
         else load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), kCpAsyncQ>(p, w, smem);
-        consume_wg1<kD, kPair, kSw, kStaged, 0, kCopiesArrive<kRows, kFmt>>(p, w, smem);
+        consume_wg1<kD, kPair, kSw, kStaged, 0, kCopiesArrive<kRows, kFmt>, kHalf>(p, w, smem);
       } else {
         constexpr bool kTwo = kTwoProducers<kRows, kFmt, kPair, kPersist>;
         setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, kPersist>(), kEntry>();
         if constexpr (kTma) produce_dense_tma<kRows, kD>(p, w, smem);
-        else if constexpr (kBf16) produce_bf16<kRows, kD, kTwo>(p, w, smem);
+        else if constexpr (kBf16) produce_bf16<kRows, kD, kTwo, kHalf>(p, w, smem);
         else
           produce_packed<kRows, kFmt, kTwo, kBf16Route<kRows, kFmt, kPair, false>, kFirstAlone<kRows, kFmt, kPair, kLogits>,
                          kConvertEarlyWide<kRows, kFmt, false, kLogits>>(p, w, smem);

@@ -733,7 +733,8 @@ __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem
 // l / 8 + 4 (their addresses from the lanes that loaded those keys' indices). Row j of the block
 // lands at box b (64 columns, 8 KB), line j, piece (l % 8) ^ (j % 8): the TMA unit's 128-byte
 // swizzle, which also puts the eight lanes of a row on distinct banks.
-template <int kD>
+// Boxes kB0 .. kB1 - 1 of the rows (config.h kBf16HalfFull copies a tile in two parts).
+template <int kD, int kB0 = 0, int kB1 = kD / 64>
 __device__ __forceinline__ void copy_rows_sw128(uint32_t tile, const uint8_t* src, bool ok, const ProducerLane& pl, int j) {
   const int kk = pl.lane >> 3, c = pl.lane & 7;
   const int j0 = j - (pl.lane & 7) + kk;  // row of key kk of the warp's eight (j holds this lane's own key)
@@ -742,7 +743,7 @@ __device__ __forceinline__ void copy_rows_sw128(uint32_t tile, const uint8_t* sr
   const uint32_t n0 = __shfl_sync(0xffffffffu, ok ? 16u : 0u, kk), n1 = __shfl_sync(0xffffffffu, ok ? 16u : 0u, kk + 4);
   const uint32_t d0 = tile + j0 * 128 + ((c ^ (j0 & 7)) << 4), d1 = tile + (j0 + 4) * 128 + ((c ^ ((j0 + 4) & 7)) << 4);
 #pragma unroll
-  for (int b = 0; b < kD / 64; ++b) {
+  for (int b = kB0; b < kB1; ++b) {
     cp_async_16_zfill(d0 + b * kKeys * 128, s0 + b * 128 + c * 16, n0);
     cp_async_16_zfill(d1 + b * kKeys * 128, s1 + b * 128 + c * 16, n1);
   }
@@ -877,11 +878,86 @@ __device__ void produce_bf16_async(const AttnParams& p, const Work& w, uint8_t* 
   cp_async_wait_all();
 }
 
+// config.h kBf16HalfFull: each block's copies in two commit groups, boxes 0-3 and boxes 4-8,
+// handed over on "full" and on full_b (Smem::alt_bars) as each lands; otherwise the early
+// hand-over's order (block i - 1 out before block i's tile wait).
+template <int kRows, int kD, int kRounds>
+__device__ void produce_bf16_halves(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl, int n0) {
+  constexpr int kSplit = 4;  // boxes 0-3: values 0-255, the first 16 k-steps of QK^T
+  uint64_t* full_b = reinterpret_cast<uint64_t*>(smem + Smem<kRows, kD>::alt_bars);
+  IndexQueue<> iq[kRounds];
+#pragma unroll
+  for (int r = 0; r < kRounds; ++r) init_queue<true>(iq[r], p, w, pl, r);
+  auto hand_a = [&](int i) {
+    fence_proxy_async();  // cp.async writes, read next by wgmma
+    mbar_arrive(Stage<kRows, kD>(smem, (n0 + i) & 1).full);
+  };
+  auto hand_b = [&](int i) {
+    fence_proxy_async();
+    mbar_arrive(full_b + ((n0 + i) & 1));
+  };
+  const int blocks = w.kb_end - w.kb_begin;
+  if constexpr (kProducerIdle) {  // experiment (variant 8): each block handed over unloaded
+    for (int i = 0; i < blocks; ++i) {
+      const Stage<kRows, kD> st(smem, (n0 + i) & 1);
+      st.wait_empty(n0 + i);
+#pragma unroll
+      for (int r = 0; r < kRounds; ++r) publish_valid<false>(st.valid, PeerStage{}, pl, pl.round + r, true);
+      mbar_arrive(st.full);
+      mbar_arrive(full_b + ((n0 + i) & 1));
+    }
+    return;
+  }
+  for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
+    const int i = kb - w.kb_begin;
+    const Stage<kRows, kD> st(smem, (n0 + i) & 1);
+    if (i >= 2) {  // block i - 1's parts, each as it lands
+      cp_async_wait_group<1>();
+      hand_a(i - 1);
+      cp_async_wait_group<0>();
+      hand_b(i - 1);
+    }
+    st.wait_empty(n0 + i);
+    const uint32_t tile = static_cast<uint32_t>(__cvta_generic_to_shared(st.tile));
+    const uint8_t* src[kRounds];
+    bool ok[kRounds];
+#pragma unroll
+    for (int r = 0; r < kRounds; ++r) {
+      const KeyAddr a = key_addr(p, w, pl.pos(kb, r), iq[r].v[0]);
+      ok[r] = a.page != nullptr;
+      src[r] = ok[r] ? a.page + static_cast<int64_t>(a.off) * kD * 2 : p.main.base;
+      copy_rows_sw128<kD, 0, kSplit>(tile, src[r], ok[r] && !kNoGathers, pl, pl.row_in_block(r));
+      publish_valid<false>(st.valid, PeerStage{}, pl, pl.round + r, ok[r]);  // covered by "full"
+    }
+    cp_async_commit_group();
+#pragma unroll
+    for (int r = 0; r < kRounds; ++r) {
+      copy_rows_sw128<kD, kSplit, kD / 64>(tile, src[r], ok[r] && !kNoGathers, pl, pl.row_in_block(r));
+      rotate_queue<true>(iq[r], p, w, pl, r, kb);
+    }
+    cp_async_commit_group();
+    if (i == 1) {  // block 1's tile was free: block 0 goes out after block 1's copies
+      cp_async_wait_group<3>();
+      hand_a(0);
+      cp_async_wait_group<2>();
+      hand_b(0);
+    }
+  }
+  cp_async_wait_group<1>();
+  hand_a(blocks - 1);
+  cp_async_wait_group<0>();
+  hand_b(blocks - 1);
+}
+
 // kTwo (config.h kTwoProducers, SMLA_SD_BF16_TWO_PRODUCERS): two producer warpgroups, one round each.
-template <int kRows, int kD, bool kTwo = false>
+// kHalf (config.h kBf16HalfFull): produce_bf16_halves.
+template <int kRows, int kD, bool kTwo = false, bool kHalf = false>
 __device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   const ProducerLane pl(w, consumer_threads(kRows));
   if (w.kb_begin >= w.kb_end) return;
+  if constexpr (kHalf) {
+    return produce_bf16_halves<kRows, kD, kTwo ? 1 : producer_rounds<kRows>(false)>(p, w, smem, pl, n0);
+  }
   if constexpr (kRows == 64 && kBf16Pairs) {
     if (w.pair) return produce_bf16_rounds<kRows, kD, producer_rounds<kRows>(true), true>(p, w, smem, pl, n0);
   }
