@@ -10,9 +10,10 @@
 namespace smla::cuda::sparse_decode_family {
 
 // Measurement builds only (-DSMLA_SD_VARIANT=n; 0 is the shipped kernel): 3 no fp8 conversion,
-// 4 no gathers (the conversion kept; bf16 rows: every copy a zero-fill, the tile still written), 7 the consumers only release tiles (producer speed), 8 the
-// producer hands over every tile at once, neither loading nor storing (consumer speed), 9 both
-// 4 and 7 (the producer's loop without gathers).
+// 4 no gathers (the conversion kept; bf16 rows: every copy a zero-fill, the tile still written),
+// 7 the consumers only release tiles (producer speed), 8 the producer hands over every tile at
+// once, neither loading nor storing (consumer speed), 9 both 4 and 7 (the producer's loop
+// without gathers).
 #ifndef SMLA_SD_VARIANT
 #define SMLA_SD_VARIANT 0
 #endif
@@ -583,12 +584,13 @@ constexpr bool packed_rows(int fmt) {
 template <int kRows, int kFmt, bool kPair, bool kPersist = false>
 inline constexpr bool kTwoProducers =
     (SMLA_SD_WIDE_PRODUCERS >= (kPersist ? 3 : 2) && kRows == 64 && !kPair && packed_rows(kFmt)) ||
-    (SMLA_SD_BF16_TWO_PRODUCERS != 0 && kRows == 64 && !kPair && !kPersist && kFmt == static_cast<int>(CacheFormat::bf16));
+    (SMLA_SD_BF16_TWO_PRODUCERS != 0 && kRows == 64 && !kPair && !kPersist &&
+     kFmt == static_cast<int>(CacheFormat::bf16));
 // The kernels kFirstBlockAlone applies to: one-unit unpaired 64-row sparse decode (two producer
 // warpgroups), not sparse prefill (kLogits) nor the dense fp8_e4m3 cache.
 template <int kRows, int kFmt, bool kPair, bool kLogits>
-inline constexpr bool kFirstAlone = kFirstBlockAlone && kTwoProducers<kRows, kFmt, kPair, false> && packed_rows(kFmt) && !kLogits &&
-                                    kFmt != static_cast<int>(CacheFormat::fp8_e4m3);
+inline constexpr bool kFirstAlone = kFirstBlockAlone && kTwoProducers<kRows, kFmt, kPair, false> && packed_rows(kFmt) &&
+                                    !kLogits && kFmt != static_cast<int>(CacheFormat::fp8_e4m3);
 // Threads of a kernel instance: cta_threads, or 512 with three raw-ring consumer warpgroups or
 // two wide producer warpgroups.
 template <int kRows, int kFmt, bool kPair = false, bool kPersist = false>

@@ -291,8 +291,10 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
     const Stage<64, kD> stage(smem, s);
-    if constexpr (kHalf) mbar_wait(reinterpret_cast<uint64_t*>(smem + S::alt_bars) + s, (n / kStages) & 1);  // values 256-511: boxes 4-7
-    else stage.wait_full(n, (kPair && kPairConsumerFence) || kFenceFull);
+    if constexpr (kHalf)  // values 256-511: boxes 4-7, the B part
+      mbar_wait(reinterpret_cast<uint64_t*>(smem + S::alt_bars) + s, (n / kStages) & 1);
+    else
+      stage.wait_full(n, (kPair && kPairConsumerFence) || kFenceFull);
     if constexpr (kConsumersIdle) {
       stage.release(w, lane);
       continue;

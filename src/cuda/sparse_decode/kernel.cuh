@@ -160,8 +160,8 @@ __device__ __forceinline__ void prefetch_q_rows(const AttnParams& p, const Work&
 // kProducers: the producer threads that arrive on "full" (kernel_producer_threads).
 // kHalf (config.h kBf16HalfFull): the B parts' "full" barriers (Smem::alt_bars), one arrive per
 // producer thread.
-template <int kRows, int kD, int kRaw = 0, bool kTma = false, bool kAlt = false, int kProducers = producer_threads(kRows),
-          bool kHalf = false>
+template <int kRows, int kD, int kRaw = 0, bool kTma = false, bool kAlt = false,
+          int kProducers = producer_threads(kRows), bool kHalf = false>
 __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
   if (threadIdx.x == 0) {
     using S = Smem<kRows, kD, kRaw>;
@@ -339,8 +339,8 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
         fence_mbarrier_init();  // the bulk copies complete on "full"
       }
     } else {
-      init_stage_barriers<kRows, kD, kRaw, kTma, kAlt<kRows, kFmt>, kernel_producer_threads<kRows, kFmt, kPair, kPersist>(), kHalf>(
-          smem, w.pair);
+      constexpr int kProducers = kernel_producer_threads<kRows, kFmt, kPair, kPersist>();
+      init_stage_barriers<kRows, kD, kRaw, kTma, kAlt<kRows, kFmt>, kProducers, kHalf>(smem, w.pair);
       if constexpr (kTmaQ) init_q_bar<kD>(smem);
     }
     __syncthreads();
