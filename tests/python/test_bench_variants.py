@@ -10,6 +10,7 @@ TOOL = ROOT / "bench" / "variants_jsonl.py"
 ROWS = """\
 b0 | --op sparse_decode --format fp8_ds_mla --topk 2048 --b 128 --s_q 1 --h_q 64 | | sparse_decode | b=128 s_q=1 h_q=64 topk=2048 fp8_ds_mla p64 | cuda    |    0.1332 |     273 | 1428 | 1.28e-04 | ok    |
 bR | --op sparse_decode --format fp8_ds_mla --topk 2048 --b 128 --s_q 1 --h_q 64 | | sparse_decode | b=128 s_q=1 h_q=64 topk=2048 fp8_ds_mla p64 | cuda    |    0.1354 |     269 | 1405 | 1.28e-04 | ok    |
+b8 | --op sparse_decode --format fp8_ds_mla --topk 2048 --b 128 --s_q 1 --h_q 64 | | sparse_decode | b=128 s_q=1 h_q=64 topk=2048 fp8_ds_mla p64 | cuda    |    0.0735 |     495 | 2589 |       - | unchecked |
 bX | --op sparse_decode --b 1 | error: h_q must be positive (got 0)
 b0 | tests GpuSparseDecode.* | rc=0 [  PASSED  ] 14 tests.
 """
@@ -36,6 +37,15 @@ def test_timed_rows_become_records(tmp_path):
 def test_untimed_lines_are_skipped_and_counted(tmp_path):
     p = run(tmp_path, "--commit", "x", "--call", "1")
     assert p.returncode == 0
-    assert len(p.stdout.splitlines()) == 2           # the error line and the test summary give no record
-    assert "2 line(s) were not timed rows" in p.stderr
+    assert len(p.stdout.splitlines()) == 2           # the unchecked row, the error line, the test summary: none
+    assert "3 line(s) were not timed rows" in p.stderr
     assert {json.loads(x)["variant"] for x in p.stdout.splitlines()} == {"b0", "bR"}  # no --name: labels kept
+
+
+def test_unchecked_rows_are_kept_on_request(tmp_path):
+    p = run(tmp_path, "--commit", "x", "--call", "1", "--unchecked")
+    assert p.returncode == 0, p.stderr
+    recs = [json.loads(x) for x in p.stdout.splitlines()]
+    assert [r["variant"] for r in recs] == ["b0", "bR", "b8"]
+    assert recs[2]["us"] == 73.5 and recs[2]["check"] == "unchecked" and recs[2]["max_err"] is None
+    assert "2 line(s) were not timed rows" in p.stderr
