@@ -614,9 +614,8 @@ inline constexpr bool kCopiesArrive = kBf16AsyncArrive<kRows> && kFmt == static_
 // Producer threads of a kernel instance (the arrivals on a K tile's "full" barrier).
 template <int kRows, int kFmt, bool kPair = false, bool kPersist = false>
 constexpr int kernel_producer_threads() {
-  if (kCopiesArrive<kRows, kFmt>)
-    return producer_threads(kRows) + producer_threads(kRows) / 32;  // and each warp's valid words
-  return kTwoProducers<kRows, kFmt, kPair, kPersist> ? 256 : producer_threads(kRows);
+  const int threads = kTwoProducers<kRows, kFmt, kPair, kPersist> ? 256 : producer_threads(kRows);
+  return kCopiesArrive<kRows, kFmt> ? threads + threads / 32 : threads;  // kCopiesArrive: and each warp's valid words
 }
 // kTwoProducers: each producer warpgroup's registers beside WG0's and WG1's.
 inline constexpr int kRegsProducerTwo = (4 * launch_regs(512) - kRegsWg0 - kRegsWg1) / 2;

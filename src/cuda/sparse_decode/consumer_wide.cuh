@@ -168,19 +168,13 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     float sc[8][4];
     const uint64_t dk = T::k(smem, s);
     wgmma_fence();
-    if constexpr (kHalf) {
 #pragma unroll
-      for (int ks = 0; ks < 16; ++ks)
-        wgmma_m64n64k16_ss(sc, desc_add(dq, kQSw ? QT::k_step(ks) : ks * 16), desc_add(dk, T::k_step(ks)), ks > 0);
-      wgmma_commit();
-      mbar_wait(reinterpret_cast<uint64_t*>(smem + S::alt_bars) + s, (n / kStages) & 1);
-#pragma unroll
-      for (int ks = 16; ks < kD / 16; ++ks)
-        wgmma_m64n64k16_ss(sc, desc_add(dq, kQSw ? QT::k_step(ks) : ks * 16), desc_add(dk, T::k_step(ks)), true);
-    } else {
-#pragma unroll
-      for (int ks = 0; ks < kD / 16; ++ks)
-        wgmma_m64n64k16_ss(sc, desc_add(dq, kQSw ? QT::k_step(ks) : ks * 16), desc_add(dk, T::k_step(ks)), ks > 0);
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      if (kHalf && ks == 16) {  // boxes 0-3 done: the rest once the tile's B part is in
+        wgmma_commit();
+        stage.wait_full_b(n);
+      }
+      wgmma_m64n64k16_ss(sc, desc_add(dq, kQSw ? QT::k_step(ks) : ks * 16), desc_add(dk, T::k_step(ks)), ks > 0);
     }
     wgmma_commit();
     wgmma_wait<0>();
@@ -291,10 +285,8 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
     const Stage<64, kD> stage(smem, s);
-    if constexpr (kHalf)  // values 256-511: boxes 4-7, the B part
-      mbar_wait(reinterpret_cast<uint64_t*>(smem + S::alt_bars) + s, (n / kStages) & 1);
-    else
-      stage.wait_full(n, (kPair && kPairConsumerFence) || kFenceFull);
+    if constexpr (kHalf) stage.wait_full_b(n);  // values 256-511: boxes 4-7, the B part
+    else stage.wait_full(n, (kPair && kPairConsumerFence) || kFenceFull);
     if constexpr (kConsumersIdle) {
       stage.release(w, lane);
       continue;

@@ -186,12 +186,14 @@ struct Stage {
   uint32_t* valid;
   uint64_t* full;
   uint64_t* empty;
+  uint64_t* full_b;  // config.h kBf16HalfFull: "full" of the tile's B part (boxes 4-8; Smem::alt_bars)
   __device__ Stage(uint8_t* smem, int s) {
     using S = Smem<kRows, kD, kRaw>;
     tile = smem + S::k + (S::kOneTile ? 0 : s * S::kKBytes);
     valid = reinterpret_cast<uint32_t*>(smem + S::valid + kValidBytes * s);
     full = reinterpret_cast<uint64_t*>(smem + S::bars) + s;
     empty = reinterpret_cast<uint64_t*>(smem + S::bars) + kStages + s;
+    full_b = reinterpret_cast<uint64_t*>(smem + S::alt_bars) + s;
   }
   // Block i (the CTA's i-th block, in stage i % kStages): consumers wait until its rows are in;
   // producers wait until the consumers released the block kStages before it (none for the first).
@@ -201,6 +203,8 @@ struct Stage {
     mbar_wait(full, (i / kStages) & 1);
     if (fence) fence_proxy_async();
   }
+  // The same for the B part of a tile handed over in two (config.h kBf16HalfFull).
+  __device__ void wait_full_b(int i) const { mbar_wait(full_b, (i / kStages) & 1); }
   __device__ void wait_empty(int i) const {
     if (i >= kStages) mbar_wait(empty, ((i / kStages) - 1) & 1);
   }
@@ -727,6 +731,12 @@ __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem
   if (kTimeline && pl.first()) timeline_mark(8);
 }
 
+// A bf16 row's bytes in the cache (any readable address for a skipped key: its copies zero-fill).
+template <int kD>
+__device__ __forceinline__ const uint8_t* bf16_row(const AttnParams& p, const KeyAddr& a) {
+  return a.page != nullptr ? a.page + static_cast<int64_t>(a.off) * kD * 2 : p.main.base;
+}
+
 // The swizzled K tile (config.h kBf16Sw128): the warp's eight keys of a round are copied four
 // rows at a time, eight lanes per row, so every warp-wide copy reads four whole 128-byte lines.
 // Lane l takes the 16-byte piece l % 8 of every 128-byte line of the rows of keys l / 8 and
@@ -829,7 +839,7 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
       const int j = pl.row_in_block(r);
       const KeyAddr a = key_addr(p, w, pl.pos(kb, r), iq[r].v[0]);
       const bool ok = a.page != nullptr;
-      const uint8_t* src = ok ? a.page + static_cast<int64_t>(a.off) * kRowBytes : p.main.base;
+      const uint8_t* src = bf16_row<kD>(p, a);
       if constexpr (kSwizzled<static_cast<int>(CacheFormat::bf16)>) {
         copy_rows_sw128<kD>(tile, src, ok && !kNoGathers, pl, j);  // variant 4: zero-fill, no reads
       } else {
@@ -868,7 +878,7 @@ __device__ void produce_bf16_async(const AttnParams& p, const Work& w, uint8_t* 
     for (int r = 0; r < kRounds; ++r) {
       const KeyAddr a = key_addr(p, w, pl.pos(kb, r), iq[r].v[0]);
       const bool ok = a.page != nullptr;
-      copy_rows_sw128<kD>(tile, ok ? a.page + static_cast<int64_t>(a.off) * kD * 2 : p.main.base, ok, pl, pl.row_in_block(r));
+      copy_rows_sw128<kD>(tile, bf16_row<kD>(p, a), ok, pl, pl.row_in_block(r));
       publish_valid<false>(st.valid, PeerStage{}, pl, pl.round + r, ok);
       rotate_queue<true>(iq[r], p, w, pl, r, kb);
     }
@@ -879,12 +889,11 @@ __device__ void produce_bf16_async(const AttnParams& p, const Work& w, uint8_t* 
 }
 
 // config.h kBf16HalfFull: each block's copies in two commit groups, boxes 0-3 and boxes 4-8,
-// handed over on "full" and on full_b (Smem::alt_bars) as each lands; otherwise the early
-// hand-over's order (block i - 1 out before block i's tile wait).
+// handed over on "full" and on full_b as each lands; otherwise the early hand-over's order
+// (block i - 1 out before block i's tile wait).
 template <int kRows, int kD, int kRounds>
 __device__ void produce_bf16_halves(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl, int n0) {
   constexpr int kSplit = 4;  // boxes 0-3: values 0-255, the first 16 k-steps of QK^T
-  uint64_t* full_b = reinterpret_cast<uint64_t*>(smem + Smem<kRows, kD>::alt_bars);
   IndexQueue<> iq[kRounds];
 #pragma unroll
   for (int r = 0; r < kRounds; ++r) init_queue<true>(iq[r], p, w, pl, r);
@@ -894,7 +903,7 @@ __device__ void produce_bf16_halves(const AttnParams& p, const Work& w, uint8_t*
   };
   auto hand_b = [&](int i) {
     fence_proxy_async();
-    mbar_arrive(full_b + ((n0 + i) & 1));
+    mbar_arrive(Stage<kRows, kD>(smem, (n0 + i) & 1).full_b);
   };
   const int blocks = w.kb_end - w.kb_begin;
   if constexpr (kProducerIdle) {  // experiment (variant 8): each block handed over unloaded
@@ -904,7 +913,7 @@ __device__ void produce_bf16_halves(const AttnParams& p, const Work& w, uint8_t*
 #pragma unroll
       for (int r = 0; r < kRounds; ++r) publish_valid<false>(st.valid, PeerStage{}, pl, pl.round + r, true);
       mbar_arrive(st.full);
-      mbar_arrive(full_b + ((n0 + i) & 1));
+      mbar_arrive(st.full_b);
     }
     return;
   }
@@ -925,7 +934,7 @@ __device__ void produce_bf16_halves(const AttnParams& p, const Work& w, uint8_t*
     for (int r = 0; r < kRounds; ++r) {
       const KeyAddr a = key_addr(p, w, pl.pos(kb, r), iq[r].v[0]);
       ok[r] = a.page != nullptr;
-      src[r] = ok[r] ? a.page + static_cast<int64_t>(a.off) * kD * 2 : p.main.base;
+      src[r] = bf16_row<kD>(p, a);
       copy_rows_sw128<kD, 0, kSplit>(tile, src[r], ok[r] && !kNoGathers, pl, pl.row_in_block(r));
       publish_valid<false>(st.valid, PeerStage{}, pl, pl.round + r, ok[r]);  // covered by "full"
     }
@@ -953,18 +962,15 @@ __device__ void produce_bf16_halves(const AttnParams& p, const Work& w, uint8_t*
 // kHalf (config.h kBf16HalfFull): produce_bf16_halves.
 template <int kRows, int kD, bool kTwo = false, bool kHalf = false>
 __device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
+  constexpr int kRounds = kTwo ? 1 : producer_rounds<kRows>(false);  // of an unpaired CTA's thread
   const ProducerLane pl(w, consumer_threads(kRows));
   if (w.kb_begin >= w.kb_end) return;
-  if constexpr (kHalf) {
-    return produce_bf16_halves<kRows, kD, kTwo ? 1 : producer_rounds<kRows>(false)>(p, w, smem, pl, n0);
-  }
+  if constexpr (kHalf) return produce_bf16_halves<kRows, kD, kRounds>(p, w, smem, pl, n0);
   if constexpr (kRows == 64 && kBf16Pairs) {
     if (w.pair) return produce_bf16_rounds<kRows, kD, producer_rounds<kRows>(true), true>(p, w, smem, pl, n0);
   }
-  if constexpr (kBf16AsyncArrive<kRows> && !kProducerIdle) {
-    return produce_bf16_async<kRows, kD, producer_rounds<kRows>(false)>(p, w, smem, pl, n0);
-  }
-  produce_bf16_rounds<kRows, kD, kTwo ? 1 : producer_rounds<kRows>(false), false>(p, w, smem, pl, n0);
+  if constexpr (kBf16AsyncArrive<kRows> && !kProducerIdle) return produce_bf16_async<kRows, kD, kRounds>(p, w, smem, pl, n0);
+  produce_bf16_rounds<kRows, kD, kRounds, false>(p, w, smem, pl, n0);
 }
 
 }  // namespace smla::cuda::sparse_decode_family
