@@ -64,19 +64,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       : "memory");
 }
 
-// Whether the phase of parity `parity` has completed, without waiting (acquire at CTA scope).
-__device__ __forceinline__ bool mbar_test(uint64_t* bar, uint32_t parity) {
-  uint32_t done;
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-      "selp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(bar))), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-
 // Named barrier `id` over `threads` threads: sync waits for all; arrive only signals.
 __device__ __forceinline__ void named_bar_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");

@@ -857,28 +857,16 @@ static_assert(!(kBf16Pairs && SMLA_SD_BF16_ASYNC_ARRIVE), "SMLA_SD_BF16_ASYNC_AR
 // its "full" wait for 39% of its samples (8% after) and the producer at its "empty" wait for 49%.
 // Same-call A/B (µs): prefill d576 h128 5493 / 5548 -> 4655 / 4645, d512 h128 k1024 sink 2848
 // -> 2291, d512 h64 k512 sink 817 -> 714; bf16 sparse decode b128 h128 196 -> 180, h64 104 -> 97.
-// SMLA_SD_BF16_HAND_EARLY=2 (a measurement build): a warp whose next tile is already free issues
-// its copies first and then hands block i - 1 over, so that a late landing of block i - 1 never
-// holds back the issue of block i.
 #ifndef SMLA_SD_BF16_HAND_EARLY
 #define SMLA_SD_BF16_HAND_EARLY 1
 #endif
 inline constexpr bool kBf16HandEarly = SMLA_SD_BF16_HAND_EARLY != 0;
-inline constexpr bool kBf16HandEither = SMLA_SD_BF16_HAND_EARLY == 2;
-// Measurement build SMLA_SD_BF16_HALF_FULL=1: one-unit unpaired 64-row CTAs of bf16 rows hand each
-// K tile over in two parts, boxes 0-3 ("full") and boxes 4-8 (the B part: Smem::alt_bars'
-// full_b), each landing as its own commit group of copies; WG0 issues QK^T's first 16 k-steps
-// once the A part is in and the other 20 once B is, WG1 (values 256-511, boxes 4-7) waits for B
-// alone. Release stays whole. So a tile that refills late costs the consumers only its B part's
-// lateness. With the early hand-over only (not SMLA_SD_BF16_HAND_EARLY=0 or 2).
-#ifndef SMLA_SD_BF16_HALF_FULL
-#define SMLA_SD_BF16_HALF_FULL 0
-#endif
-template <int kRows, int kFmt, bool kPair, bool kPersist>
-inline constexpr bool kBf16HalfFull = SMLA_SD_BF16_HALF_FULL != 0 && kRows == 64 && !kPair && !kPersist &&
-                                      kFmt == static_cast<int>(CacheFormat::bf16) && kBf16Sw128;
-static_assert(SMLA_SD_BF16_HALF_FULL == 0 || (SMLA_SD_BF16_HAND_EARLY == 1 && SMLA_SD_BF16_ASYNC_ARRIVE == 0),
-              "SMLA_SD_BF16_HALF_FULL=1 is built on the early hand-over");
+// (SMLA_SD_BF16_HAND_EARLY=2, a warp whose next tile was already free issuing its copies first
+// and handing block i - 1 over after them, and SMLA_SD_BF16_HALF_FULL=1, each tile handed over in
+// two parts, boxes 0-3 and 4-8, WG0's QK^T starting on the first: both slower in a same-call A/B
+// at 20 replays after a warm-up (2026-12-03, µs, default / either order / two parts): prefill d576
+// h128 4350 / 4529 / 4853 and 4471 / 4526 / 4842, d512 h128 k1024 sink 2190 / 2273 / 2300 and
+// 2198 / 2365 / 2270; removed.)
 // (SMLA_SD_BF16_NEXT_Q=1, the producer of each one-unit 64-row bf16-row CTA prefetching into L2
 // the Q tile of the CTA one wave later: slower in a same-call A/B, 2026-12-03, µs: prefill d576
 // h128 4252 / 4700 -> 4613 / 4604, d512 h128 k1024 sink 2295 / 2291 -> 2338 / 2344, d512 h64 k512
@@ -980,6 +968,20 @@ inline constexpr bool kSeesawStagger = SMLA_SD_SEESAW_STAGGER != 0;
 // Registers of the alternating consumers (each holds half of O, S and P) and their producer.
 inline constexpr int kRegsAlt = 208, kRegsProducerAlt = 88;
 static_assert(2 * kRegsAlt + kRegsProducerAlt <= 3 * launch_regs(cta_threads(64)), "alternating register budget");
+// Measurement build SMLA_SD_BF16_SEESAW=1: one-unit unpaired 64-row CTAs of bf16 rows at d_qk
+// 576 (sparse prefill, bf16 sparse decode, dense decode off the TMA path) run the seesaw
+// consumers on half-tile stages, fed by the two bf16 producer warpgroups (produce_bf16_seesaw):
+// each half of block i is issued once the consumers freed it, and its copies arrive on the half's
+// "full" by themselves, so several halves are in flight and a half frees as soon as its last
+// reader is done (FlashMLA's sparse prefill schedule).
+#ifndef SMLA_SD_BF16_SEESAW
+#define SMLA_SD_BF16_SEESAW 0
+#endif
+template <int kRows, int kD, int kFmt, bool kPair, bool kPersist>
+inline constexpr bool kBf16Seesaw = SMLA_SD_BF16_SEESAW != 0 && kRows == 64 && kD == 576 && !kPair && !kPersist &&
+                                    kFmt == static_cast<int>(CacheFormat::bf16) && kBf16Sw128;
+// Its registers: the consumers' beside two producer warpgroups.
+inline constexpr int kRegsSeesawBf16 = 208, kRegsSeesawBf16Producer = (4 * launch_regs(512) - 2 * kRegsSeesawBf16) / 2;
 
 template <int kRows, int kD, int kRaw = 0, int kRawRow = DsMlaLayout::bytes_per_token>
 struct Smem {

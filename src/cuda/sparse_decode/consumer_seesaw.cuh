@@ -18,6 +18,7 @@
 // WG0's softmax instead of beside WG0's QK^T.
 // Every wgmma a step issues is waited for inside the step (no accumulator in flight across a
 // branch: ptxas would serialize the wgmmas).
+// kMaxLogits: each warpgroup keeps the exact maxima of its own blocks (the epilogue takes both).
 #pragma once
 
 #include <cstdint>
@@ -70,7 +71,7 @@ __device__ __forceinline__ void seesaw_store_p(uint8_t* tile, const uint32_t (&p
   }
 }
 
-template <int kD, int kWg>
+template <int kD, int kWg, bool kMaxLogits = false>
 __device__ void consume_seesaw(const AttnParams& p, const Work& w, uint8_t* smem) {
   using T = SeesawTiles<kD>;
   using S = Smem<64, kD>;
@@ -83,6 +84,7 @@ __device__ void consume_seesaw(const AttnParams& p, const Work& w, uint8_t* smem
   float* s_m1 = reinterpret_cast<float*>(smem + S::alt_m);
   float* s_a1 = reinterpret_cast<float*>(smem + S::alt_top);
   float* s_l = reinterpret_cast<float*>(smem + S::alt_l);  // [2][64] each warpgroup's row sums
+  float* s_top = reinterpret_cast<float*>(smem + S::p);    // [2][64] their exact maxima (P lives in K tiles)
 
   float o[32][4];
 #pragma unroll
@@ -90,6 +92,7 @@ __device__ void consume_seesaw(const AttnParams& p, const Work& w, uint8_t* smem
   float sc[8][4];
   float m0 = -INFINITY, m1 = -INFINITY;  // running maxima (M after the latest block)
   float l0 = 0.f, l1 = 0.f;              // sums of this warpgroup's P, this thread's columns, against M
+  float top0 = -INFINITY, top1 = -INFINITY;  // kMaxLogits: the largest logits of this warpgroup's blocks
   const int nb = w.kb_end - w.kb_begin;
   const AltStage<kD> k0(smem, 0), k1(smem, 1);
   // The rows' maxima and factors for the other warpgroup.
@@ -111,6 +114,7 @@ __device__ void consume_seesaw(const AttnParams& p, const Work& w, uint8_t* smem
     mask_rowmax(sc, st.valid_mask(), c, mx0, mx1);
     mx0 = quad_max(mx0) * p.scale_log2;
     mx1 = quad_max(mx1) * p.scale_log2;
+    if constexpr (kMaxLogits) top0 = fmaxf(top0, mx0), top1 = fmaxf(top1, mx1);
     const float n0 = alt_new_max(ma0, mx0), n1 = alt_new_max(ma1, mx1);
     a0 = alt_alpha(ma0, n0);
     a1 = alt_alpha(ma1, n1);
@@ -243,7 +247,7 @@ __device__ void consume_seesaw(const AttnParams& p, const Work& w, uint8_t* smem
   }
 
   // ---- epilogue: both warpgroups end with the same maxima
-  two_half_epilogue<false>(p, w, kWg, r0, r1, c, m0, m1, l0, l1, 0.f, 0.f, s_l, nullptr, o);
+  two_half_epilogue<kMaxLogits>(p, w, kWg, r0, r1, c, m0, m1, l0, l1, top0, top1, s_l, s_top, o);
 }
 
 }  // namespace smla::cuda::sparse_decode_family

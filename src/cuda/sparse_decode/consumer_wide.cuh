@@ -123,10 +123,8 @@ __device__ __forceinline__ void pv_from_registers(float (&o)[32][4], const uint3
 // kQSw (config.h kQTma): the Q tile in the 128-byte swizzle, boxes of 64 columns (load_q_tma).
 // kFenceFull (config.h kBf16AsyncArrive): the K tile's rows are the producers' cp.async writes,
 // completed on "full" without a producer fence: fence after the wait.
-// kHalf (config.h kBf16HalfFull): "full" covers boxes 0-3 (QK^T's first 16 k-steps), full_b
-// (Smem::alt_bars) the rest.
 template <int kD, bool kPair, bool kSw = false, bool kMaxLogits = false, bool kStaged = false, int kRow63 = 0,
-          bool kQSw = false, bool kFenceFull = false, bool kHalf = false>
+          bool kQSw = false, bool kFenceFull = false>
 __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   using T = WideTiles<kD, kSw>;
   using S = Smem<64, kD>;
@@ -169,13 +167,8 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     const uint64_t dk = T::k(smem, s);
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) {
-      if (kHalf && ks == 16) {  // boxes 0-3 done: the rest once the tile's B part is in
-        wgmma_commit();
-        stage.wait_full_b(n);
-      }
+    for (int ks = 0; ks < kD / 16; ++ks)
       wgmma_m64n64k16_ss(sc, desc_add(dq, kQSw ? QT::k_step(ks) : ks * 16), desc_add(dk, T::k_step(ks)), ks > 0);
-    }
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence(sc);
@@ -267,8 +260,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   if (kTimeline && threadIdx.x == 0) timeline_mark(6);
 }
 
-template <int kD, bool kPair, bool kSw = false, bool kStaged = false, int kRow63 = 0, bool kFenceFull = false,
-          bool kHalf = false>
+template <int kD, bool kPair, bool kSw = false, bool kStaged = false, int kRow63 = 0, bool kFenceFull = false>
 __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   using T = WideTiles<kD, kSw>;
   using S = Smem<64, kD>;
@@ -285,8 +277,7 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
     const Stage<64, kD> stage(smem, s);
-    if constexpr (kHalf) stage.wait_full_b(n);  // values 256-511: boxes 4-7, the B part
-    else stage.wait_full(n, (kPair && kPairConsumerFence) || kFenceFull);
+    stage.wait_full(n, (kPair && kPairConsumerFence) || kFenceFull);
     if constexpr (kConsumersIdle) {
       stage.release(w, lane);
       continue;

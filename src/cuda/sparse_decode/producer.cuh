@@ -186,14 +186,12 @@ struct Stage {
   uint32_t* valid;
   uint64_t* full;
   uint64_t* empty;
-  uint64_t* full_b;  // config.h kBf16HalfFull: "full" of the tile's B part (boxes 4-8; Smem::alt_bars)
   __device__ Stage(uint8_t* smem, int s) {
     using S = Smem<kRows, kD, kRaw>;
     tile = smem + S::k + (S::kOneTile ? 0 : s * S::kKBytes);
     valid = reinterpret_cast<uint32_t*>(smem + S::valid + kValidBytes * s);
     full = reinterpret_cast<uint64_t*>(smem + S::bars) + s;
     empty = reinterpret_cast<uint64_t*>(smem + S::bars) + kStages + s;
-    full_b = reinterpret_cast<uint64_t*>(smem + S::alt_bars) + s;
   }
   // Block i (the CTA's i-th block, in stage i % kStages): consumers wait until its rows are in;
   // producers wait until the consumers released the block kStages before it (none for the first).
@@ -203,13 +201,9 @@ struct Stage {
     mbar_wait(full, (i / kStages) & 1);
     if (fence) fence_proxy_async();
   }
-  // The same for the B part of a tile handed over in two (config.h kBf16HalfFull).
-  __device__ void wait_full_b(int i) const { mbar_wait(full_b, (i / kStages) & 1); }
   __device__ void wait_empty(int i) const {
     if (i >= kStages) mbar_wait(empty, ((i / kStages) - 1) & 1);
   }
-  // Whether wait_empty(i) would return at once.
-  __device__ bool is_empty(int i) const { return i < kStages || mbar_test(empty, ((i / kStages) - 1) & 1); }
   // Block i of this stage has been released by the consumers.
   __device__ void wait_released(int i) const { mbar_wait(empty, (i / kStages) & 1); }
   // Consumer warps: done with this tile (in both CTAs of a pair, whose producers both fill it).
@@ -743,7 +737,7 @@ __device__ __forceinline__ const uint8_t* bf16_row(const AttnParams& p, const Ke
 // l / 8 + 4 (their addresses from the lanes that loaded those keys' indices). Row j of the block
 // lands at box b (64 columns, 8 KB), line j, piece (l % 8) ^ (j % 8): the TMA unit's 128-byte
 // swizzle, which also puts the eight lanes of a row on distinct banks.
-// Boxes kB0 .. kB1 - 1 of the rows (config.h kBf16HalfFull copies a tile in two parts).
+// Boxes kB0 .. kB1 - 1 of the rows (the seesaw's producer copies a tile in two halves).
 template <int kD, int kB0 = 0, int kB1 = kD / 64>
 __device__ __forceinline__ void copy_rows_sw128(uint32_t tile, const uint8_t* src, bool ok, const ProducerLane& pl, int j) {
   const int kk = pl.lane >> 3, c = pl.lane & 7;
@@ -818,14 +812,9 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
     const Stage<kRows, kD> st(smem, (n0 + i) & 1);
     // kBf16HandEarly: from block 2 on, block i - 1 goes out before this tile's wait (block 1's
     // tile is free from the start, so its copies still go out beside block 0's).
-    // kBf16HandEither: unless the tile is free already; then block i's copies go out first.
-    bool issue_first = false;
     if (kBf16HandEarly && i >= 2) {
-      if constexpr (kBf16HandEither) issue_first = __shfl_sync(0xffffffffu, st.is_empty(n0 + i), 0);  // warp-uniform
-      if (!issue_first) {
-        cp_async_wait_group<0>();
-        hand_over(i - 1);
-      }
+      cp_async_wait_group<0>();
+      hand_over(i - 1);
     }
     st.wait_empty(n0 + i);
     PeerStage peer;
@@ -853,7 +842,7 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
       rotate_queue<true>(iq[r], p, w, pl, r, kb);
     }
     cp_async_commit_group();
-    if (i == 1 || (!kBf16HandEarly && i >= 1) || issue_first) {
+    if (i == 1 || (!kBf16HandEarly && i >= 1)) {
       cp_async_wait_group<1>();
       hand_over(i - 1);
     }
@@ -888,84 +877,12 @@ __device__ void produce_bf16_async(const AttnParams& p, const Work& w, uint8_t* 
   cp_async_wait_all();
 }
 
-// config.h kBf16HalfFull: each block's copies in two commit groups, boxes 0-3 and boxes 4-8,
-// handed over on "full" and on full_b as each lands; otherwise the early hand-over's order
-// (block i - 1 out before block i's tile wait).
-template <int kRows, int kD, int kRounds>
-__device__ void produce_bf16_halves(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl, int n0) {
-  constexpr int kSplit = 4;  // boxes 0-3: values 0-255, the first 16 k-steps of QK^T
-  IndexQueue<> iq[kRounds];
-#pragma unroll
-  for (int r = 0; r < kRounds; ++r) init_queue<true>(iq[r], p, w, pl, r);
-  auto hand_a = [&](int i) {
-    fence_proxy_async();  // cp.async writes, read next by wgmma
-    mbar_arrive(Stage<kRows, kD>(smem, (n0 + i) & 1).full);
-  };
-  auto hand_b = [&](int i) {
-    fence_proxy_async();
-    mbar_arrive(Stage<kRows, kD>(smem, (n0 + i) & 1).full_b);
-  };
-  const int blocks = w.kb_end - w.kb_begin;
-  if constexpr (kProducerIdle) {  // experiment (variant 8): each block handed over unloaded
-    for (int i = 0; i < blocks; ++i) {
-      const Stage<kRows, kD> st(smem, (n0 + i) & 1);
-      st.wait_empty(n0 + i);
-#pragma unroll
-      for (int r = 0; r < kRounds; ++r) publish_valid<false>(st.valid, PeerStage{}, pl, pl.round + r, true);
-      mbar_arrive(st.full);
-      mbar_arrive(st.full_b);
-    }
-    return;
-  }
-  for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
-    const int i = kb - w.kb_begin;
-    const Stage<kRows, kD> st(smem, (n0 + i) & 1);
-    if (i >= 2) {  // block i - 1's parts, each as it lands
-      cp_async_wait_group<1>();
-      hand_a(i - 1);
-      cp_async_wait_group<0>();
-      hand_b(i - 1);
-    }
-    st.wait_empty(n0 + i);
-    const uint32_t tile = static_cast<uint32_t>(__cvta_generic_to_shared(st.tile));
-    const uint8_t* src[kRounds];
-    bool ok[kRounds];
-#pragma unroll
-    for (int r = 0; r < kRounds; ++r) {
-      const KeyAddr a = key_addr(p, w, pl.pos(kb, r), iq[r].v[0]);
-      ok[r] = a.page != nullptr;
-      src[r] = bf16_row<kD>(p, a);
-      copy_rows_sw128<kD, 0, kSplit>(tile, src[r], ok[r] && !kNoGathers, pl, pl.row_in_block(r));
-      publish_valid<false>(st.valid, PeerStage{}, pl, pl.round + r, ok[r]);  // covered by "full"
-    }
-    cp_async_commit_group();
-#pragma unroll
-    for (int r = 0; r < kRounds; ++r) {
-      copy_rows_sw128<kD, kSplit, kD / 64>(tile, src[r], ok[r] && !kNoGathers, pl, pl.row_in_block(r));
-      rotate_queue<true>(iq[r], p, w, pl, r, kb);
-    }
-    cp_async_commit_group();
-    if (i == 1) {  // block 1's tile was free: block 0 goes out after block 1's copies
-      cp_async_wait_group<3>();
-      hand_a(0);
-      cp_async_wait_group<2>();
-      hand_b(0);
-    }
-  }
-  cp_async_wait_group<1>();
-  hand_a(blocks - 1);
-  cp_async_wait_group<0>();
-  hand_b(blocks - 1);
-}
-
 // kTwo (config.h kTwoProducers, SMLA_SD_BF16_TWO_PRODUCERS): two producer warpgroups, one round each.
-// kHalf (config.h kBf16HalfFull): produce_bf16_halves.
-template <int kRows, int kD, bool kTwo = false, bool kHalf = false>
+template <int kRows, int kD, bool kTwo = false>
 __device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   constexpr int kRounds = kTwo ? 1 : producer_rounds<kRows>(false);  // of an unpaired CTA's thread
   const ProducerLane pl(w, consumer_threads(kRows));
   if (w.kb_begin >= w.kb_end) return;
-  if constexpr (kHalf) return produce_bf16_halves<kRows, kD, kRounds>(p, w, smem, pl, n0);
   if constexpr (kRows == 64 && kBf16Pairs) {
     if (w.pair) return produce_bf16_rounds<kRows, kD, producer_rounds<kRows>(true), true>(p, w, smem, pl, n0);
   }
