@@ -1,6 +1,6 @@
 // The bf16 gather producer of the seesaw consumers on bf16 rows (config.h kBf16Seesaw): two
 // producer warpgroups, one 32-key round of every block each. Block i lives in stage i % 2 and
-// comes in two halves (A: boxes 0-3, the values of O's left half; B: boxes 4-8), each issued
+// comes in two halves (A: boxes 0-3, the values of O's left half; B: the rest), each issued
 // as soon as the consumers freed that half of the block two before (consumer_seesaw.cuh lists
 // who frees what). The copies arrive on the half's "full" themselves
 // (cp.async.mbarrier.arrive.noinc), so no producer thread waits for its loads and as many halves
@@ -26,7 +26,6 @@ __host__ __device__ constexpr int seesaw_bf16_full_count(int half) {
 
 template <int kD>
 __device__ void produce_bf16_seesaw(const AttnParams& p, const Work& w, uint8_t* smem) {
-  static_assert(kD == 576, "the seesaw keeps P in the RoPE box");
   constexpr int kSplit = 4;  // boxes of half A
   const ProducerLane pl(w, consumer_threads(64));
   IndexQueue<> iq;
