@@ -968,20 +968,14 @@ inline constexpr bool kSeesawStagger = SMLA_SD_SEESAW_STAGGER != 0;
 // Registers of the alternating consumers (each holds half of O, S and P) and their producer.
 inline constexpr int kRegsAlt = 208, kRegsProducerAlt = 88;
 static_assert(2 * kRegsAlt + kRegsProducerAlt <= 3 * launch_regs(cta_threads(64)), "alternating register budget");
-// Measurement build SMLA_SD_BF16_SEESAW=1: one-unit unpaired 64-row CTAs of bf16 rows (sparse
-// prefill, bf16 sparse decode, dense decode off the TMA path) run the seesaw consumers on
-// half-tile stages, fed by the two bf16 producer warpgroups (produce_bf16_seesaw):
-// each half of block i is issued once the consumers freed it, and its copies arrive on the half's
-// "full" by themselves, so several halves are in flight and a half frees as soon as its last
-// reader is done (FlashMLA's sparse prefill schedule).
-#ifndef SMLA_SD_BF16_SEESAW
-#define SMLA_SD_BF16_SEESAW 0
-#endif
-template <int kRows, int kD, int kFmt, bool kPair, bool kPersist>
-inline constexpr bool kBf16Seesaw = SMLA_SD_BF16_SEESAW != 0 && kRows == 64 && !kPair && !kPersist &&
-                                    kFmt == static_cast<int>(CacheFormat::bf16) && kBf16Sw128;
-// Its registers: the consumers' beside two producer warpgroups.
-inline constexpr int kRegsSeesawBf16 = 208, kRegsSeesawBf16Producer = (4 * launch_regs(512) - 2 * kRegsSeesawBf16) / 2;
+// (SMLA_SD_BF16_SEESAW=1, the seesaw consumers on gathered bf16 rows, d_qk 576 and 512 (two P
+// tiles of their own there), fed half by half by the two producer warpgroups with copies that
+// arrive on the halves' barriers themselves, FlashMLA's sparse prefill schedule: slower in every
+// row of a same-call A/B at 20 replays (2026-12-03, µs, default -> seesaw): prefill d576 h128
+// 4675 / 4435 / 4641 -> 5143 / 5175 / 4971, d512 h128 k1024 sink 2176 / 2269 -> 2576 / 2604,
+// d512 h64 688 -> 807, bf16 sparse decode b128 h128 178.5 -> 203.2, dense off TMA s_q2 h128
+// page 48 1014 -> 1137; its consumers alone (variant 8) d576 3799 against 3613-3653 for the
+// shipped ones, d512 2124 against 1993; removed.)
 
 template <int kRows, int kD, int kRaw = 0, int kRawRow = DsMlaLayout::bytes_per_token>
 struct Smem {
@@ -1012,14 +1006,7 @@ struct Smem {
   static constexpr size_t alt_top = alt_l + 2 * 64 * 4;
   // SMLA_SD_Q_TMA: uint64 q_bar, Q's mbarrier (64-row CTAs, config.h kQTma).
   static constexpr size_t q_bar = kWide ? alt_top + 2 * 64 * 4 : aux + 8;
-  // SMLA_SD_BF16_SEESAW at d_qk 512 (no RoPE box to hold P): the seesaw's second P tile
-  // (1024-aligned; the first is p) and the two warpgroups' exact maxima, float[2][64].
-  static constexpr bool kSeesawP1 = SMLA_SD_BF16_SEESAW != 0 && kWide && kD == 512 && !kRaw;
-  static constexpr size_t seesaw_p1 = (q_bar + 8 + 1023) / 1024 * 1024;
-  static constexpr size_t seesaw_top = seesaw_p1 + kKeys * kRows * 2;
-  static constexpr size_t bytes = kRaw        ? raw + kSlots * kRawBlockBytes
-                                  : kSeesawP1 ? seesaw_top + 2 * 64 * 4
-                                              : q_bar + (SMLA_SD_Q_TMA != 0 && kWide ? 8 : 0);
+  static constexpr size_t bytes = kRaw ? raw + kSlots * kRawBlockBytes : q_bar + (SMLA_SD_Q_TMA != 0 && kWide ? 8 : 0);
   // kSwizzled: 128-byte-swizzled tiles start on 1024-byte boundaries.
   static_assert(kRaw || (k % 1024 == 0 && kKBytes % 1024 == 0), "K tiles off the 1024-byte swizzle grid");
   static_assert(bytes <= 232448, "shared-memory plan exceeds the 227 KB opt-in limit");

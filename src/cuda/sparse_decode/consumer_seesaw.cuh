@@ -1,5 +1,5 @@
-// The "seesaw" consumer warpgroups of a 64-row CTA (measurement builds: on TMA pages at d_qk
-// 576, config.h kSeesaw, SMLA_SD_ALT=2; on gathered bf16 rows, kBf16Seesaw). Warpgroup g owns O[:, 256 g .. 256 g + 255]; WG0 takes the even
+// The "seesaw" consumer warpgroups of a 64-row CTA on TMA pages (config.h kSeesaw; measurement
+// build SMLA_SD_ALT=2, d_qk 576). Warpgroup g owns O[:, 256 g .. 256 g + 255]; WG0 takes the even
 // blocks (stage 0), WG1 the odd ones (stage 1). Pair j of blocks (2j, 2j + 1), with M the
 // running row maximum:
 //   WG0: softmax of S(2j) against M(2j - 1) -> P0, M(2j), a0; P0 into K0's RoPE box; "S0 ready";
@@ -9,18 +9,15 @@
 //        of S(2j + 1) against M(2j) -> P1, M(2j + 1), a1; P1 into K1's RoPE box; "S1 ready";
 //        O_R = a1 O_R + P1 V1R (registers); then the QK^T of block 2j + 3.
 // So each warpgroup's softmax runs while the other's MMAs hold the tensor pipe. A block's P
-// lives in its K tile's RoPE box (columns 512-575, free once its QK^T is done; d_qk 512: in one
-// of two P tiles, SeesawTiles): P tiles are 64 x 64 bf16 with the 128-byte swizzle, the layout
-// of a K box, read K-major. P(2j + 2) is written only once the K tiles' release says its P(2j)
-// was read (the same for odd blocks).
-// K tiles come in halves (A: boxes 0-3, B: the rest), released by every warpgroup that reads
+// lives in its K tile's RoPE box (columns 512-575, free once its QK^T is done): P tiles are
+// 64 x 64 bf16 with the 128-byte swizzle, the layout of a K box, read K-major.
+// K tiles come in halves (A: boxes 0-3, B: boxes 4-8), released by every warpgroup that reads
 // them: K0.A by WG0 (QK^T, P0 V0L); K0.B by WG0 (QK^T, P0 written) and WG1 (P0 V0R); K1.A by WG1
 // (QK^T) and WG0 (P1 V1L); K1.B by WG1 (P V1R, P1 written) and WG0 (P1 V1L).
 // SMLA_SD_SEESAW_STAGGER=1: WG1 issues its QK^T only once WG0's is done, so that it runs during
 // WG0's softmax instead of beside WG0's QK^T.
 // Every wgmma a step issues is waited for inside the step (no accumulator in flight across a
 // branch: ptxas would serialize the wgmmas).
-// kMaxLogits: each warpgroup keeps the exact maxima of its own blocks (the epilogue takes both).
 #pragma once
 
 #include <cstdint>
@@ -42,21 +39,10 @@ template <int kD>
 struct SeesawTiles {
   using S = Smem<64, kD>;
   using KT = KTileDesc<kD, true>;
-  // d_qk 576: a block's P in its K tile's RoPE box (free once its QK^T is done); d_qk 512: two
-  // P tiles of their own (Smem::p and Smem::seesaw_p1, the bf16 seesaw build only).
-  static constexpr bool kRopeP = kD == 576;
-  static_assert(kRopeP || S::kSeesawP1, "d_qk 512 keeps P in tiles of its own");
+  static_assert(kD == 576, "P lives in the RoPE box of the K tile");
   static constexpr uint32_t kBox = 64 * 128;
   __device__ static uint8_t* tile(uint8_t* smem, int s) { return smem + S::k + s * S::kKBytes; }
-  __device__ static uint8_t* p_tile(uint8_t* smem, int s) {
-    if constexpr (kRopeP) return tile(smem, s) + 8 * kBox;
-    else return smem + (s ? S::seesaw_p1 : S::p);
-  }
-  // float[2][64]: the two warpgroups' exact maxima (where P is not: d_qk 576 leaves Smem::p free).
-  __device__ static float* top(uint8_t* smem) {
-    if constexpr (kRopeP) return reinterpret_cast<float*>(smem + S::p);
-    else return reinterpret_cast<float*>(smem + S::seesaw_top);
-  }
+  __device__ static uint8_t* p_tile(uint8_t* smem, int s) { return tile(smem, s) + 8 * kBox; }
   // P as the A operand: K-major, 128-byte swizzle; a k-step of 16 keys is 32 bytes.
   __device__ static uint64_t p_desc(uint8_t* smem, int s) { return gmma_desc_sw128(smem_addr(p_tile(smem, s)), 16, 1024); }
   __device__ static uint64_t v(uint8_t* smem, int s, int half) { return KT::v(smem_addr(tile(smem, s)), 256 * half); }
@@ -84,7 +70,7 @@ __device__ __forceinline__ void seesaw_store_p(uint8_t* tile, const uint32_t (&p
   }
 }
 
-template <int kD, int kWg, bool kMaxLogits = false>
+template <int kD, int kWg>
 __device__ void consume_seesaw(const AttnParams& p, const Work& w, uint8_t* smem) {
   using T = SeesawTiles<kD>;
   using S = Smem<64, kD>;
@@ -97,7 +83,6 @@ __device__ void consume_seesaw(const AttnParams& p, const Work& w, uint8_t* smem
   float* s_m1 = reinterpret_cast<float*>(smem + S::alt_m);
   float* s_a1 = reinterpret_cast<float*>(smem + S::alt_top);
   float* s_l = reinterpret_cast<float*>(smem + S::alt_l);  // [2][64] each warpgroup's row sums
-  float* s_top = T::top(smem);                             // [2][64] their exact maxima
 
   float o[32][4];
 #pragma unroll
@@ -105,7 +90,6 @@ __device__ void consume_seesaw(const AttnParams& p, const Work& w, uint8_t* smem
   float sc[8][4];
   float m0 = -INFINITY, m1 = -INFINITY;  // running maxima (M after the latest block)
   float l0 = 0.f, l1 = 0.f;              // sums of this warpgroup's P, this thread's columns, against M
-  float top0 = -INFINITY, top1 = -INFINITY;  // kMaxLogits: the largest logits of this warpgroup's blocks
   const int nb = w.kb_end - w.kb_begin;
   const AltStage<kD> k0(smem, 0), k1(smem, 1);
   // The rows' maxima and factors for the other warpgroup.
@@ -127,7 +111,6 @@ __device__ void consume_seesaw(const AttnParams& p, const Work& w, uint8_t* smem
     mask_rowmax(sc, st.valid_mask(), c, mx0, mx1);
     mx0 = quad_max(mx0) * p.scale_log2;
     mx1 = quad_max(mx1) * p.scale_log2;
-    if constexpr (kMaxLogits) top0 = fmaxf(top0, mx0), top1 = fmaxf(top1, mx1);
     const float n0 = alt_new_max(ma0, mx0), n1 = alt_new_max(ma1, mx1);
     a0 = alt_alpha(ma0, n0);
     a1 = alt_alpha(ma1, n1);
@@ -260,7 +243,7 @@ __device__ void consume_seesaw(const AttnParams& p, const Work& w, uint8_t* smem
   }
 
   // ---- epilogue: both warpgroups end with the same maxima
-  two_half_epilogue<kMaxLogits>(p, w, kWg, r0, r1, c, m0, m1, l0, l1, top0, top1, s_l, s_top, o);
+  two_half_epilogue<false>(p, w, kWg, r0, r1, c, m0, m1, l0, l1, 0.f, 0.f, s_l, nullptr, o);
 }
 
 }  // namespace smla::cuda::sparse_decode_family

@@ -27,7 +27,6 @@
 #include "cuda/sparse_decode/consumer_seesaw.cuh"
 #include "cuda/sparse_decode/consumer_wide.cuh"
 #include "cuda/sparse_decode/producer.cuh"
-#include "cuda/sparse_decode/producer_bf16_seesaw.cuh"
 #include "cuda/sparse_decode/producer_dense_tma.cuh"
 #include "cuda/sparse_decode/producer_e4m3_fp8.cuh"
 #include "cuda/sparse_decode/producer_raw_ring.cuh"
@@ -159,23 +158,21 @@ __device__ __forceinline__ void prefetch_q_rows(const AttnParams& p, const Work&
 // kAlt (consumer_alt.cuh): full and empty serve the A halves; the B halves' barriers and aux
 // follow, and a half's "empty" counts the warps of the warpgroups that read it.
 // kProducers: the producer threads that arrive on "full" (kernel_producer_threads).
-// kSee: the seesaw's "empty" counts (kAlt); off the TMA path (config.h kBf16Seesaw) its halves'
-// "full" count the copies' arrivals (seesaw_bf16_full_count).
 template <int kRows, int kD, int kRaw = 0, bool kTma = false, bool kAlt = false,
-          int kProducers = producer_threads(kRows), bool kSee = kSeesaw<kD>>
+          int kProducers = producer_threads(kRows)>
 __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
   if (threadIdx.x == 0) {
     using S = Smem<kRows, kD, kRaw>;
     uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::bars);
     for (int s = 0; s < kStages; ++s) {
       mbar_init(bars + s, kTma ? 1 : kProducers);
-      mbar_init(bars + kStages + s, kAlt ? (kSee ? seesaw_empty_count(s, 0) : alt_empty_count(s, 0)) : (consumer_threads(kRows) / 32) * (pair ? kPairCtas : 1));
+      mbar_init(bars + kStages + s, kAlt ? (kSeesaw<kD> ? seesaw_empty_count(s, 0) : alt_empty_count(s, 0)) : (consumer_threads(kRows) / 32) * (pair ? kPairCtas : 1));
     }
     if constexpr (kAlt) {
       uint64_t* bars_b = reinterpret_cast<uint64_t*>(smem + S::alt_bars);
       for (int s = 0; s < kStages; ++s) {
-        mbar_init(bars_b + s, kTma ? 1 : seesaw_bf16_full_count(1));
-        mbar_init(bars_b + kStages + s, kSee ? seesaw_empty_count(s, 1) : alt_empty_count(s, 1));
+        mbar_init(bars_b + s, 1);
+        mbar_init(bars_b + kStages + s, kSeesaw<kD> ? seesaw_empty_count(s, 1) : alt_empty_count(s, 1));
       }
       mbar_init(bars_b + 2 * kStages, 1);
     }
@@ -305,8 +302,6 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
   constexpr bool kCpAsyncQ = kQCpAsync && kStagedEnds<kFmt, kLogits>;      // one-unit 64-row CTAs' Q load
   constexpr bool kStaged = kStagedEpilogue && kStagedEnds<kFmt, kLogits>;  // and their O rows
   constexpr bool kTmaQ = kLoadsQByTma<kRows, kD, kFmt, kPair, false, kMaxLogits, kLogits>;  // Q by the TMA unit
-  constexpr bool kSeeBf16 = kBf16Seesaw<kRows, kD, kFmt, kPair, kPersist>;  // the seesaw on gathered bf16 rows
-  constexpr bool kHalves = kAlt<kRows, kFmt> || kSeeBf16;                    // half-tile stages
   if (kTimeline && threadIdx.x == 0) timeline_mark(0);
   pdl_wait();                // the split schedule, and q / the cache / indices of earlier work
   if (kTimeline && threadIdx.x == 0) timeline_mark(1);
@@ -338,8 +333,8 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
         fence_mbarrier_init();  // the bulk copies complete on "full"
       }
     } else {
-      constexpr int kProducers = kSeeBf16 ? seesaw_bf16_full_count(0) : kernel_producer_threads<kRows, kFmt, kPair, kPersist>();
-      init_stage_barriers<kRows, kD, kRaw, kTma, kHalves, kProducers, kSeesaw<kD> || kSeeBf16>(smem, w.pair);
+      constexpr int kProducers = kernel_producer_threads<kRows, kFmt, kPair, kPersist>();
+      init_stage_barriers<kRows, kD, kRaw, kTma, kAlt<kRows, kFmt>, kProducers>(smem, w.pair);
       if constexpr (kTmaQ) init_q_bar<kD>(smem);
     }
     __syncthreads();
@@ -348,19 +343,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
 
     const int wg = threadIdx.x / 128;
     constexpr int kEntry = launch_regs(kernel_threads<kRows, kFmt, kPair, kPersist>());
-    if constexpr (kSeeBf16) {
-      static_assert(kernel_threads<kRows, kFmt, kPair, kPersist>() == 256 + kSeesawBf16Producers,
-                    "the bf16 seesaw is built on two producer warpgroups");
-      if (wg < 2) {
-        setmaxnreg_to<kRegsSeesawBf16, kEntry>();
-        load_q<kRows, kD, false, kCpAsyncQ>(p, w, smem);
-        if (wg == 0) consume_seesaw<kD, 0, kMaxLogits>(p, w, smem);
-        else consume_seesaw<kD, 1, kMaxLogits>(p, w, smem);
-      } else {
-        setmaxnreg_to<kRegsSeesawBf16Producer, kEntry>();
-        produce_bf16_seesaw<kD>(p, w, smem);
-      }
-    } else if constexpr (kAlt<kRows, kFmt>) {
+    if constexpr (kAlt<kRows, kFmt>) {
       if (wg == 0) {
         setmaxnreg_to<kRegsAlt, kEntry>();
         load_q<kRows, kD>(p, w, smem);

@@ -737,8 +737,7 @@ __device__ __forceinline__ const uint8_t* bf16_row(const AttnParams& p, const Ke
 // l / 8 + 4 (their addresses from the lanes that loaded those keys' indices). Row j of the block
 // lands at box b (64 columns, 8 KB), line j, piece (l % 8) ^ (j % 8): the TMA unit's 128-byte
 // swizzle, which also puts the eight lanes of a row on distinct banks.
-// Boxes kB0 .. kB1 - 1 of the rows (the seesaw's producer copies a tile in two halves).
-template <int kD, int kB0 = 0, int kB1 = kD / 64>
+template <int kD>
 __device__ __forceinline__ void copy_rows_sw128(uint32_t tile, const uint8_t* src, bool ok, const ProducerLane& pl, int j) {
   const int kk = pl.lane >> 3, c = pl.lane & 7;
   const int j0 = j - (pl.lane & 7) + kk;  // row of key kk of the warp's eight (j holds this lane's own key)
@@ -747,7 +746,7 @@ __device__ __forceinline__ void copy_rows_sw128(uint32_t tile, const uint8_t* sr
   const uint32_t n0 = __shfl_sync(0xffffffffu, ok ? 16u : 0u, kk), n1 = __shfl_sync(0xffffffffu, ok ? 16u : 0u, kk + 4);
   const uint32_t d0 = tile + j0 * 128 + ((c ^ (j0 & 7)) << 4), d1 = tile + (j0 + 4) * 128 + ((c ^ ((j0 + 4) & 7)) << 4);
 #pragma unroll
-  for (int b = kB0; b < kB1; ++b) {
+  for (int b = 0; b < kD / 64; ++b) {
     cp_async_16_zfill(d0 + b * kKeys * 128, s0 + b * 128 + c * 16, n0);
     cp_async_16_zfill(d1 + b * kKeys * 128, s1 + b * 128 + c * 16, n1);
   }
