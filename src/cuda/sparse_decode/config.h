@@ -23,7 +23,8 @@ inline constexpr bool kConsumersIdle = kVariant == 7 || kVariant == 9;
 inline constexpr bool kProducerIdle = kVariant == 8;
 // Switches that take one piece out of the producer's loop, to combine with variant 9 (each
 // wrong results): SMLA_SD_NO_CONVERT=1 stores raw bytes (as variant 3), SMLA_SD_NO_TILE_STORES=1
-// converts but stores nothing, SMLA_SD_NO_INDEX_LOADS=1 uses the key's position as its slot.
+// converts but stores nothing (bf16 rows: issues no copies, its waits and hand-overs kept),
+// SMLA_SD_NO_INDEX_LOADS=1 uses the key's position as its slot.
 #ifndef SMLA_SD_NO_CONVERT
 #define SMLA_SD_NO_CONVERT 0
 #endif

@@ -829,7 +829,8 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
       const bool ok = a.page != nullptr;
       const uint8_t* src = bf16_row<kD>(p, a);
       if constexpr (kSwizzled<static_cast<int>(CacheFormat::bf16)>) {
-        copy_rows_sw128<kD>(tile, src, ok && !kNoGathers, pl, j);  // variant 4: zero-fill, no reads
+        // variant 4: zero-fill, no reads; SMLA_SD_NO_TILE_STORES: no copies (the loop and its waits kept)
+        if constexpr (!kNoTileStores) copy_rows_sw128<kD>(tile, src, ok && !kNoGathers, pl, j);
       } else {
         // tile_offset<kD>(j, 0), spelled out: the helper changes this loop's SASS (the measured code).
         const uint32_t dst = tile + (j >> 3) * kRowGroup + (j & 7) * 16;
