@@ -587,21 +587,11 @@ inline constexpr bool kTwoProducers =
     (SMLA_SD_WIDE_PRODUCERS >= (kPersist ? 3 : 2) && kRows == 64 && !kPair && packed_rows(kFmt)) ||
     (SMLA_SD_BF16_TWO_PRODUCERS != 0 && kRows == 64 && !kPair && !kPersist &&
      kFmt == static_cast<int>(CacheFormat::bf16));
-// Measurement build SMLA_SD_Q_TAIL_RS=1: in the one-unit unpaired 64-row kernels of bf16 rows WG0
-// keeps Q's last 64 columns (d576: the RoPE box) in registers, 16 a thread loaded once by
-// ldmatrix, and runs QK^T's last four k-steps with A from them: 8 KB less shared-memory traffic
-// a block of ~296 KB, for the energy the 128-head prefill rows run out of under the power cap
-// (docs/PERF.md, thirty-fourth pass).
-#ifndef SMLA_SD_Q_TAIL_RS
-#define SMLA_SD_Q_TAIL_RS 0
-#endif
-template <int kRows, int kFmt, bool kPair, bool kPersist>
-inline constexpr bool kQTailRs = SMLA_SD_Q_TAIL_RS != 0 && kRows == 64 && !kPair && !kPersist &&
-                                 kFmt == static_cast<int>(CacheFormat::bf16);
-// Its registers: WG0 16 more, taken from its two producer warpgroups.
-inline constexpr int kRegsWg0QTail = kRegsWg0 + 16;
-inline constexpr int kRegsProducerQTail = (4 * launch_regs(512) - kRegsWg0QTail - kRegsWg1) / 2;
-static_assert(SMLA_SD_Q_TAIL_RS == 0 || SMLA_SD_BF16_TWO_PRODUCERS != 0, "SMLA_SD_Q_TAIL_RS=1 is built on two producer warpgroups");
+// (SMLA_SD_Q_TAIL_RS=1, WG0 of these kernels running QK^T's last four k-steps with Q's last 64
+// columns from registers, 16 of them taken from the producers: 8 KB less shared-memory traffic a
+// block, for the power-capped 128-head prefill rows. Level in a same-call A/B at 90 replays
+// (2026-12-03, µs): prefill d576 h128 4637 / 4659 -> 4642 / 4641, d512 h128 k1024 sink 2394 ->
+// 2410; removed.)
 // The kernels kFirstBlockAlone applies to: one-unit unpaired 64-row sparse decode (two producer
 // warpgroups), not sparse prefill (kLogits) nor the dense fp8_e4m3 cache.
 template <int kRows, int kFmt, bool kPair, bool kLogits>

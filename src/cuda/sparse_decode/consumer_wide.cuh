@@ -123,9 +123,8 @@ __device__ __forceinline__ void pv_from_registers(float (&o)[32][4], const uint3
 // kQSw (config.h kQTma): the Q tile in the 128-byte swizzle, boxes of 64 columns (load_q_tma).
 // kFenceFull (config.h kBf16AsyncArrive): the K tile's rows are the producers' cp.async writes,
 // completed on "full" without a producer fence: fence after the wait.
-// kQTail (config.h kQTailRs): QK^T's last four k-steps take Q from registers.
 template <int kD, bool kPair, bool kSw = false, bool kMaxLogits = false, bool kStaged = false, int kRow63 = 0,
-          bool kQSw = false, bool kFenceFull = false, bool kQTail = false>
+          bool kQSw = false, bool kFenceFull = false>
 __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   using T = WideTiles<kD, kSw>;
   using S = Smem<64, kD>;
@@ -150,18 +149,6 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   float top0 = -INFINITY, top1 = -INFINITY;
   using QT = KTileDesc<kD, true>;  // kQSw: Q's boxes have the K tiles' swizzled geometry (64 rows)
   const uint64_t dq = kQSw ? QT::k(smem_addr(smem + S::q)) : T::q(smem);
-  constexpr int kSteps = kD / 16, kTail = kQTail ? 4 : 0;
-  // kQTail: this warp's rows of Q's last 64 columns as wgmma A fragments, one ldmatrix a k-step
-  // (matrices: rows 0-7 / 8-15 of the warp's 16, columns 0-7 / 8-15 of the step). Q is in place:
-  // load_q ended on the consumers' barrier.
-  uint32_t qt[kTail > 0 ? kTail : 1][4];
-  if constexpr (kQTail) {
-    static_assert(!kQSw, "the fragments are read from the core-matrix Q tile");
-    const int mat = lane >> 3, row = 16 * wq + (mat & 1) * 8 + (lane & 7);
-#pragma unroll
-    for (int t = 0; t < kTail; ++t)
-      ldmatrix_x4(qt[t], smem_addr(smem + S::q + tile_offset<kD>(row, (kD - 64) / 8 + 2 * t + (mat >> 1))));
-  }
 
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
@@ -180,10 +167,8 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     const uint64_t dk = T::k(smem, s);
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < kSteps - kTail; ++ks)
+    for (int ks = 0; ks < kD / 16; ++ks)
       wgmma_m64n64k16_ss(sc, desc_add(dq, kQSw ? QT::k_step(ks) : ks * 16), desc_add(dk, T::k_step(ks)), ks > 0);
-#pragma unroll
-    for (int t = 0; t < kTail; ++t) wgmma_m64n64k16_rs(sc, qt[t], desc_add(dk, T::k_step(kSteps - kTail + t)), 1);
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence(sc);

@@ -359,13 +359,12 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
         produce_dense_tma<kRows, kD, true>(p, w, smem);
       }
     } else if constexpr (kRows == 64) {
-      constexpr bool kQTail = kQTailRs<kRows, kFmt, kPair, kPersist>;
       if (wg == 0) {
-        setmaxnreg_to<kQTail ? kRegsWg0QTail : kRegsWg0, kEntry>();
+        setmaxnreg_to<kRegsWg0, kEntry>();
         if constexpr (kTmaQ) load_q_tma<kD>(p, w, smem);
         else load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), kCpAsyncQ>(p, w, smem);
         if (kTimeline && threadIdx.x == 0) timeline_mark(3);
-        consume_wg0<kD, kPair, kSw, kMaxLogits, kStaged, 0, kTmaQ, kCopiesArrive<kRows, kFmt>, kQTail>(p, w, smem);
+        consume_wg0<kD, kPair, kSw, kMaxLogits, kStaged, 0, kTmaQ, kCopiesArrive<kRows, kFmt>>(p, w, smem);
       } else if (wg == 1) {
         setmaxnreg_to<kRegsWg1, kEntry>();
         if constexpr (kTmaQ) load_q_tma<kD>(p, w, smem);
@@ -373,7 +372,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
         consume_wg1<kD, kPair, kSw, kStaged, 0, kCopiesArrive<kRows, kFmt>>(p, w, smem);
       } else {
         constexpr bool kTwo = kTwoProducers<kRows, kFmt, kPair, kPersist>;
-        setmaxnreg_to<kQTail ? kRegsProducerQTail : producer_regs_wide<kRows, kFmt, kPair, kPersist>(), kEntry>();
+        setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, kPersist>(), kEntry>();
         if constexpr (kTma) produce_dense_tma<kRows, kD>(p, w, smem);
         else if constexpr (kBf16) produce_bf16<kRows, kD, kTwo>(p, w, smem);
         else
