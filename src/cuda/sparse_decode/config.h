@@ -10,7 +10,7 @@
 namespace smla::cuda::sparse_decode_family {
 
 // Measurement builds only (-DSMLA_SD_VARIANT=n; 0 is the shipped kernel): 3 no fp8 conversion,
-// 4 no gathers (the conversion kept; bf16 rows: every copy a zero-fill, the tile still written),
+// 4 no gathers (the conversion kept; swizzled bf16 tiles: every copy a zero-fill, the tile still written),
 // 7 the consumers only release tiles (producer speed), 8 the producer hands over every tile at
 // once, neither loading nor storing (consumer speed), 9 both 4 and 7 (the producer's loop
 // without gathers).
@@ -23,7 +23,7 @@ inline constexpr bool kConsumersIdle = kVariant == 7 || kVariant == 9;
 inline constexpr bool kProducerIdle = kVariant == 8;
 // Switches that take one piece out of the producer's loop, to combine with variant 9 (each
 // wrong results): SMLA_SD_NO_CONVERT=1 stores raw bytes (as variant 3), SMLA_SD_NO_TILE_STORES=1
-// converts but stores nothing (bf16 rows: issues no copies, its waits and hand-overs kept),
+// converts but stores nothing (swizzled bf16 tiles: no copies issued, the waits and hand-overs kept),
 // SMLA_SD_NO_INDEX_LOADS=1 uses the key's position as its slot.
 #ifndef SMLA_SD_NO_CONVERT
 #define SMLA_SD_NO_CONVERT 0
