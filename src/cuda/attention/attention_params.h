@@ -91,6 +91,10 @@ struct AttnParams {
   // q_tma = 1 when the launch built it. Last, so that no other field moves.
   CUtensorMap q_map;
   int q_tma = 0;
+  // out for the TMA unit (sparse_decode config.h kBf16PersistEnds): the same geometry over
+  // (d_v, h_q, s_q, b) of the bf16 output; o_tma = 1 when the launch built it.
+  CUtensorMap o_map;
+  int o_tma = 0;
 };
 
 }  // namespace smla::cuda

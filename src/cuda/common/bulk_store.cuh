@@ -20,4 +20,14 @@ __device__ __forceinline__ void bulk_commit_and_wait_read() {
   asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group.read 0;\n" ::: "memory");
 }
 
+// A box of a 4-D tensor map (coordinates c0 innermost) from shared address `src`, laid out (and
+// swizzled) as the map says, into global memory by the TMA unit, in this thread's bulk group;
+// elements past the tensor's bounds are not written. The writing threads fence their stores to
+// `src` (fence.proxy.async) first.
+__device__ __forceinline__ void tma_store_4d(const void* map, uint32_t src, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(map), "r"(src),
+               "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+}
+
 }  // namespace smla::cuda

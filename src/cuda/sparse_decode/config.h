@@ -34,6 +34,7 @@ inline constexpr bool kProducerIdle = kVariant == 8;
 #ifndef SMLA_SD_NO_INDEX_LOADS
 #define SMLA_SD_NO_INDEX_LOADS 0
 #endif
+
 inline constexpr bool kNoConvert = kVariant == 3 || SMLA_SD_NO_CONVERT != 0;
 inline constexpr bool kNoTileStores = SMLA_SD_NO_TILE_STORES != 0;
 inline constexpr bool kNoIndexLoads = SMLA_SD_NO_INDEX_LOADS != 0;
@@ -81,6 +82,7 @@ inline constexpr int kBarSeeS1 = 9;     // kSeesaw: WG1 -> WG0: P1, M and a1 of 
 inline constexpr int kBarSeeQ = 11;     // kSeesawStagger: WG0 -> WG1: WG0's QK^T is done
 inline constexpr int kBarFp8POwn = kBarMerge;  // kDenseE4m3Fp8 (no narrow merge there): WG0's P is in
 inline constexpr int kBarStagedOut = kBarMerge;  // persistent 64-row CTAs: both warpgroups' staged rows have left
+inline constexpr int kBarOutTile = 8;   // + warpgroup; kBf16PersistEnds: its rows of O are in the K tile (kAlt, kSeesaw: other kernels)
 
 // Which keys of a block are real: one 32-bit ballot per (32-key round, producer warp) whose low
 // byte holds that warp's eight keys (32 bits so that a peer CTA's producer can st.async it).
@@ -582,10 +584,13 @@ constexpr bool packed_rows(int fmt) {
 #ifndef SMLA_SD_BF16_TWO_PRODUCERS
 #define SMLA_SD_BF16_TWO_PRODUCERS 1
 #endif
+#ifndef SMLA_SD_BF16_PERSISTENT  // (documented below, at kBf16Persistent)
+#define SMLA_SD_BF16_PERSISTENT 2
+#endif
 template <int kRows, int kFmt, bool kPair, bool kPersist = false>
 inline constexpr bool kTwoProducers =
     (SMLA_SD_WIDE_PRODUCERS >= (kPersist ? 3 : 2) && kRows == 64 && !kPair && packed_rows(kFmt)) ||
-    (SMLA_SD_BF16_TWO_PRODUCERS != 0 && kRows == 64 && !kPair && !kPersist &&
+    (SMLA_SD_BF16_TWO_PRODUCERS != 0 && kRows == 64 && !kPair && (!kPersist || SMLA_SD_BF16_PERSISTENT >= 2) &&
      kFmt == static_cast<int>(CacheFormat::bf16));
 // (SMLA_SD_Q_TAIL_RS=1, WG0 of these kernels running QK^T's last four k-steps with Q's last 64
 // columns from registers, 16 of them taken from the producers: 8 KB less shared-memory traffic a
@@ -850,10 +855,21 @@ inline constexpr bool kBf16Pairs = SMLA_SD_BF16_PAIRS != 0;
 // bytes. Measured slower on core matrices: prefill d576 h128 9692 -> 10040 µs, d512 h64 1379 ->
 // 1418 (2026-12-01); on the swizzled tiles with the early hand-over far slower: d576 h128 4684 ->
 // 6429, d512 h128 2304 -> 3335, d512 h64 722 -> 1028 (2026-12-03).
-#ifndef SMLA_SD_BF16_PERSISTENT
-#define SMLA_SD_BF16_PERSISTENT 0
-#endif
+// SMLA_SD_BF16_PERSISTENT=2 (the default; defined above, at kTwoProducers) overlaps the units'
+// ends instead: two producer warpgroups; the next unit's Q by the TMA unit, issued by the
+// producer once consumer WG0's last QK^T of the unit is done (Smem::q_free), so it lands while
+// the unit's last block and epilogue run; O's rows through the last block's K tile in the
+// 128-byte swizzle and out by the TMA unit (AttnParams::o_map), that tile released to the
+// producer once they are read. Not dense decode (instantiate.cuh launch_tiles). The one-unit
+// CTAs spent ~7.9 µs a unit outside their per-block loop (prefill d512 h64: topk sweep, time
+// against topk, 2026-12-03), ~4.4 with these. Same-call A/B (2026-12-03, µs, 0 -> 2): prefill
+// d512 h64 sink topk 256 467 -> 370, 512 683 / 679 / 683 -> 601 / 598 / 606, 1024 1112 -> 1067,
+// 2048 2042 -> 2049; d512 h128 k1024 sink 2178 / 2179 -> 2164 / 2088; d576 h128 k2048 4630 /
+// 4758 -> 4786 / 4726 (power-capped); bf16 sparse decode b128 h128 178.6 -> 179.9, h64 level;
+// dense off the TMA path s_q2 h128 page 48 1014 -> 1215 (so not dense). 0: one-unit CTAs.
 inline constexpr bool kBf16Persistent = SMLA_SD_BF16_PERSISTENT != 0;
+inline constexpr bool kBf16PersistEnds = SMLA_SD_BF16_PERSISTENT >= 2;
+static_assert(!kBf16PersistEnds || !(SMLA_SD_BF16_PAIRS || SMLA_SD_BF16_ASYNC_ARRIVE), "the ends' Q hook is on the unpaired cp.async producer");
 static_assert(!(kBf16Pairs && SMLA_SD_BF16_ASYNC_ARRIVE), "SMLA_SD_BF16_ASYNC_ARRIVE=1 is built for unpaired CTAs");
 // SMLA_SD_BF16_HAND_EARLY (default 1; 0 is the measurement build without): the bf16 gather
 // producer hands block i - 1 over as soon as its rows land, before it waits for block i's tile
@@ -930,12 +946,20 @@ inline constexpr bool kStagedEnds = (!kLogits && !serves_dense(kFmt)) ||
 #endif
 template <int kFmt, bool kLogits>
 inline constexpr bool kQTma = SMLA_SD_Q_TMA != 0 && kStagedEnds<kFmt, kLogits> && !bf16_rows(kFmt);
+// (SMLA_SD_BF16_Q_TMA=1, the one-unit bf16-row CTAs' Q by the TMA unit too, whose cp.async load
+// took ~3.4 µs of each unit in a timeline build: level in a same-call A/B, 2026-12-03, µs: prefill
+// d512 h64 k512 sink 682.5 -> 679.5, topk 256 467.5 -> 448.2, topk 2048 1992 -> 2034, d576 h128
+// 4632 / 4673 -> 4710 / 4516; dense off the TMA path s_q2 h128 1012 -> 1038; removed. The load
+// waits for its share of the SM's bandwidth beside the first gathers, not for its issue.)
 // The persistent CTAs that load each unit's Q by the TMA unit (SMLA_SD_Q_TMA above); kStaged:
 // they stage O (kPersistStaged), so their Q loads already meet at the staged rows' barrier.
 template <int kFmt, bool kPair, bool kLogits, bool kStaged>
 inline constexpr bool kPersistQTma =
     SMLA_SD_Q_TMA >= 2 && kStaged && (!kLogits || SMLA_SD_Q_TMA >= 3) &&
     (!kPair || kFmt != static_cast<int>(CacheFormat::fp8_ds_mla) || SMLA_SD_Q_TMA_DS_PAIR != 0);
+// The persistent kernels that overlap the units' ends (kBf16PersistEnds).
+template <int kFmt>
+inline constexpr bool kPersistEnds = kBf16PersistEnds && kFmt == static_cast<int>(CacheFormat::bf16);
 constexpr bool has_persistent(int rows, int fmt) {
   return rows == 64 && fmt != kDenseE4m3Fp8 &&
          (!bf16_rows(fmt) || (kBf16Persistent && fmt == static_cast<int>(CacheFormat::bf16)));
@@ -1012,7 +1036,10 @@ struct Smem {
   static constexpr size_t alt_top = alt_l + 2 * 64 * 4;
   // SMLA_SD_Q_TMA: uint64 q_bar, Q's mbarrier (64-row CTAs, config.h kQTma).
   static constexpr size_t q_bar = kWide ? alt_top + 2 * 64 * 4 : aux + 8;
-  static constexpr size_t bytes = kRaw ? raw + kSlots * kRawBlockBytes : q_bar + (SMLA_SD_Q_TMA != 0 && kWide ? 8 : 0);
+  // kBf16PersistEnds: uint64 q_free, consumer WG0 -> producer: the unit's last QK^T is done.
+  static constexpr size_t q_free = q_bar + 8;
+  static constexpr size_t bytes =
+      kRaw ? raw + kSlots * kRawBlockBytes : q_bar + (SMLA_SD_Q_TMA != 0 && kWide ? 8 : 0) + (kBf16PersistEnds && kWide ? 8 : 0);
   // kSwizzled: 128-byte-swizzled tiles start on 1024-byte boundaries.
   static_assert(kRaw || (k % 1024 == 0 && kKBytes % 1024 == 0), "K tiles off the 1024-byte swizzle grid");
   static_assert(bytes <= 232448, "shared-memory plan exceeds the 227 KB opt-in limit");

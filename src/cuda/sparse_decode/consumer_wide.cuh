@@ -110,6 +110,28 @@ __device__ __forceinline__ void pv_from_registers(float (&o)[32][4], const uint3
   reg_fence(o);
 }
 
+// kOutTile (config.h kBf16PersistEnds) pieces. A warp of WG0: the unit's Q is no longer read.
+template <int kD>
+__device__ __forceinline__ void arrive_q_free(uint8_t* smem, int lane) {
+  __syncwarp();
+  if (lane == 0) mbar_arrive(reinterpret_cast<uint64_t*>(smem + Smem<64, kD>::q_free));
+}
+// The K tile of the unit's last block (n0: blocks of the CTA's earlier units).
+template <int kD>
+__device__ __forceinline__ uint8_t* last_tile(uint8_t* smem, const Work& w, int n0) {
+  return Stage<64, kD>(smem, (n0 + w.kb_end - w.kb_begin - 1) & 1).tile;
+}
+// Every warp of both consumer warpgroups, once its rows of O left that tile (or never went there).
+template <int kD>
+__device__ __forceinline__ void release_last_tile(uint8_t* smem, const Work& w, int n0, int lane) {
+  if (w.kb_end > w.kb_begin) Stage<64, kD>(smem, (n0 + w.kb_end - w.kb_begin - 1) & 1).release(w, lane);
+}
+// O's bf16 rows leave by the TMA unit: the launch built out's map, the unit is unsplit and has
+// a last tile.
+__device__ __forceinline__ bool out_tile_ok(const AttnParams& p, const Work& w) {
+  return p.o_tma && staged_rows_ok(w) && w.kb_end > w.kb_begin;
+}
+
 // n0: K blocks the CTA handled before this unit (persistent CTAs; stage and phase continue).
 // kPair: the CTA is one of a pair, whose producers leave the proxy fence to the consumers.
 // kSw: the K tiles are TMA boxes with the 128-byte swizzle (dense decode, config.h kSwizzled).
@@ -123,8 +145,12 @@ __device__ __forceinline__ void pv_from_registers(float (&o)[32][4], const uint3
 // kQSw (config.h kQTma): the Q tile in the 128-byte swizzle, boxes of 64 columns (load_q_tma).
 // kFenceFull (config.h kBf16AsyncArrive): the K tile's rows are the producers' cp.async writes,
 // completed on "full" without a producer fence: fence after the wait.
+// kOutTile (config.h kBf16PersistEnds, persistent CTAs): WG0's warps arrive on Smem::q_free once
+// the unit's last QK^T is done (the producer then loads the next unit's Q), and O's rows leave
+// through the last block's K tile (epilogue.cuh store_rows_tile), which both warpgroups release
+// only after that.
 template <int kD, bool kPair, bool kSw = false, bool kMaxLogits = false, bool kStaged = false, int kRow63 = 0,
-          bool kQSw = false, bool kFenceFull = false>
+          bool kQSw = false, bool kFenceFull = false, bool kOutTile = false>
 __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   using T = WideTiles<kD, kSw>;
   using S = Smem<64, kD>;
@@ -145,7 +171,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   RowState st0, st1;
   // kMaxLogits: the rows' exact maxima. The persistent bf16 build (kBf16Persistent, where the
   // two extra registers spilled) rescales at every new maximum instead and reads st.m.
-  constexpr bool kExactMax = kMaxLogits && kBf16Persistent;
+  constexpr bool kExactMax = kMaxLogits && kBf16Persistent && !kBf16PersistEnds;
   float top0 = -INFINITY, top1 = -INFINITY;
   using QT = KTileDesc<kD, true>;  // kQSw: Q's boxes have the K tiles' swizzled geometry (64 rows)
   const uint64_t dq = kQSw ? QT::k(smem_addr(smem + S::q)) : T::q(smem);
@@ -156,7 +182,8 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     stage.wait_full(n, (kPair && kPairConsumerFence) || kFenceFull);
     if (kTimeline && i == 0 && threadIdx.x == 0) timeline_mark(4);
     if constexpr (kConsumersIdle) {
-      stage.release(w, lane);
+      if (kOutTile && kb + 1 == w.kb_end) arrive_q_free<kD>(smem, lane);
+      if (!kOutTile || kb + 1 < w.kb_end) stage.release(w, lane);
       continue;
     }
 
@@ -172,6 +199,8 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence(sc);
+    if constexpr (kOutTile)
+      if (kb + 1 == w.kb_end) arrive_q_free<kD>(smem, lane);
 
     // ---- mask, online softmax (log2 domain: the rows' maxima scaled here, each logit in its
     // exponent's FFMA)
@@ -227,8 +256,10 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     wgmma_wait<0>();
     reg_fence(o);
     reg_fence(a);
-    stage.release(w, lane);
+    if (!kOutTile || kb + 1 < w.kb_end) stage.release(w, lane);
   }
+  if constexpr (kOutTile)
+    if (w.kb_end <= w.kb_begin) arrive_q_free<kD>(smem, lane);
 
   if (kTimeline && threadIdx.x == 0) timeline_mark(5);
   // ---- epilogue: full row sums, final factors for WG1, this half of O
@@ -246,21 +277,25 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   // CTAs stage in the Q tile alone, d512's row 63 in the P tile: config.h kPersistStaged).
   static_assert(!kStaged || 64 * kStageRowBytes <= S::p, "staged rows beyond the Q and K tiles");
   const bool staged = kStaged && staged_rows_ok(w);
+  const bool tiled = kOutTile && out_tile_ok(p, w);
   if (staged) store_rows_staged<kRow63>(p, w, smem + S::q, 0, o, res0.factor, res1.factor);
+  if (tiled) store_rows_tile(p, w, last_tile<kD>(smem, w, n0), 0, o, res0.factor, res1.factor);
   if (r0 < w.heads) {
-    if (!staged) store_o_row(p, w, w.head0 + r0, 0, o, 0, res0.factor);
+    if (!staged && !tiled) store_o_row(p, w, w.head0 + r0, 0, o, 0, res0.factor);
     if (c == 0) store_lse(p, w, w.head0 + r0, res0.lse);
     if (kMaxLogits && c == 0) store_max_logit(p, w, w.head0 + r0, kExactMax ? st0.m : top0);
   }
   if (r1 < w.heads) {
-    if (!staged) store_o_row(p, w, w.head0 + r1, 0, o, 1, res1.factor);
+    if (!staged && !tiled) store_o_row(p, w, w.head0 + r1, 0, o, 1, res1.factor);
     if (c == 0) store_lse(p, w, w.head0 + r1, res1.lse);
     if (kMaxLogits && c == 0) store_max_logit(p, w, w.head0 + r1, kExactMax ? st1.m : top1);
   }
+  if constexpr (kOutTile) release_last_tile<kD>(smem, w, n0, lane);
   if (kTimeline && threadIdx.x == 0) timeline_mark(6);
 }
 
-template <int kD, bool kPair, bool kSw = false, bool kStaged = false, int kRow63 = 0, bool kFenceFull = false>
+template <int kD, bool kPair, bool kSw = false, bool kStaged = false, int kRow63 = 0, bool kFenceFull = false,
+          bool kOutTile = false>
 __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   using T = WideTiles<kD, kSw>;
   using S = Smem<64, kD>;
@@ -279,7 +314,7 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
     const Stage<64, kD> stage(smem, s);
     stage.wait_full(n, (kPair && kPairConsumerFence) || kFenceFull);
     if constexpr (kConsumersIdle) {
-      stage.release(w, lane);
+      if (!kOutTile || kb + 1 < w.kb_end) stage.release(w, lane);
       continue;
     }
     named_bar_sync(kBarPReady, kConsumerThreads);
@@ -288,10 +323,20 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
     wgmma_wait<0>();
     reg_fence(o);
     named_bar_arrive(kBarPFree, kConsumerThreads);
-    stage.release(w, lane);
+    if (!kOutTile || kb + 1 < w.kb_end) stage.release(w, lane);
   }
 
   named_bar_sync(kBarFinal, kConsumerThreads);
+  if constexpr (kOutTile) {
+    if (out_tile_ok(p, w)) {
+      store_rows_tile(p, w, last_tile<kD>(smem, w, n0), 1, o, s_factor[r0], s_factor[r1]);
+    } else {
+      if (r0 < w.heads) store_o_row(p, w, w.head0 + r0, 256, o, 0, s_factor[r0]);
+      if (r1 < w.heads) store_o_row(p, w, w.head0 + r1, 256, o, 1, s_factor[r1]);
+    }
+    release_last_tile<kD>(smem, w, n0, lane);
+    return;
+  }
   if (kStaged && staged_rows_ok(w)) {
     store_rows_staged<kRow63>(p, w, smem + S::q, 256, o, s_factor[r0], s_factor[r1]);
     return;

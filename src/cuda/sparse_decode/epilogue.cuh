@@ -89,6 +89,33 @@ __device__ __forceinline__ void store_rows_staged(const AttnParams& p, const Wor
   }
 }
 
+// config.h kBf16PersistEnds: warpgroup `half`'s rows of O (columns 256 half .. + 255, rows
+// scaled by f0 / f1 as store_rows_staged) into `tile`, a free K tile, as four 64-column boxes of
+// out's tensor map (8 KB each, boxes 4 half .. 4 half + 3, the 128-byte swizzle: a warp's stores
+// fall in distinct banks), then out by the TMA unit (rows past h_q are not written). Thread 0 of
+// the warpgroup issues and waits until they are read; its warp releases the tile after that.
+__device__ __forceinline__ void store_rows_tile(const AttnParams& p, const Work& w, uint8_t* tile, int half,
+                                                const float (&o)[32][4], float f0, float f1) {
+  const int lane = threadIdx.x & 31, wq = (threadIdx.x >> 5) & 3, g = lane >> 2, c = lane & 3;
+  const int r0 = 16 * wq + g;  // and r0 + 8; both have swizzle line g
+  uint8_t* base = tile + half * 4 * 8192;
+  uint8_t* row0 = base + r0 * 128 + 4 * c;
+#pragma unroll
+  for (int nt = 0; nt < 32; ++nt) {
+    uint8_t* at = row0 + (nt >> 3) * 8192 + (((nt & 7) ^ g) << 4);
+    *reinterpret_cast<uint32_t*>(at) = to16x2(o[nt][0] * f0, o[nt][1] * f0, false);
+    *reinterpret_cast<uint32_t*>(at + 8 * 128) = to16x2(o[nt][2] * f1, o[nt][3] * f1, false);
+  }
+  fence_proxy_async();  // read next by the TMA unit
+  named_bar_sync(kBarOutTile + half, 128);
+  if (threadIdx.x % 128 == 0) {
+    const uint32_t src = static_cast<uint32_t>(__cvta_generic_to_shared(base));
+#pragma unroll
+    for (int b = 0; b < 4; ++b) tma_store_4d(&p.o_map, src + b * 8192, 64 * (4 * half + b), w.head0, w.t, w.req);
+    bulk_commit_and_wait_read();
+  }
+}
+
 // Four values of a row of O (columns col .. col + 3, already scaled): bf16 into `out`, or the
 // float32 partial of the split.
 __device__ __forceinline__ void store_o4(const AttnParams& p, const Work& w, int head, int col, const float4& v) {

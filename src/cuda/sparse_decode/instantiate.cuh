@@ -54,6 +54,8 @@ void launch_kernel(const AttnParams& p, dim3 grid, int64_t resident, cudaStream_
   // q's tensor map, where this instance reads it (else its Q load never looks at q_tma).
   if constexpr (kLoadsQByTma<kRows, kD, kFmt, kPair, kPersist, kLogits || kFmt == static_cast<int>(CacheFormat::bf16), kLogits>)
     args.q_tma = q_tma_map(args) ? 1 : 0;
+  if constexpr (kPersist && kBf16PersistEnds && kFmt == static_cast<int>(CacheFormat::bf16))
+    args.o_tma = o_tma_map(args) ? 1 : 0;
   if constexpr (kPersist) {
     args.unit_gx = static_cast<int>(grid.x);
     args.unit_gy = static_cast<int>(grid.y);
@@ -87,7 +89,11 @@ void launch_tiles(const AttnParams& p, dim3 grid, cudaStream_t stream) {
     const int64_t units = static_cast<int64_t>(grid.x) * (grid.y / (kPair ? kPairCtas : 1)) * grid.z;
     const int64_t slots = persistent_slots<kRows, kD, kFmt, kPair, kLogits>();
     const PersistentChoice choice = persistent_by_env();
-    if (choice == PersistentChoice::always || (choice == PersistentChoice::beyond_one_wave && units > slots))
+    // Dense decode off the TMA path keeps one-unit CTAs: its launch order puts the CTAs that read
+    // the same keys side by side (work.cuh dense_cta_position); persistent CTAs measured 20% slower
+    // (s_q2 h128 page 48, 2026-12-03).
+    const bool takes = !(kPersistEnds<kFmt> && p.dense);
+    if (takes && (choice == PersistentChoice::always || (choice == PersistentChoice::beyond_one_wave && units > slots)))
       return launch_kernel<kRows, kD, kFmt, kPair, true, kLogits>(p, grid, std::min(units, slots), stream);
   }
   launch_kernel<kRows, kD, kFmt, kPair, false, kLogits>(p, grid, 0, stream);

@@ -113,20 +113,25 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
 // the launch built no map (p.q_tma == 0), load_q's cp.async writes the same layout (zeros for
 // padded rows). kAfterStaged (persistent CTAs, config.h kPersistStaged): nothing is written before both
 // warpgroups' bulk copies have read the previous unit's staged O rows (load_q).
+// One thread issues the unit's Q boxes onto Q's mbarrier (p.q_tma only).
+template <int kD>
+__device__ __forceinline__ void issue_q_tma(const AttnParams& p, const Work& w, uint8_t* smem) {
+  using S = Smem<64, kD>;
+  const uint32_t tile = smem_addr(smem + S::q);
+  uint64_t* bar = reinterpret_cast<uint64_t*>(smem + S::q_bar);
+  mbar_arrive_expect_tx(bar, 64 * kD * 2);
+#pragma unroll
+  for (int b = 0; b < kD / 64; ++b) tma_load_4d(tile + b * 8192, &p.q_map, 64 * b, w.head0, w.t, w.req, smem_addr(bar));
+}
+
 template <int kD, bool kAfterStaged = false>
 __device__ __forceinline__ void load_q_tma(const AttnParams& p, const Work& w, uint8_t* smem, int phase = 0) {
   using S = Smem<64, kD>;
   constexpr int kThreads = consumer_threads(64);
-  const uint32_t tile = smem_addr(smem + S::q);
-  uint64_t* bar = reinterpret_cast<uint64_t*>(smem + S::q_bar);
   if constexpr (kAfterStaged) named_bar_sync(kBarStagedOut, kThreads);
   if (p.q_tma) {
-    if (threadIdx.x == 0) {
-      mbar_arrive_expect_tx(bar, 64 * kD * 2);
-#pragma unroll
-      for (int b = 0; b < kD / 64; ++b) tma_load_4d(tile + b * 8192, &p.q_map, 64 * b, w.head0, w.t, w.req, smem_addr(bar));
-    }
-    mbar_wait(bar, phase & 1);
+    if (threadIdx.x == 0) issue_q_tma<kD>(p, w, smem);
+    mbar_wait(reinterpret_cast<uint64_t*>(smem + S::q_bar), phase & 1);
     return;
   }
   load_q<64, kD, false, true, false, true>(p, w, smem);
@@ -191,7 +196,8 @@ __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
 // in sparse_decode_kernel. The launch builds q's tensor map for these alone (instantiate.cuh).
 template <int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kMaxLogits, bool kLogits = kMaxLogits>
 inline constexpr bool kLoadsQByTma =
-    kPersist ? kPersistQTma<kFmt, kPair, kMaxLogits, kPersistStaged<kD, kFmt>> : kRows == 64 && kQTma<kFmt, kLogits>;
+    kPersist ? kPersistQTma<kFmt, kPair, kMaxLogits, kPersistStaged<kD, kFmt>> || kPersistEnds<kFmt>
+             : kRows == 64 && kQTma<kFmt, kLogits>;
 
 // Persistent 64-row CTAs (config.h, has_persistent): the CTA (for pairs, its
 // cluster: blockIdx.x, with blockIdx.y its rank) walks units blockIdx.x, + gridDim.x, ... of
@@ -208,8 +214,11 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
   static_assert(kRow63 == 0 || (63 * kStageRowBytes <= S::kQBytes && kRow63 + 2 * kDv <= S::scale - S::q),
                 "staged rows 0-62 fit the Q tile and row 63 the P tile");
   constexpr bool kTmaQ = kLoadsQByTma<kRows, kD, kFmt, kPair, true, kMaxLogits>;  // the units' Q by the TMA unit
+  constexpr bool kEnds = kPersistEnds<kFmt>;  // config.h kBf16PersistEnds
   init_stage_barriers<kRows, kD, 0, false, false, kernel_producer_threads<kRows, kFmt, kPair, true>()>(smem, kPair);
   if constexpr (kTmaQ) init_q_bar<kD>(smem);
+  if constexpr (kEnds)
+    if (threadIdx.x == 0) mbar_init(reinterpret_cast<uint64_t*>(smem + S::q_free), 4);  // one arrival a warp of WG0
   __syncthreads();
   if constexpr (kPair) cluster_sync();
   const int rank = kPair ? static_cast<int>(cluster_ctarank()) : 0;
@@ -234,6 +243,41 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
   };
   const int wg = threadIdx.x / 128;
   constexpr int kEntry = launch_regs(kernel_threads<kRows, kFmt, kPair, true>());
+  if constexpr (kEnds) {
+    // The producer issues each unit's Q (the first at once, the next once WG0's last QK^T of
+    // the unit before is done); the consumers wait for it. Without q's map both consumer
+    // warpgroups load it by cp.async at the unit's start, as load_q_tma does.
+    uint64_t* q_bar = reinterpret_cast<uint64_t*>(smem + S::q_bar);
+    if (wg == 0) {
+      setmaxnreg_to<kRegsWg0, kEntry>();
+      int qn = 0;
+      each_unit([&](const Work& w, int n0) {
+        if (p.q_tma) mbar_wait(q_bar, qn++ & 1);
+        else load_q_tma<kD>(p, w, smem);
+        consume_wg0<kD, false, true, kMaxLogits, false, 0, true, kCopiesArrive<kRows, kFmt>, true>(p, w, smem, n0);
+      });
+    } else if (wg == 1) {
+      setmaxnreg_to<kRegsWg1, kEntry>();
+      each_unit([&](const Work& w, int n0) {
+        if (!p.q_tma) load_q_tma<kD>(p, w, smem);
+        consume_wg1<kD, false, true, false, 0, kCopiesArrive<kRows, kFmt>, true>(p, w, smem, n0);
+      });
+    } else {
+      setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, true>(), kEntry>();
+      int k = 0;  // units this CTA started
+      each_unit([&](const Work& w, int n0) {
+        auto issue_q = [&] {
+          if (p.q_tma && threadIdx.x == kConsumerThreads) {
+            if (k > 0) mbar_wait(reinterpret_cast<uint64_t*>(smem + S::q_free), (k - 1) & 1);
+            issue_q_tma<kD>(p, w, smem);
+          }
+        };
+        produce_bf16<kRows, kD, kTwo>(p, w, smem, n0, issue_q);
+        ++k;
+      });
+    }
+    return;
+  }
   if (wg == 0) {
     setmaxnreg_to<kRegsWg0, kEntry>();
     int qn = 0;  // kTmaQ: units whose Q this CTA loaded (Q's mbarrier phase)

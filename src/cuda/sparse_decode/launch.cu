@@ -136,6 +136,25 @@ bool q_tma_map(AttnParams& p) {
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// config.h kBf16PersistEnds: out (bf16) for the TMA unit's stores of O, the geometry of q_tma_map
+// over (d_v, h_q, s_q, b); false where the unit cannot write it (the kernel then stores O from
+// registers).
+bool o_tma_map(AttnParams& p) {
+  const int64_t sh = p.o_sh * 2, st = p.s_q == 1 ? sh * p.h_q : p.o_st * 2, sb = p.b == 1 ? st * p.s_q : p.o_sb * 2;
+  if (p.out == nullptr || p.tokens_per_cta != 1 || (p.heads_tile != 64 && p.h_q > p.heads_tile)) return false;
+  if (reinterpret_cast<uintptr_t>(p.out) % 16 != 0 || sh <= 0 || st <= 0 || sb <= 0 || sh % 16 || st % 16 || sb % 16)
+    return false;
+  const Encode encode = tensor_map_encoder();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(kDv), static_cast<cuuint64_t>(p.h_q), static_cast<cuuint64_t>(p.s_q),
+                              static_cast<cuuint64_t>(p.b)};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(sh), static_cast<cuuint64_t>(st), static_cast<cuuint64_t>(sb)};
+  const cuuint32_t box[4] = {64, 64, 1, 1};
+  const cuuint32_t unit[4] = {1, 1, 1, 1};
+  return encode(&p.o_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, p.out, dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 void launch(const AttnParams& p_in, int rows, dim3 grid, cudaStream_t stream) {
   AttnParams p = p_in;
   const int fmt = p.main.format;

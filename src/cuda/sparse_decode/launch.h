@@ -28,6 +28,8 @@ void launch(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream);
 // Fills p.q_map with q for the TMA unit's Q load where the unit can read it (launch.cu); false
 // where it cannot (the kernel then loads Q by cp.async).
 bool q_tma_map(AttnParams& p);
+// The same for out's bf16 rows (config.h kBf16PersistEnds: O stored by the TMA unit).
+bool o_tma_map(AttnParams& p);
 // Opt-out for A/B measurements: SMLA_SPARSE_DECODE_KERNEL=generic routes sparse_decode to the
 // generic gather-attention kernel (read once per process).
 bool disabled_by_env();

@@ -760,8 +760,16 @@ __device__ __forceinline__ void copy_rows_sw128(uint32_t tile, const uint8_t* sr
 // (core matrices: its 8-row groups, contiguous in the tile; swizzled tiles: its lines of each
 // box), completing on the peer's "full" barrier.
 // n0: K blocks the CTA handled before this unit (persistent CTAs, kBf16Persistent).
-template <int kRows, int kD, int kRounds, bool kPeer>
-__device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl, int n0) {
+// A hook that does nothing (produce_bf16's after_first).
+struct NoHook {
+  __device__ void operator()() const {}
+};
+
+// after_first: called once block 0's copies are issued (persistent_units' Q load, config.h
+// kBf16PersistEnds).
+template <int kRows, int kD, int kRounds, bool kPeer, class AfterFirst = NoHook>
+__device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl, int n0,
+                                    AfterFirst after_first = {}) {
   constexpr int kRowBytes = kD * 2;
   constexpr int kRowGroup = 16 * kD;
   IndexQueue<> iq[kRounds];
@@ -796,6 +804,7 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
   };
   constexpr bool kAsync = kBf16AsyncArrive<kRows> && !kPeer;  // (variant 8 then arrives as produce_bf16_async)
   if constexpr (kProducerIdle && !kPeer) {  // experiment (variant 8): each block handed over unloaded
+    after_first();
     for (int i = 0; i < w.kb_end - w.kb_begin; ++i) {
       const Stage<kRows, kD> st(smem, (n0 + i) & 1);
       st.wait_empty(n0 + i);
@@ -842,6 +851,7 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
       rotate_queue<true>(iq[r], p, w, pl, r, kb);
     }
     cp_async_commit_group();
+    if (i == 0) after_first();
     if (i == 1 || (!kBf16HandEarly && i >= 1)) {
       cp_async_wait_group<1>();
       hand_over(i - 1);
@@ -878,16 +888,20 @@ __device__ void produce_bf16_async(const AttnParams& p, const Work& w, uint8_t* 
 }
 
 // kTwo (config.h kTwoProducers, SMLA_SD_BF16_TWO_PRODUCERS): two producer warpgroups, one round each.
-template <int kRows, int kD, bool kTwo = false>
-__device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
+// after_first: as produce_bf16_rounds (called at once for a unit without blocks).
+template <int kRows, int kD, bool kTwo = false, class AfterFirst = NoHook>
+__device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0, AfterFirst after_first = {}) {
   constexpr int kRounds = kTwo ? 1 : producer_rounds<kRows>(false);  // of an unpaired CTA's thread
   const ProducerLane pl(w, consumer_threads(kRows));
-  if (w.kb_begin >= w.kb_end) return;
+  if (w.kb_begin >= w.kb_end) {
+    after_first();
+    return;
+  }
   if constexpr (kRows == 64 && kBf16Pairs) {
     if (w.pair) return produce_bf16_rounds<kRows, kD, producer_rounds<kRows>(true), true>(p, w, smem, pl, n0);
   }
   if constexpr (kBf16AsyncArrive<kRows> && !kProducerIdle) return produce_bf16_async<kRows, kD, kRounds>(p, w, smem, pl, n0);
-  produce_bf16_rounds<kRows, kD, kRounds, false>(p, w, smem, pl, n0);
+  produce_bf16_rounds<kRows, kD, kRounds, false>(p, w, smem, pl, n0, after_first);
 }
 
 }  // namespace smla::cuda::sparse_decode_family
