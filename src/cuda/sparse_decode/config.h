@@ -869,6 +869,10 @@ inline constexpr bool kBf16Pairs = SMLA_SD_BF16_PAIRS != 0;
 // dense off the TMA path s_q2 h128 page 48 1014 -> 1215 (so not dense). 0: one-unit CTAs.
 inline constexpr bool kBf16Persistent = SMLA_SD_BF16_PERSISTENT != 0;
 inline constexpr bool kBf16PersistEnds = SMLA_SD_BF16_PERSISTENT >= 2;
+// (SMLA_SD_BF16_PERSIST_HAND0=1, the producer handing block 0 of a later unit over before it
+// waits for block 1's tile, the unit before's last, free only once its O left: level in a
+// same-call A/B, 2026-12-03, µs: prefill d512 h64 k512 sink 603.0 / 604.1 -> 602.4 / 603.5, d512
+// h128 k1024 sink 2116 / 2112 -> 2217 / 2168, d576 h128 4634 / 4629 -> 4601 / 4660; removed.)
 static_assert(!kBf16PersistEnds || !(SMLA_SD_BF16_PAIRS || SMLA_SD_BF16_ASYNC_ARRIVE), "the ends' Q hook is on the unpaired cp.async producer");
 static_assert(!(kBf16Pairs && SMLA_SD_BF16_ASYNC_ARRIVE), "SMLA_SD_BF16_ASYNC_ARRIVE=1 is built for unpaired CTAs");
 // SMLA_SD_BF16_HAND_EARLY (default 1; 0 is the measurement build without): the bf16 gather
