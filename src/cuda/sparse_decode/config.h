@@ -873,6 +873,14 @@ inline constexpr bool kBf16PersistEnds = SMLA_SD_BF16_PERSISTENT >= 2;
 // waits for block 1's tile, the unit before's last, free only once its O left: level in a
 // same-call A/B, 2026-12-03, µs: prefill d512 h64 k512 sink 603.0 / 604.1 -> 602.4 / 603.5, d512
 // h128 k1024 sink 2116 / 2112 -> 2217 / 2168, d576 h128 4634 / 4629 -> 4601 / 4660; removed.)
+// SMLA_SD_BF16_NEXT_Q_L2=1 (a measurement build): in those CTAs the producer, as it loads a unit's
+// Q, also prefetches the next unit's Q into L2 (the TMA unit's tensor prefetch over q's map), so
+// that load, issued after the unit's last QK^T, reads L2 instead of DRAM. Prepared (2026-12-03;
+// default SASS unchanged), not yet timed: predicted −0.5 to −1.5 µs a unit, d512 h64 k512 −3 to −7%.
+#ifndef SMLA_SD_BF16_NEXT_Q_L2
+#define SMLA_SD_BF16_NEXT_Q_L2 0
+#endif
+inline constexpr bool kBf16NextQL2 = SMLA_SD_BF16_NEXT_Q_L2 != 0;
 static_assert(!kBf16PersistEnds || !(SMLA_SD_BF16_PAIRS || SMLA_SD_BF16_ASYNC_ARRIVE), "the ends' Q hook is on the unpaired cp.async producer");
 static_assert(!(kBf16Pairs && SMLA_SD_BF16_ASYNC_ARRIVE), "SMLA_SD_BF16_ASYNC_ARRIVE=1 is built for unpaired CTAs");
 // SMLA_SD_BF16_HAND_EARLY (default 1; 0 is the measurement build without): the bf16 gather

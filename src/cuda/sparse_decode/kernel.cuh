@@ -226,9 +226,11 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
   const int units = p.unit_gx * gy * p.unit_gz;
   // Each role walks the units itself, inside the branch that set its register budget (ptxas
   // holds a role's code to its setmaxnreg only there).
+  int unit = 0;  // the unit each_unit's role runs (kEnds: the producer prefetches the next one's Q)
   auto each_unit = [&](auto&& role) {
     int n0 = 0;
     for (int u = blockIdx.x; u < units; u += gridDim.x) {
+      unit = u;
       const int bx = u % p.unit_gx, rest = u / p.unit_gx, yy = rest % gy, bz = rest / gy;
       Work w = make_work<serves_dense(kFmt)>(p, UnitAt{static_cast<unsigned>(bx), static_cast<unsigned>(kPair ? yy * kPairCtas + rank : yy),
                                    static_cast<unsigned>(bz)});
@@ -270,6 +272,14 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
           if (p.q_tma && threadIdx.x == kConsumerThreads) {
             if (k > 0) mbar_wait(reinterpret_cast<uint64_t*>(smem + S::q_free), (k - 1) & 1);
             issue_q_tma<kD>(p, w, smem);
+            // kBf16NextQL2: the CTA's next unit's Q into L2 (unsplit launches, whose units'
+            // coordinates are their grid positions), a unit ahead of its load.
+            const int nu = unit + static_cast<int>(gridDim.x);
+            if (kBf16NextQL2 && nu < units && !is_split_launch(p)) {
+              const int bx = nu % p.unit_gx, rest = nu / p.unit_gx;
+#pragma unroll
+              for (int b = 0; b < kD / 64; ++b) tma_prefetch_4d(&p.q_map, 64 * b, (rest % gy) * p.heads_tile, rest / gy, bx);
+            }
           }
         };
         produce_bf16<kRows, kD, kTwo>(p, w, smem, n0, issue_q);
