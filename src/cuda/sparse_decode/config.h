@@ -34,7 +34,6 @@ inline constexpr bool kProducerIdle = kVariant == 8;
 #ifndef SMLA_SD_NO_INDEX_LOADS
 #define SMLA_SD_NO_INDEX_LOADS 0
 #endif
-
 inline constexpr bool kNoConvert = kVariant == 3 || SMLA_SD_NO_CONVERT != 0;
 inline constexpr bool kNoTileStores = SMLA_SD_NO_TILE_STORES != 0;
 inline constexpr bool kNoIndexLoads = SMLA_SD_NO_INDEX_LOADS != 0;

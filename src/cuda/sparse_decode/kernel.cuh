@@ -107,12 +107,6 @@ __device__ __forceinline__ void load_q(const AttnParams& p, const Work& w, uint8
   named_bar_sync(kBarQReady, kThreads);
 }
 
-// config.h kQTma: Q by the TMA unit into the 128-byte-swizzled tile (boxes of 64 columns, 8 KB
-// each; padded rows past h_q are the map's zero fill), one thread issuing, every consumer thread
-// waiting on Q's mbarrier (phase: the CTA's units before this one, for persistent CTAs). Where
-// the launch built no map (p.q_tma == 0), load_q's cp.async writes the same layout (zeros for
-// padded rows). kAfterStaged (persistent CTAs, config.h kPersistStaged): nothing is written before both
-// warpgroups' bulk copies have read the previous unit's staged O rows (load_q).
 // One thread issues the unit's Q boxes onto Q's mbarrier (p.q_tma only).
 template <int kD>
 __device__ __forceinline__ void issue_q_tma(const AttnParams& p, const Work& w, uint8_t* smem) {
@@ -124,6 +118,12 @@ __device__ __forceinline__ void issue_q_tma(const AttnParams& p, const Work& w, 
   for (int b = 0; b < kD / 64; ++b) tma_load_4d(tile + b * 8192, &p.q_map, 64 * b, w.head0, w.t, w.req, smem_addr(bar));
 }
 
+// config.h kQTma: Q by the TMA unit into the 128-byte-swizzled tile (boxes of 64 columns, 8 KB
+// each; padded rows past h_q are the map's zero fill), one thread issuing, every consumer thread
+// waiting on Q's mbarrier (phase: the CTA's units before this one, for persistent CTAs). Where
+// the launch built no map (p.q_tma == 0), load_q's cp.async writes the same layout (zeros for
+// padded rows). kAfterStaged (persistent CTAs, config.h kPersistStaged): nothing is written before both
+// warpgroups' bulk copies have read the previous unit's staged O rows (load_q).
 template <int kD, bool kAfterStaged = false>
 __device__ __forceinline__ void load_q_tma(const AttnParams& p, const Work& w, uint8_t* smem, int phase = 0) {
   using S = Smem<64, kD>;
