@@ -327,22 +327,15 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
   }
 
   named_bar_sync(kBarFinal, kConsumerThreads);
-  if constexpr (kOutTile) {
-    if (out_tile_ok(p, w)) {
-      store_rows_tile(p, w, last_tile<kD>(smem, w, n0), 1, o, s_factor[r0], s_factor[r1]);
-    } else {
-      if (r0 < w.heads) store_o_row(p, w, w.head0 + r0, 256, o, 0, s_factor[r0]);
-      if (r1 < w.heads) store_o_row(p, w, w.head0 + r1, 256, o, 1, s_factor[r1]);
-    }
-    release_last_tile<kD>(smem, w, n0, lane);
-    return;
-  }
-  if (kStaged && staged_rows_ok(w)) {
+  if (kOutTile && out_tile_ok(p, w)) {
+    store_rows_tile(p, w, last_tile<kD>(smem, w, n0), 1, o, s_factor[r0], s_factor[r1]);
+  } else if (kStaged && staged_rows_ok(w)) {
     store_rows_staged<kRow63>(p, w, smem + S::q, 256, o, s_factor[r0], s_factor[r1]);
-    return;
+  } else {
+    if (r0 < w.heads) store_o_row(p, w, w.head0 + r0, 256, o, 0, s_factor[r0]);
+    if (r1 < w.heads) store_o_row(p, w, w.head0 + r1, 256, o, 1, s_factor[r1]);
   }
-  if (r0 < w.heads) store_o_row(p, w, w.head0 + r0, 256, o, 0, s_factor[r0]);
-  if (r1 < w.heads) store_o_row(p, w, w.head0 + r1, 256, o, 1, s_factor[r1]);
+  if constexpr (kOutTile) release_last_tile<kD>(smem, w, n0, lane);
 }
 
 }  // namespace smla::cuda::sparse_decode_family

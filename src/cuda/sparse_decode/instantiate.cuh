@@ -54,7 +54,7 @@ void launch_kernel(const AttnParams& p, dim3 grid, int64_t resident, cudaStream_
   // q's tensor map, where this instance reads it (else its Q load never looks at q_tma).
   if constexpr (kLoadsQByTma<kRows, kD, kFmt, kPair, kPersist, kLogits || kFmt == static_cast<int>(CacheFormat::bf16), kLogits>)
     args.q_tma = q_tma_map(args) ? 1 : 0;
-  if constexpr (kPersist && kBf16PersistEnds && kFmt == static_cast<int>(CacheFormat::bf16))
+  if constexpr (kPersist && kPersistEnds<kFmt>)
     args.o_tma = o_tma_map(args) ? 1 : 0;
   if constexpr (kPersist) {
     args.unit_gx = static_cast<int>(grid.x);

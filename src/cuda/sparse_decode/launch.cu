@@ -110,49 +110,45 @@ bool dense_tma_map(AttnParams& p, bool e4m3 = false) {
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// config.h SMLA_SD_Q_TMA: q as a 4-D tensor (d_qk, h_q, s_q, b) for the 64-row CTAs' Q load by
-// the TMA unit (kernel.cuh load_q_tma; built by launch_kernel for the instances that read it,
-// kLoadsQByTma: one-unit CTAs; with 2, the default, also persistent ones but the fp8_ds_mla
-// pairs'; with 3 paged prefill's), boxes of 64 values x 64 heads in the
-// 128-byte swizzle; heads past h_q read as zeros. Only where a box holds one head tile (64 heads
-// a tile, or one tile) and one token, and the TMA unit takes q's address and strides (16-byte
-// multiples); else the kernel's cp.async writes the same layout.
-bool q_tma_map(AttnParams& p) {
+// A bf16 tensor of p's (d values, h_q heads, s_q tokens, b requests) shape whose strides are
+// sh, st, sb values, for the TMA unit: boxes of 64 values x 64 heads in the 128-byte swizzle;
+// heads past h_q read as zeros and are not written. Only where a box holds one head tile (64
+// heads a tile, or one tile) and one token, and the TMA unit takes the address and strides
+// (16-byte multiples).
+static bool head_tile_map(CUtensorMap* map, const void* base, int d, int64_t sh, int64_t st, int64_t sb,
+                          const AttnParams& p, CUtensorMapL2promotion promotion) {
   // A dimension of one (sparse prefill's s_q, b = 1) takes the packed stride: its own is never
   // used, and may be anything (prefill leaves q_st 0).
-  const int64_t sh = p.q_sh * 2, st = p.s_q == 1 ? sh * p.h_q : p.q_st * 2, sb = p.b == 1 ? st * p.s_q : p.q_sb * 2;
-  if (p.q_kind != 0 || p.tokens_per_cta != 1 || (p.heads_tile != 64 && p.h_q > p.heads_tile)) return false;
-  if (reinterpret_cast<uintptr_t>(p.q) % 16 != 0 || sh <= 0 || st <= 0 || sb <= 0 || sh % 16 || st % 16 || sb % 16)
+  sh *= 2;
+  st = p.s_q == 1 ? sh * p.h_q : st * 2;
+  sb = p.b == 1 ? st * p.s_q : sb * 2;
+  if (base == nullptr || p.tokens_per_cta != 1 || (p.heads_tile != 64 && p.h_q > p.heads_tile)) return false;
+  if (reinterpret_cast<uintptr_t>(base) % 16 != 0 || sh <= 0 || st <= 0 || sb <= 0 || sh % 16 || st % 16 || sb % 16)
     return false;
   const Encode encode = tensor_map_encoder();
   if (encode == nullptr) return false;
-  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.d_qk), static_cast<cuuint64_t>(p.h_q), static_cast<cuuint64_t>(p.s_q),
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(p.h_q), static_cast<cuuint64_t>(p.s_q),
                               static_cast<cuuint64_t>(p.b)};
   const cuuint64_t strides[3] = {static_cast<cuuint64_t>(sh), static_cast<cuuint64_t>(st), static_cast<cuuint64_t>(sb)};
   const cuuint32_t box[4] = {64, 64, 1, 1};
   const cuuint32_t unit[4] = {1, 1, 1, 1};
-  return encode(&p.q_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void*>(p.q), dims, strides, box, unit,
-                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void*>(base), dims, strides, box, unit,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, promotion,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// config.h kBf16PersistEnds: out (bf16) for the TMA unit's stores of O, the geometry of q_tma_map
-// over (d_v, h_q, s_q, b); false where the unit cannot write it (the kernel then stores O from
-// registers).
+// config.h SMLA_SD_Q_TMA: q (bf16 only) for the 64-row CTAs' Q load by the TMA unit
+// (kernel.cuh load_q_tma; built by launch_kernel for the instances that read it, kLoadsQByTma:
+// one-unit CTAs; with 2, the default, also persistent ones but the fp8_ds_mla pairs'; with 3
+// paged prefill's); else the kernel's cp.async writes the same layout.
+bool q_tma_map(AttnParams& p) {
+  return p.q_kind == 0 && head_tile_map(&p.q_map, p.q, p.d_qk, p.q_sh, p.q_st, p.q_sb, p, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+}
+
+// config.h kBf16PersistEnds: out (bf16) for the TMA unit's stores of O; where it cannot be built
+// the kernel stores O from registers.
 bool o_tma_map(AttnParams& p) {
-  const int64_t sh = p.o_sh * 2, st = p.s_q == 1 ? sh * p.h_q : p.o_st * 2, sb = p.b == 1 ? st * p.s_q : p.o_sb * 2;
-  if (p.out == nullptr || p.tokens_per_cta != 1 || (p.heads_tile != 64 && p.h_q > p.heads_tile)) return false;
-  if (reinterpret_cast<uintptr_t>(p.out) % 16 != 0 || sh <= 0 || st <= 0 || sb <= 0 || sh % 16 || st % 16 || sb % 16)
-    return false;
-  const Encode encode = tensor_map_encoder();
-  if (encode == nullptr) return false;
-  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(kDv), static_cast<cuuint64_t>(p.h_q), static_cast<cuuint64_t>(p.s_q),
-                              static_cast<cuuint64_t>(p.b)};
-  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(sh), static_cast<cuuint64_t>(st), static_cast<cuuint64_t>(sb)};
-  const cuuint32_t box[4] = {64, 64, 1, 1};
-  const cuuint32_t unit[4] = {1, 1, 1, 1};
-  return encode(&p.o_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, p.out, dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return head_tile_map(&p.o_map, p.out, kDv, p.o_sh, p.o_st, p.o_sb, p, CU_TENSOR_MAP_L2_PROMOTION_NONE);
 }
 
 void launch(const AttnParams& p_in, int rows, dim3 grid, cudaStream_t stream) {

@@ -752,6 +752,11 @@ __device__ __forceinline__ void copy_rows_sw128(uint32_t tile, const uint8_t* sr
   }
 }
 
+// A hook that does nothing (produce_bf16's after_first).
+struct NoHook {
+  __device__ void operator()() const {}
+};
+
 // bf16 rows need no conversion: cp.async straight into the K tile (zero-fill for skipped
 // keys), one block in flight while the previous one is handed over. Also dense decode's
 // producer off the TMA path: its keys' slots come from the block table (work.cuh).
@@ -760,11 +765,6 @@ __device__ __forceinline__ void copy_rows_sw128(uint32_t tile, const uint8_t* sr
 // (core matrices: its 8-row groups, contiguous in the tile; swizzled tiles: its lines of each
 // box), completing on the peer's "full" barrier.
 // n0: K blocks the CTA handled before this unit (persistent CTAs, kBf16Persistent).
-// A hook that does nothing (produce_bf16's after_first).
-struct NoHook {
-  __device__ void operator()() const {}
-};
-
 // after_first: called once block 0's copies are issued (persistent_units' Q load, config.h
 // kBf16PersistEnds).
 template <int kRows, int kD, int kRounds, bool kPeer, class AfterFirst = NoHook>
