@@ -872,14 +872,47 @@ inline constexpr bool kBf16PersistEnds = SMLA_SD_BF16_PERSISTENT >= 2;
 // waits for block 1's tile, the unit before's last, free only once its O left: level in a
 // same-call A/B, 2026-12-03, µs: prefill d512 h64 k512 sink 603.0 / 604.1 -> 602.4 / 603.5, d512
 // h128 k1024 sink 2116 / 2112 -> 2217 / 2168, d576 h128 4634 / 4629 -> 4601 / 4660; removed.)
-// SMLA_SD_BF16_NEXT_Q_L2=1 (a measurement build): in those CTAs the producer, as it loads a unit's
-// Q, also prefetches the next unit's Q into L2 (the TMA unit's tensor prefetch over q's map), so
-// that load, issued after the unit's last QK^T, reads L2 instead of DRAM. Prepared (2026-12-03;
-// default SASS unchanged), not yet timed: predicted −0.5 to −1.5 µs a unit, d512 h64 k512 −3 to −7%.
-#ifndef SMLA_SD_BF16_NEXT_Q_L2
-#define SMLA_SD_BF16_NEXT_Q_L2 0
+// (SMLA_SD_BF16_NEXT_Q_L2=1, the producer prefetching the next unit's Q into L2 by the TMA unit's
+// tensor prefetch as it loads a unit's Q, so that load reads L2 instead of DRAM: slower in a
+// same-call A/B, 2026-12-03, µs: prefill d512 h64 k512 sink 597.6 / 597.3 -> 609.3 / 611.0, d512
+// h128 k1024 sink 2080 / 2087 -> 2113 / 2116, d512 h64 k2048 2006 -> 2028; bf16 decode b128
+// h128 176.3 -> 178.7. Removed.)
+// Measurement builds of the persistent bf16-row CTAs' unit ends (a per-unit timeline,
+// SMLA_SD_TIMELINE=3, of prefill d512 h64 k512 sink, 2026-12-03: 18.3 µs a unit, of which WG0's
+// epilogue from its last block to its next unit 2.5 µs and 0.8 more before the next unit's Q
+// wait, its make_work at one warp's issue rate):
+// SMLA_SD_BF16_NEXT_WORK_EARLY=1 (A): each consumer warpgroup makes its next unit's Work while it
+// waits anyway (WG0 during its last P V, WG1 before the final-factor barrier).
+// SMLA_SD_BF16_OUT_BY_WG1=1 (C): WG0 writes its half of O into the tile and goes on; WG1's thread 0
+// issues all eight boxes and waits for their read (epilogue.cuh store_rows_tile).
+// A + C took WG0's end from 3.0 to 1.6 µs and its gap to 0.4, and its consumers alone (variant 8)
+// 517 / 521 -> 492 / 493 µs, but the kernel stayed level (599.0 / 600.0 -> 599.4 / 598.0; d512
+// h128 k1024 2087 -> 2075; tests 8 / 8): the next unit's first tile then arrived 1.2 µs after WG0
+// wanted it (0.16 before). Kept as measurement builds for the producer's side of that boundary
+// (docs/PERF.md, thirty-sixth pass).
+#ifndef SMLA_SD_BF16_NEXT_WORK_EARLY
+#define SMLA_SD_BF16_NEXT_WORK_EARLY 0
 #endif
-inline constexpr bool kBf16NextQL2 = SMLA_SD_BF16_NEXT_Q_L2 != 0;
+inline constexpr bool kBf16NextWorkEarly = SMLA_SD_BF16_NEXT_WORK_EARLY != 0;
+#ifndef SMLA_SD_BF16_OUT_BY_WG1
+#define SMLA_SD_BF16_OUT_BY_WG1 0
+#endif
+inline constexpr bool kBf16OutByWg1 = SMLA_SD_BF16_OUT_BY_WG1 != 0;
+// SMLA_SD_BF16_NEXT_IDX_L2=1 (P, with SMLA_SD_BF16_NEXT_WORK_EARLY=1, whose hook the producer
+// also runs once a unit's first block is issued): four producer threads prefetch the next unit's
+// first two blocks' indices into L2, so that its first gathers do not wait for DRAM. A + C + P:
+// 596.4 / 595.8 against 598.9 / 595.3 (A + C 595.4 / 593.5), k2048 2020 -> 1991, d512 h128 level
+// (tests 8 / 8).
+// (SMLA_SD_BF16_Q_FIRST=1, the next unit's Q issued before that unit's first gathers, and
+// SMLA_SD_BF16_OUT_REGS=1, O from registers with the last tile released right after its P V:
+// slower in a same-call A/B, 2026-12-03, µs, prefill d512 h64 k512 sink, two runs each: default
+// 603.2 / 600.8, Q first 609.2 / 608.4, A + C + Q first 603.6 / 605.0, registers + Q first + A
+// 668.5 / 665.6, registers 679.8 / 678.8. Removed.)
+#ifndef SMLA_SD_BF16_NEXT_IDX_L2
+#define SMLA_SD_BF16_NEXT_IDX_L2 0
+#endif
+inline constexpr bool kBf16NextIdxL2 = SMLA_SD_BF16_NEXT_IDX_L2 != 0;
+static_assert(!kBf16NextIdxL2 || kBf16NextWorkEarly, "SMLA_SD_BF16_NEXT_IDX_L2 runs in SMLA_SD_BF16_NEXT_WORK_EARLY's hook");
 static_assert(!kBf16PersistEnds || !(SMLA_SD_BF16_PAIRS || SMLA_SD_BF16_ASYNC_ARRIVE), "the ends' Q hook is on the unpaired cp.async producer");
 static_assert(!(kBf16Pairs && SMLA_SD_BF16_ASYNC_ARRIVE), "SMLA_SD_BF16_ASYNC_ARRIVE=1 is built for unpaired CTAs");
 // SMLA_SD_BF16_HAND_EARLY (default 1; 0 is the measurement build without): the bf16 gather

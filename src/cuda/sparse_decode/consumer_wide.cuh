@@ -149,9 +149,11 @@ __device__ __forceinline__ bool out_tile_ok(const AttnParams& p, const Work& w) 
 // the unit's last QK^T is done (the producer then loads the next unit's Q), and O's rows leave
 // through the last block's K tile (epilogue.cuh store_rows_tile), which both warpgroups release
 // only after that.
+// next (persistent_units, config.h kBf16NextWorkEarly): called once, while the unit's last P V
+// runs (or before the epilogue of a unit without blocks), to make the next unit's Work.
 template <int kD, bool kPair, bool kSw = false, bool kMaxLogits = false, bool kStaged = false, int kRow63 = 0,
-          bool kQSw = false, bool kFenceFull = false, bool kOutTile = false>
-__device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
+          bool kQSw = false, bool kFenceFull = false, bool kOutTile = false, class Next = NoHook>
+__device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0, Next next = {}) {
   using T = WideTiles<kD, kSw>;
   using S = Smem<64, kD>;
   const int lane = threadIdx.x & 31, wq = (threadIdx.x >> 5) & 3;  // warp within the warpgroup
@@ -200,7 +202,10 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     wgmma_wait<0>();
     reg_fence(sc);
     if constexpr (kOutTile)
-      if (kb + 1 == w.kb_end) arrive_q_free<kD>(smem, lane);
+      if (kb + 1 == w.kb_end) {
+        arrive_q_free<kD>(smem, lane);
+        if (kTimeline && threadIdx.x == 0) timeline_mark(3);
+      }
 
     // ---- mask, online softmax (log2 domain: the rows' maxima scaled here, each logit in its
     // exponent's FFMA)
@@ -253,17 +258,20 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
       wgmma_m64n128k16_rs(o_hi(o), a[kk], desc_add(d, T::kVHi));
     }
     wgmma_commit();
+    if (kb + 1 == w.kb_end) next();
     wgmma_wait<0>();
     reg_fence(o);
     reg_fence(a);
     if (!kOutTile || kb + 1 < w.kb_end) stage.release(w, lane);
   }
+  if (w.kb_end <= w.kb_begin) next();
   if constexpr (kOutTile)
     if (w.kb_end <= w.kb_begin) arrive_q_free<kD>(smem, lane);
 
   if (kTimeline && threadIdx.x == 0) timeline_mark(5);
   // ---- epilogue: full row sums, final factors for WG1, this half of O
   if (!kConsumersIdle && w.kb_end > w.kb_begin) named_bar_sync(kBarPFree, kConsumerThreads);  // WG1 is past its last P
+  if (kUnitTimeline && threadIdx.x == 0) timeline_mark(10);
   st0.l = quad_sum(st0.l);
   st1.l = quad_sum(st1.l);
   const RowResult res0 = finish_row(p, w, w.head0 + r0, st0.m, st0.l, r0 < w.heads);
@@ -273,13 +281,15 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     s_factor[r1] = res1.factor;
   }
   named_bar_arrive(kBarFinal, kConsumerThreads);
+  if (kUnitTimeline && threadIdx.x == 0) timeline_mark(11);
   // kStaged: WG1 is past its last P V (kBarPFree), so the Q and K tiles are free (persistent
   // CTAs stage in the Q tile alone, d512's row 63 in the P tile: config.h kPersistStaged).
   static_assert(!kStaged || 64 * kStageRowBytes <= S::p, "staged rows beyond the Q and K tiles");
   const bool staged = kStaged && staged_rows_ok(w);
   const bool tiled = kOutTile && out_tile_ok(p, w);
   if (staged) store_rows_staged<kRow63>(p, w, smem + S::q, 0, o, res0.factor, res1.factor);
-  if (tiled) store_rows_tile(p, w, last_tile<kD>(smem, w, n0), 0, o, res0.factor, res1.factor);
+  if (tiled) store_rows_tile<kBf16OutByWg1>(p, w, last_tile<kD>(smem, w, n0), 0, o, res0.factor, res1.factor);
+  if (kUnitTimeline && threadIdx.x == 0) timeline_mark(12);
   if (r0 < w.heads) {
     if (!staged && !tiled) store_o_row(p, w, w.head0 + r0, 0, o, 0, res0.factor);
     if (c == 0) store_lse(p, w, w.head0 + r0, res0.lse);
@@ -290,13 +300,14 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     if (c == 0) store_lse(p, w, w.head0 + r1, res1.lse);
     if (kMaxLogits && c == 0) store_max_logit(p, w, w.head0 + r1, kExactMax ? st1.m : top1);
   }
-  if constexpr (kOutTile) release_last_tile<kD>(smem, w, n0, lane);
+  if constexpr (kOutTile)
+    if (!(kBf16OutByWg1 && tiled)) release_last_tile<kD>(smem, w, n0, lane);  // else WG1 releases for both
   if (kTimeline && threadIdx.x == 0) timeline_mark(6);
 }
 
 template <int kD, bool kPair, bool kSw = false, bool kStaged = false, int kRow63 = 0, bool kFenceFull = false,
-          bool kOutTile = false>
-__device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
+          bool kOutTile = false, class Next = NoHook>
+__device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0, Next next = {}) {
   using T = WideTiles<kD, kSw>;
   using S = Smem<64, kD>;
   const int lane = threadIdx.x & 31, wq = (threadIdx.x >> 5) & 3;
@@ -326,16 +337,21 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
     if (!kOutTile || kb + 1 < w.kb_end) stage.release(w, lane);
   }
 
+  next();  // (while WG0 finishes its rows)
   named_bar_sync(kBarFinal, kConsumerThreads);
-  if (kOutTile && out_tile_ok(p, w)) {
-    store_rows_tile(p, w, last_tile<kD>(smem, w, n0), 1, o, s_factor[r0], s_factor[r1]);
+  const bool tiled = kOutTile && out_tile_ok(p, w);
+  if (tiled) {
+    store_rows_tile<kBf16OutByWg1>(p, w, last_tile<kD>(smem, w, n0), 1, o, s_factor[r0], s_factor[r1]);
   } else if (kStaged && staged_rows_ok(w)) {
     store_rows_staged<kRow63>(p, w, smem + S::q, 256, o, s_factor[r0], s_factor[r1]);
   } else {
     if (r0 < w.heads) store_o_row(p, w, w.head0 + r0, 256, o, 0, s_factor[r0]);
     if (r1 < w.heads) store_o_row(p, w, w.head0 + r1, 256, o, 1, s_factor[r1]);
   }
-  if constexpr (kOutTile) release_last_tile<kD>(smem, w, n0, lane);
+  if constexpr (kOutTile) {
+    release_last_tile<kD>(smem, w, n0, lane);
+    if (kBf16OutByWg1 && tiled) release_last_tile<kD>(smem, w, n0, lane);  // for WG0's warp too
+  }
 }
 
 }  // namespace smla::cuda::sparse_decode_family

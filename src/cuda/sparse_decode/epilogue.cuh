@@ -94,6 +94,10 @@ __device__ __forceinline__ void store_rows_staged(const AttnParams& p, const Wor
 // out's tensor map (8 KB each, boxes 4 half .. 4 half + 3, the 128-byte swizzle: a warp's stores
 // fall in distinct banks), then out by the TMA unit (rows past h_q are not written). Thread 0 of
 // the warpgroup issues and waits until they are read; its warp releases the tile after that.
+// kWg1Issues (config.h kBf16OutByWg1): warpgroup 0 only writes its rows and signals; thread 0 of
+// warpgroup 1 issues all eight boxes once both halves are in and waits for their read, so
+// warpgroup 0 goes on to its next unit at once (warpgroup 1 then releases the tile for both).
+template <bool kWg1Issues = false>
 __device__ __forceinline__ void store_rows_tile(const AttnParams& p, const Work& w, uint8_t* tile, int half,
                                                 const float (&o)[32][4], float f0, float f1) {
   const int lane = threadIdx.x & 31, wq = (threadIdx.x >> 5) & 3, g = lane >> 2, c = lane & 3;
@@ -107,6 +111,20 @@ __device__ __forceinline__ void store_rows_tile(const AttnParams& p, const Work&
     *reinterpret_cast<uint32_t*>(at + 8 * 128) = to16x2(o[nt][2] * f1, o[nt][3] * f1, false);
   }
   fence_proxy_async();  // read next by the TMA unit
+  if constexpr (kWg1Issues) {
+    if (half == 0) {
+      named_bar_arrive(kBarOutTile, 256);
+      return;
+    }
+    named_bar_sync(kBarOutTile, 256);
+    if (threadIdx.x % 128 == 0) {
+      const uint32_t src = static_cast<uint32_t>(__cvta_generic_to_shared(tile));
+#pragma unroll
+      for (int b = 0; b < 8; ++b) tma_store_4d(&p.o_map, src + b * 8192, 64 * b, w.head0, w.t, w.req);
+      bulk_commit_and_wait_read();
+    }
+    return;
+  }
   named_bar_sync(kBarOutTile + half, 128);
   if (threadIdx.x % 128 == 0) {
     const uint32_t src = static_cast<uint32_t>(__cvta_generic_to_shared(base));

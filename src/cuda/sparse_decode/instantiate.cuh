@@ -63,6 +63,7 @@ void launch_kernel(const AttnParams& p, dim3 grid, int64_t resident, cudaStream_
     cfg.gridDim = dim3(static_cast<unsigned>(resident), kPair ? kPairCtas : 1, 1);
   }
   SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args));
+  if constexpr (kPersist) print_unit_timeline(stream);  // SMLA_SD_TIMELINE=3 only (timeline.cuh)
 }
 
 // CTAs (pairs: two-CTA clusters) of the persistent kernel resident at once: one per SM.

@@ -226,11 +226,11 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
   const int units = p.unit_gx * gy * p.unit_gz;
   // Each role walks the units itself, inside the branch that set its register budget (ptxas
   // holds a role's code to its setmaxnreg only there).
-  int unit = 0;  // the unit each_unit's role runs (kEnds: the producer prefetches the next one's Q)
+  int unit_k = 0;  // kUnitTimeline: the CTA's count of units started (timeline.cuh unit_mark)
   auto each_unit = [&](auto&& role) {
     int n0 = 0;
+    if constexpr (kUnitTimeline) unit_k = 0;
     for (int u = blockIdx.x; u < units; u += gridDim.x) {
-      unit = u;
       const int bx = u % p.unit_gx, rest = u / p.unit_gx, yy = rest % gy, bz = rest / gy;
       Work w = make_work<serves_dense(kFmt)>(p, UnitAt{static_cast<unsigned>(bx), static_cast<unsigned>(kPair ? yy * kPairCtas + rank : yy),
                                    static_cast<unsigned>(bz)});
@@ -241,6 +241,44 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
       }
       role(w, n0);
       n0 += w.kb_end - w.kb_begin;
+      if constexpr (kUnitTimeline) ++unit_k;
+    }
+  };
+  // kBf16NextWorkEarly (the consumers of kEnds CTAs): as each_unit, but the role's `next` hook
+  // makes the next unit's Work while the role waits anyway (consume_wg0 / consume_wg1).
+  auto each_unit_ahead = [&](auto&& role) {
+    auto work_of = [&](int u) {
+      const int bx = u % p.unit_gx, rest = u / p.unit_gx, yy = rest % gy, bz = rest / gy;
+      Work w = make_work<serves_dense(kFmt)>(p, UnitAt{static_cast<unsigned>(bx), static_cast<unsigned>(kPair ? yy * kPairCtas + rank : yy),
+                                   static_cast<unsigned>(bz)});
+      if constexpr (kPair) {
+        w.pair = true;
+        w.rank = rank;
+      }
+      return w;
+    };
+    int n0 = 0;
+    if constexpr (kUnitTimeline) unit_k = 0;
+    int u = blockIdx.x;
+    if (u >= units) return;
+    Work w = work_of(u);
+    for (;;) {
+      const int un = u + static_cast<int>(gridDim.x);
+      Work nw;
+      auto next = [&]() -> const Work& {  // (a unit past the last: Work{}, no blocks)
+        if (un < units) nw = work_of(un);
+        return nw;
+      };
+      if (w.active) {  // the same in every role (and in both CTAs of a pair)
+        role(w, n0, next);
+        n0 += w.kb_end - w.kb_begin;
+        if constexpr (kUnitTimeline) ++unit_k;
+      } else {
+        next();
+      }
+      if (un >= units) break;
+      u = un;
+      w = nw;
     }
   };
   const int wg = threadIdx.x / 128;
@@ -253,38 +291,57 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
     if (wg == 0) {
       setmaxnreg_to<kRegsWg0, kEntry>();
       int qn = 0;
-      each_unit([&](const Work& w, int n0) {
+      if (kUnitTimeline && threadIdx.x == 0) unit_mark(10, 0);
+      auto role = [&](const Work& w, int n0, auto&& next) {
+        if (kUnitTimeline && threadIdx.x == 0) unit_mark(0, unit_k);
         if (p.q_tma) mbar_wait(q_bar, qn++ & 1);
         else load_q_tma<kD>(p, w, smem);
-        consume_wg0<kD, false, true, kMaxLogits, false, 0, true, kCopiesArrive<kRows, kFmt>, true>(p, w, smem, n0);
-      });
+        if (kUnitTimeline && threadIdx.x == 0) unit_mark(1, unit_k);
+        consume_wg0<kD, false, true, kMaxLogits, false, 0, true, kCopiesArrive<kRows, kFmt>, true>(p, w, smem, n0, next);
+        if (kUnitTimeline && threadIdx.x == 0) {  // consume_wg0's marks: first full, last QK^T, loop end, epilogue and its steps
+          const uint64_t* t = timeline_slots();
+          unit_mark(2, unit_k, t[4]), unit_mark(3, unit_k, t[3]), unit_mark(4, unit_k, t[5]), unit_mark(5, unit_k, t[6]);
+          unit_mark(11, unit_k, t[10]), unit_mark(12, unit_k, t[11]), unit_mark(13, unit_k, t[12]);
+        }
+      };
+      if constexpr (kBf16NextWorkEarly) each_unit_ahead(role);
+      else each_unit([&](const Work& w, int n0) { role(w, n0, NoHook{}); });
     } else if (wg == 1) {
       setmaxnreg_to<kRegsWg1, kEntry>();
-      each_unit([&](const Work& w, int n0) {
+      auto role = [&](const Work& w, int n0, auto&& next) {
         if (!p.q_tma) load_q_tma<kD>(p, w, smem);
-        consume_wg1<kD, false, true, false, 0, kCopiesArrive<kRows, kFmt>, true>(p, w, smem, n0);
-      });
+        consume_wg1<kD, false, true, false, 0, kCopiesArrive<kRows, kFmt>, true>(p, w, smem, n0, next);
+        if (kUnitTimeline && threadIdx.x == 128) unit_mark(6, unit_k);
+      };
+      if constexpr (kBf16NextWorkEarly) each_unit_ahead(role);
+      else each_unit([&](const Work& w, int n0) { role(w, n0, NoHook{}); });
     } else {
       setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, true>(), kEntry>();
       int k = 0;  // units this CTA started
-      each_unit([&](const Work& w, int n0) {
-        auto issue_q = [&] {
+      auto role = [&](const Work& w, int n0, auto&& next) {
+        // After the unit's first block is issued: its Q (once WG0's last QK^T of the unit before
+        // is done), with kBf16NextWorkEarly the next unit's Work, and with kBf16NextIdxL2 that
+        // unit's first two blocks' indices into L2.
+        auto after_first = [&] {
           if (p.q_tma && threadIdx.x == kConsumerThreads) {
             if (k > 0) mbar_wait(reinterpret_cast<uint64_t*>(smem + S::q_free), (k - 1) & 1);
             issue_q_tma<kD>(p, w, smem);
-            // kBf16NextQL2: the CTA's next unit's Q into L2 (unsplit launches, whose units'
-            // coordinates are their grid positions), a unit ahead of its load.
-            const int nu = unit + static_cast<int>(gridDim.x);
-            if (kBf16NextQL2 && nu < units && !is_split_launch(p)) {
-              const int bx = nu % p.unit_gx, rest = nu / p.unit_gx;
-#pragma unroll
-              for (int b = 0; b < kD / 64; ++b) tma_prefetch_4d(&p.q_map, 64 * b, (rest % gy) * p.heads_tile, rest / gy, bx);
-            }
+            if constexpr (kUnitTimeline) unit_mark(8, unit_k);
+          }
+          if constexpr (kBf16NextWorkEarly) {
+            const Work& nx = next();
+            const int t = static_cast<int>(threadIdx.x) - kConsumerThreads;
+            if (kBf16NextIdxL2 && t < 4 && nx.kb_end > nx.kb_begin && 32 * t < nx.len_main - nx.kb_begin * kKeys)
+              prefetch_l2_line(index_row(p.main, nx.req, nx.t) + nx.kb_begin * kKeys + 32 * t);
           }
         };
-        produce_bf16<kRows, kD, kTwo>(p, w, smem, n0, issue_q);
+        if (kUnitTimeline && threadIdx.x == kConsumerThreads) unit_mark(7, unit_k);
+        produce_bf16<kRows, kD, kTwo>(p, w, smem, n0, after_first);
+        if (kUnitTimeline && threadIdx.x == kConsumerThreads) unit_mark(9, unit_k);
         ++k;
-      });
+      };
+      if constexpr (kBf16NextWorkEarly) each_unit_ahead(role);
+      else each_unit([&](const Work& w, int n0) { role(w, n0, NoHook{}); });
     }
     return;
   }

@@ -1,13 +1,17 @@
 // Diagnostic build (SMLA_SD_TIMELINE=1): %globaltimer marks of a few CTAs per launch (the first
 // two, the middle one and the last of grid.x, head tile 0, token 0), printed by each at its
 // exit: where a CTA's time goes outside its per-block loop. SMLA_SD_TIMELINE=2 adds per-block
-// events of the 16/32-row bulk-copy CTAs (where each block waits). Off (no code) in every other
-// build. (ptxas serializes the wgmmas of the 32- and 64-row fp8_ds_mla kernels in these builds,
+// events of the 16/32-row bulk-copy CTAs (where each block waits). SMLA_SD_TIMELINE=3 also keeps
+// per-unit marks of four persistent bf16-row CTAs in global memory, printed by a kernel of their
+// own after each launch (unit_mark): no printf in the measured kernel. Off (no code) in every
+// other build. (ptxas serializes the wgmmas of the 32- and 64-row fp8_ds_mla kernels in these builds,
 // C7510, for the printf call: time those from the marks' differences only with care.)
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
+
+#include <cuda_runtime.h>
 
 namespace smla::cuda::sparse_decode_family {
 
@@ -16,6 +20,7 @@ namespace smla::cuda::sparse_decode_family {
 #endif
 inline constexpr bool kTimeline = SMLA_SD_TIMELINE != 0;
 inline constexpr bool kBlockTimeline = SMLA_SD_TIMELINE == 2;
+inline constexpr bool kUnitTimeline = SMLA_SD_TIMELINE == 3;
 
 // Marks: 0 entry, 1 after the grid-dependency wait, 2 barriers initialized, 3 Q in shared
 // memory (consumer), 4 first K tile full (consumer), 5 last block done (consumer), 6 consumer
@@ -84,5 +89,53 @@ __device__ __forceinline__ void timeline_print(int blocks = 0) {
            static_cast<long long>(s[11] - s[0]), static_cast<long long>(s[12] - s[0]), static_cast<long long>(s[13] - s[0]));
   }
 }
+
+// Per-unit marks (kUnitTimeline) of the persistent CTAs 0, 1, grid / 2 and grid - 1, their first
+// kTlUnits units, %globaltimer ns. Events: 0 WG0 at the unit's start, 1 its Q landed, 2 its first
+// K tile full, 3 its last QK^T done, 4 its last block done, 5 its epilogue done, 6 WG1's
+// epilogue done, 7 the producer at the unit's start, 8 the unit's Q issued, 9 the producer's
+// last block handed over, 10 the CTA's entry (unit 0 only); WG0's epilogue: 11 WG1 past its
+// last P, 12 final factors out, 13 its O rows stored (or handed to WG1). One copy per translation
+// unit: the kernels of an instantiation file and their print kernel share it.
+inline constexpr int kTlCtas = 4, kTlUnits = 40, kTlEvents = 14;
+#if SMLA_SD_TIMELINE == 3
+static __device__ uint64_t g_unit_marks[kTlCtas][kTlUnits][kTlEvents];
+
+// The chosen CTA's index in g_unit_marks, or -1.
+__device__ __forceinline__ int unit_timeline_cta() {
+  const unsigned g = gridDim.x, b = blockIdx.x;
+  return blockIdx.y != 0 ? -1 : b == 0 ? 0 : b == 1 ? 1 : b == g / 2 ? 2 : b == g - 1 ? 3 : -1;
+}
+
+// Event e of the CTA's unit k at time t (default: now).
+__device__ __forceinline__ void unit_mark(int e, int k, uint64_t t = 0) {
+  const int c = unit_timeline_cta();
+  if (c < 0 || k >= kTlUnits) return;
+  if (t == 0) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  g_unit_marks[c][k][e] = t;
+}
+
+// One thread prints the marks, ns after CTA 0's entry, one line per CTA and unit, and clears them.
+static __global__ void unit_timeline_print() {
+  const uint64_t t0 = g_unit_marks[0][0][10];
+  for (int c = 0; c < kTlCtas; ++c)
+    for (int k = 0; k < kTlUnits; ++k) {
+      uint64_t* m = g_unit_marks[c][k];
+      if (m[0] == 0) continue;
+      long long d[kTlEvents];
+      for (int e = 0; e < kTlEvents; ++e) d[e] = m[e] == 0 ? -1 : static_cast<long long>(m[e] - t0);
+      printf("unit_timeline cta %d k %d | wg0 start %lld q %lld full %lld last_qk %lld loop_end %lld epilogue %lld | wg1 epilogue %lld"
+             " | producer start %lld q_issued %lld last_handed %lld | entry %lld | wg0 p_free %lld factors %lld o_stored %lld\n",
+             c, k, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13]);
+      for (int e = 0; e < kTlEvents; ++e) m[e] = 0;
+    }
+}
+
+// After each launch of a persistent kernel (instantiate.cuh launch_kernel).
+inline void print_unit_timeline(cudaStream_t stream) { unit_timeline_print<<<1, 1, 0, stream>>>(); }
+#else
+__device__ __forceinline__ void unit_mark(int, int, uint64_t = 0) {}
+inline void print_unit_timeline(cudaStream_t) {}
+#endif
 
 }  // namespace smla::cuda::sparse_decode_family
