@@ -14,7 +14,8 @@ import statistics
 
 LINE = re.compile(r"unit_timeline cta (\d+) k (\d+) \| wg0 start (-?\d+) q (-?\d+) full (-?\d+) last_qk (-?\d+) "
                   r"loop_end (-?\d+) epilogue (-?\d+) \| wg1 epilogue (-?\d+) \| producer start (-?\d+) "
-                  r"q_issued (-?\d+) last_handed (-?\d+) \| entry -?\d+(?: \| wg0 p_free (-?\d+) factors (-?\d+) o_stored (-?\d+))?")
+                  r"q_issued (-?\d+) last_handed (-?\d+) \| entry -?\d+(?: \| wg0 p_free (-?\d+) factors (-?\d+) o_stored (-?\d+))?"
+                  r"(?: \| block0 tile_wait (-?\d+) tile_free (-?\d+) issued (-?\d+) handed (-?\d+))?")
 
 # phase: (mark of this unit or of the unit before, ...) differences, ns
 PHASES = {
@@ -30,12 +31,17 @@ PHASES = {
     "wg0_final_factors": lambda u, v: u["factors"] - u["p_free"],
     "wg0_o_rows_out": lambda u, v: u["o_stored"] - u["factors"],
     "wg0_lse_and_release": lambda u, v: u["epilogue"] - u["o_stored"],
+    "producer_start_to_block0_tile_wait": lambda u, v: u["b0_tile_wait"] - u["pstart"],
+    "block0_tile_wait": lambda u, v: u["b0_tile_free"] - u["b0_tile_wait"],
+    "block0_indices_and_issue": lambda u, v: u["b0_issued"] - u["b0_tile_free"],
+    "block0_rows_landing": lambda u, v: u["b0_handed"] - u["b0_issued"],
+    "block0_handed_to_wg0_full": lambda u, v: u["full"] - u["b0_handed"],
     "q_issued_after_last_qk_before": lambda u, v: u["q_issued"] - v["last_qk"],
     "q_landed_after_issue": lambda u, v: u["q"] - u["q_issued"],
     "producer_start_after_last_handed_before": lambda u, v: u["pstart"] - v["last_handed"],
 }
 KEYS = ["start", "q", "full", "last_qk", "loop_end", "epilogue", "wg1_epilogue", "pstart", "q_issued", "last_handed",
-        "p_free", "factors", "o_stored"]
+        "p_free", "factors", "o_stored", "b0_tile_wait", "b0_tile_free", "b0_issued", "b0_handed"]
 
 
 def summarize(path):
@@ -44,7 +50,8 @@ def summarize(path):
     first = max(i for i, m in enumerate(lines) if m.group(1) == "0" and m.group(2) == "0")
     units = {}
     for m in lines[first:]:
-        v = [int(x) if x is not None else None for x in m.groups()]
+        # (-1: a mark the unit never reached, as a missing one)
+        v = [int(x) if x is not None and x != "-1" else None for x in m.groups()]
         units[(v[0], v[1])] = dict(zip(KEYS, v[2:]))
     out = {}
     for name, f in PHASES.items():
@@ -53,7 +60,7 @@ def summarize(path):
             if k > 0 and (c, k - 1) in units:
                 try:
                     x.append(f(u, units[(c, k - 1)]))
-                except TypeError:  # a mark this build does not print
+                except TypeError:  # a mark this build does not print, or the unit did not reach
                     pass
         if x:
             out[name] = {"median": statistics.median(x), "min": min(x), "max": max(x), "n": len(x)}

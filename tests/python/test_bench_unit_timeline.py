@@ -15,6 +15,7 @@ def line(cta, k, t0, steps=True):
          f"q_issued {t0 - 9000 + 1800} last_handed {t0 + 8000} | entry {0 if k == 0 else -1}")
     if steps:
         s += f" | wg0 p_free {t0 + 10032} factors {t0 + 10900} o_stored {t0 + 12100}"
+        s += f" | block0 tile_wait {t0 - 400} tile_free {t0 - 300} issued {-1 if (cta, k) == (1, 2) else t0 - 100} handed {t0 + 200}"
     return s + "\n"
 
 
@@ -42,6 +43,8 @@ def test_last_launch_phases(tmp_path):
     assert ns["wg0_epilogue"]["median"] == 2500
     assert ns["wg0_epilogue_to_next_start"]["median"] == 13300 - 12500
     assert ns["wg0_final_factors"]["median"] == 868 and ns["wg0_o_rows_out"]["median"] == 1200
+    assert ns["block0_tile_wait"]["median"] == 100 and ns["block0_handed_to_wg0_full"]["median"] == 100
+    assert ns["block0_rows_landing"]["n"] == 3  # cta 1 unit 2 printed -1 (not reached): left out
 
 
 def test_lines_without_the_epilogue_steps(tmp_path):

@@ -337,7 +337,13 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
         };
         if (kUnitTimeline && threadIdx.x == kConsumerThreads) unit_mark(7, unit_k);
         produce_bf16<kRows, kD, kTwo>(p, w, smem, n0, after_first);
-        if (kUnitTimeline && threadIdx.x == kConsumerThreads) unit_mark(9, unit_k);
+        if (kUnitTimeline && threadIdx.x == kConsumerThreads) {  // and produce_bf16_rounds' block-0 marks
+          unit_mark(9, unit_k);
+          if (w.kb_end > w.kb_begin) {
+            const uint64_t* t = timeline_slots();
+            unit_mark(14, unit_k, t[9]), unit_mark(15, unit_k, t[13]), unit_mark(16, unit_k, t[7]), unit_mark(17, unit_k, t[8]);
+          }
+        }
         ++k;
       };
       if constexpr (kBf16NextWorkEarly) each_unit_ahead(role);

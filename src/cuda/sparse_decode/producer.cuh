@@ -801,6 +801,7 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
     } else {
       mbar_arrive(st.full);
     }
+    if (kUnitTimeline && i == 0 && pl.first()) timeline_mark(8);
   };
   constexpr bool kAsync = kBf16AsyncArrive<kRows> && !kPeer;  // (variant 8 then arrives as produce_bf16_async)
   if constexpr (kProducerIdle && !kPeer) {  // experiment (variant 8): each block handed over unloaded
@@ -824,7 +825,9 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
       cp_async_wait_group<0>();
       hand_over(i - 1);
     }
+    if (kUnitTimeline && i == 0 && pl.first()) timeline_mark(9);  // (timeline.cuh unit marks 14-17)
     st.wait_empty(n0 + i);
+    if (kUnitTimeline && i == 0 && pl.first()) timeline_mark(13);
     PeerStage peer;
     if constexpr (kPeer) {
       peer.valid = in_peer(w, st.valid);
@@ -851,6 +854,7 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
       rotate_queue<true>(iq[r], p, w, pl, r, kb);
     }
     cp_async_commit_group();
+    if (kUnitTimeline && i == 0 && pl.first()) timeline_mark(7);
     if (i == 0) after_first();
     if (i == 1 || (!kBf16HandEarly && i >= 1)) {
       cp_async_wait_group<1>();

@@ -95,9 +95,11 @@ __device__ __forceinline__ void timeline_print(int blocks = 0) {
 // K tile full, 3 its last QK^T done, 4 its last block done, 5 its epilogue done, 6 WG1's
 // epilogue done, 7 the producer at the unit's start, 8 the unit's Q issued, 9 the producer's
 // last block handed over, 10 the CTA's entry (unit 0 only); WG0's epilogue: 11 WG1 past its
-// last P, 12 final factors out, 13 its O rows stored (or handed to WG1). One copy per translation
-// unit: the kernels of an instantiation file and their print kernel share it.
-inline constexpr int kTlCtas = 4, kTlUnits = 40, kTlEvents = 14;
+// last P, 12 final factors out, 13 its O rows stored (or handed to WG1); the producer's first
+// thread at block 0: 14 before its tile's wait, 15 the tile free, 16 its copies issued, 17 its
+// rows landed and handed over. One copy per translation unit: the kernels of an instantiation
+// file and their print kernel share it.
+inline constexpr int kTlCtas = 4, kTlUnits = 40, kTlEvents = 18;
 #if SMLA_SD_TIMELINE == 3
 static __device__ uint64_t g_unit_marks[kTlCtas][kTlUnits][kTlEvents];
 
@@ -125,8 +127,10 @@ static __global__ void unit_timeline_print() {
       long long d[kTlEvents];
       for (int e = 0; e < kTlEvents; ++e) d[e] = m[e] == 0 ? -1 : static_cast<long long>(m[e] - t0);
       printf("unit_timeline cta %d k %d | wg0 start %lld q %lld full %lld last_qk %lld loop_end %lld epilogue %lld | wg1 epilogue %lld"
-             " | producer start %lld q_issued %lld last_handed %lld | entry %lld | wg0 p_free %lld factors %lld o_stored %lld\n",
-             c, k, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13]);
+             " | producer start %lld q_issued %lld last_handed %lld | entry %lld | wg0 p_free %lld factors %lld o_stored %lld"
+             " | block0 tile_wait %lld tile_free %lld issued %lld handed %lld\n",
+             c, k, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13], d[14], d[15],
+             d[16], d[17]);
       for (int e = 0; e < kTlEvents; ++e) m[e] = 0;
     }
 }
