@@ -17,6 +17,10 @@
 # CHECK_ROWS=0 times without the reference check (variants 3, 4, 7, 8, 9 compute wrong results by
 # design, and a failed check prints only its error line). bench/variants_jsonl.py turns the
 # call's $OUT/variants.txt into bench/results records.
+# UNIT_TIMELINE=1 builds every variant with -DSMLA_SD_TIMELINE=3 (per-unit marks of persistent
+# bf16-row CTAs, src/cuda/sparse_decode/timeline.cuh) and, instead of timing, runs each
+# configuration for two launches and appends bench/unit_timeline.py's summary of its marks to
+# $OUT/units-summary.txt (the marks in $OUT/units-<build>-<n>.txt).
 set -uo pipefail
 VARIANTS=${1:-"0 3 4 7"}
 shift || true
@@ -25,7 +29,8 @@ mkdir -p "$OUT"
 export PATH=$PATH:/usr/local/cuda/bin
 # A variant of several macros joins them with '+': SMLA_SD_LAZY_RESCALE=0+SMLA_SD_PREFETCH=0.
 define() { [[ $1 == *=* ]] && echo "-D${1//+/ -D}" || echo "-DSMLA_SD_VARIANT=$1"; }
-dir() { echo "build-v$(echo "$1" | tr -c 'A-Za-z0-9\n' '_')"; }
+TL=${UNIT_TIMELINE:+-DSMLA_SD_TIMELINE=3}
+dir() { echo "build-${TL:+tl3-}v$(echo "$1" | tr -c 'A-Za-z0-9\n' '_')"; }
 builds=$(for v in $VARIANTS; do [[ $v == env:* ]] || echo "$v"; done)
 first=$(echo "$builds" | head -1)
 jobs=$(( $(nproc) / $(echo $builds | wc -w) + 1 ))
@@ -36,7 +41,7 @@ else
   cmake_tests="-DSMLA_BUILD_TESTS=OFF"; targets="smla_cli"
 fi
 for v in $builds; do
-  ( cmake -S . -B "$(dir "$v")" -G Ninja -DSMLA_CUDA=ON $cmake_tests -DCMAKE_CUDA_FLAGS="$(define "$v")" \
+  ( cmake -S . -B "$(dir "$v")" -G Ninja -DSMLA_CUDA=ON $cmake_tests -DCMAKE_CUDA_FLAGS="$TL $(define "$v")" \
       > "$OUT/$(dir "$v").log" 2>&1 && cmake --build "$(dir "$v")" -j $jobs --target $targets >> "$OUT/$(dir "$v").log" 2>&1 \
       || echo "variant $v: build failed" ) &
 done
@@ -54,10 +59,19 @@ if [ -n "${CONFIGS_SD:-}" ]; then
 else
   CONFIGS=("--b 128 --s_q 1 --h_q 64" "--b 128 --s_q 1 --h_q 16" "--b 128 --s_q 2 --h_q 128")
 fi
+n=0
 for cfg in "${CONFIGS[@]}"; do
+  n=$((n + 1))
   for v in $VARIANTS; do
     if [[ $v == env:* ]]; then bin=$(dir "$first")/tools/smla; envs=${v#env:}; else bin=$(dir "$v")/tools/smla; envs=; fi
     [ -x "$bin" ] || continue
+    if [ -n "$TL" ]; then
+      marks="$OUT/units-$(dir "$v")-$n.txt"
+      timeout ${BENCH_TIMEOUT:-300} env $envs "$bin" bench ${OP_FLAGS:---op sparse_decode --format fp8_ds_mla --topk 2048} $cfg \
+          --iters 2 --warmup 1 --check_rows 0 "$@" 2>&1 | grep unit_timeline > "$marks"
+      { echo "== $v | $cfg"; python3 bench/unit_timeline.py "$marks"; } >> "$OUT/units-summary.txt" 2>&1
+      continue
+    fi
     r=$(timeout ${BENCH_TIMEOUT:-300} env $envs "$bin" bench ${OP_FLAGS:---op sparse_decode --format fp8_ds_mla --topk 2048} $cfg --iters ${ITERS:-30} \
         --check_rows ${CHECK_ROWS:-2} "$@" 2>&1 | grep -E "sparse_decode|sparse_prefill|dense_decode|rror" | tail -1)
     echo "$v | $cfg | $r" | tee -a "$OUT/variants.txt"

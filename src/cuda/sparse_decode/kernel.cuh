@@ -227,18 +227,23 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
   // Each role walks the units itself, inside the branch that set its register budget (ptxas
   // holds a role's code to its setmaxnreg only there).
   int unit_k = 0;  // kUnitTimeline: the CTA's count of units started (timeline.cuh unit_mark)
+  // Unit u's Work (inactive: the same in every role, and in both CTAs of a pair).
+  auto work_of = [&](int u) {
+    const int bx = u % p.unit_gx, rest = u / p.unit_gx, yy = rest % gy, bz = rest / gy;
+    Work w = make_work<serves_dense(kFmt)>(p, UnitAt{static_cast<unsigned>(bx), static_cast<unsigned>(kPair ? yy * kPairCtas + rank : yy),
+                                 static_cast<unsigned>(bz)});
+    if constexpr (kPair) {
+      w.pair = true;
+      w.rank = rank;
+    }
+    return w;
+  };
   auto each_unit = [&](auto&& role) {
     int n0 = 0;
     if constexpr (kUnitTimeline) unit_k = 0;
     for (int u = blockIdx.x; u < units; u += gridDim.x) {
-      const int bx = u % p.unit_gx, rest = u / p.unit_gx, yy = rest % gy, bz = rest / gy;
-      Work w = make_work<serves_dense(kFmt)>(p, UnitAt{static_cast<unsigned>(bx), static_cast<unsigned>(kPair ? yy * kPairCtas + rank : yy),
-                                   static_cast<unsigned>(bz)});
-      if (!w.active) continue;  // the same in every role (and in both CTAs of a pair)
-      if constexpr (kPair) {
-        w.pair = true;
-        w.rank = rank;
-      }
+      const Work w = work_of(u);
+      if (!w.active) continue;
       role(w, n0);
       n0 += w.kb_end - w.kb_begin;
       if constexpr (kUnitTimeline) ++unit_k;
@@ -247,16 +252,6 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
   // kBf16NextWorkEarly (the consumers of kEnds CTAs): as each_unit, but the role's `next` hook
   // makes the next unit's Work while the role waits anyway (consume_wg0 / consume_wg1).
   auto each_unit_ahead = [&](auto&& role) {
-    auto work_of = [&](int u) {
-      const int bx = u % p.unit_gx, rest = u / p.unit_gx, yy = rest % gy, bz = rest / gy;
-      Work w = make_work<serves_dense(kFmt)>(p, UnitAt{static_cast<unsigned>(bx), static_cast<unsigned>(kPair ? yy * kPairCtas + rank : yy),
-                                   static_cast<unsigned>(bz)});
-      if constexpr (kPair) {
-        w.pair = true;
-        w.rank = rank;
-      }
-      return w;
-    };
     int n0 = 0;
     if constexpr (kUnitTimeline) unit_k = 0;
     int u = blockIdx.x;
@@ -269,7 +264,7 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
         if (un < units) nw = work_of(un);
         return nw;
       };
-      if (w.active) {  // the same in every role (and in both CTAs of a pair)
+      if (w.active) {
         role(w, n0, next);
         n0 += w.kb_end - w.kb_begin;
         if constexpr (kUnitTimeline) ++unit_k;
@@ -280,6 +275,11 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
       u = un;
       w = nw;
     }
+  };
+  // kEnds roles take a `next` hook: each_unit_ahead's, or one that does nothing.
+  auto walk = [&](auto&& role) {
+    if constexpr (kBf16NextWorkEarly) each_unit_ahead(role);
+    else each_unit([&](const Work& w, int n0) { role(w, n0, NoHook{}); });
   };
   const int wg = threadIdx.x / 128;
   constexpr int kEntry = launch_regs(kernel_threads<kRows, kFmt, kPair, true>());
@@ -304,8 +304,7 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
           unit_mark(11, unit_k, t[10]), unit_mark(12, unit_k, t[11]), unit_mark(13, unit_k, t[12]);
         }
       };
-      if constexpr (kBf16NextWorkEarly) each_unit_ahead(role);
-      else each_unit([&](const Work& w, int n0) { role(w, n0, NoHook{}); });
+      walk(role);
     } else if (wg == 1) {
       setmaxnreg_to<kRegsWg1, kEntry>();
       auto role = [&](const Work& w, int n0, auto&& next) {
@@ -313,8 +312,7 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
         consume_wg1<kD, false, true, false, 0, kCopiesArrive<kRows, kFmt>, true>(p, w, smem, n0, next);
         if (kUnitTimeline && threadIdx.x == 128) unit_mark(6, unit_k);
       };
-      if constexpr (kBf16NextWorkEarly) each_unit_ahead(role);
-      else each_unit([&](const Work& w, int n0) { role(w, n0, NoHook{}); });
+      walk(role);
     } else {
       setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, true>(), kEntry>();
       int k = 0;  // units this CTA started
@@ -346,8 +344,7 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
         }
         ++k;
       };
-      if constexpr (kBf16NextWorkEarly) each_unit_ahead(role);
-      else each_unit([&](const Work& w, int n0) { role(w, n0, NoHook{}); });
+      walk(role);
     }
     return;
   }
