@@ -868,10 +868,24 @@ inline constexpr bool kBf16Pairs = SMLA_SD_BF16_PAIRS != 0;
 // dense off the TMA path s_q2 h128 page 48 1014 -> 1215 (so not dense). 0: one-unit CTAs.
 inline constexpr bool kBf16Persistent = SMLA_SD_BF16_PERSISTENT != 0;
 inline constexpr bool kBf16PersistEnds = SMLA_SD_BF16_PERSISTENT >= 2;
-// (SMLA_SD_BF16_PERSIST_HAND0=1, the producer handing block 0 of a later unit over before it
-// waits for block 1's tile, the unit before's last, free only once its O left: level in a
-// same-call A/B, 2026-12-03, µs: prefill d512 h64 k512 sink 603.0 / 604.1 -> 602.4 / 603.5, d512
-// h128 k1024 sink 2116 / 2112 -> 2217 / 2168, d576 h128 4634 / 4629 -> 4601 / 4660; removed.)
+// SMLA_SD_BF16_PERSIST_HAND0=1 (measurement build): the producer hands block 0 of a later unit
+// over as soon as its rows land, before it waits for block 1's tile (the unit before's last,
+// free only once its O left). Alone level in a same-call A/B (2026-12-03, µs: prefill d512 h64
+// k512 sink 603.0 / 604.1 -> 602.4 / 603.5, d512 h128 k1024 sink 2116 / 2112 -> 2217 / 2168,
+// d576 h128 4634 / 4629 -> 4601 / 4660): then WG0's own epilogue bounded the unit. With
+// SMLA_SD_BF16_NEXT_WORK_EARLY + SMLA_SD_BF16_OUT_BY_WG1 the per-unit marks put block 0's
+// hand-over after block 1's tile wait: 3.5 µs from its copies' issue, 1.2 after WG0 wanted it.
+// SMLA_SD_BF16_SINK_EARLY=1 (measurement build): WG0 of the persistent bf16-row CTAs loads its
+// rows' sink logits at the unit's start. In the epilogue that L2 load waited behind the gathers:
+// the final factors took 0.67-0.86 µs of WG0's end (per-unit marks, prefill d512 h64 k512 sink).
+#ifndef SMLA_SD_BF16_SINK_EARLY
+#define SMLA_SD_BF16_SINK_EARLY 1
+#endif
+inline constexpr bool kBf16SinkEarly = SMLA_SD_BF16_SINK_EARLY != 0;
+#ifndef SMLA_SD_BF16_PERSIST_HAND0
+#define SMLA_SD_BF16_PERSIST_HAND0 1
+#endif
+inline constexpr bool kBf16PersistHand0 = SMLA_SD_BF16_PERSIST_HAND0 != 0;
 // (SMLA_SD_BF16_NEXT_Q_L2=1, the producer prefetching the next unit's Q into L2 by the TMA unit's
 // tensor prefetch as it loads a unit's Q, so that load reads L2 instead of DRAM: slower in a
 // same-call A/B, 2026-12-03, µs: prefill d512 h64 k512 sink 597.6 / 597.3 -> 609.3 / 611.0, d512
@@ -891,11 +905,11 @@ inline constexpr bool kBf16PersistEnds = SMLA_SD_BF16_PERSISTENT >= 2;
 // wanted it (0.16 before). Kept as measurement builds for the producer's side of that boundary
 // (docs/PERF.md, thirty-sixth pass).
 #ifndef SMLA_SD_BF16_NEXT_WORK_EARLY
-#define SMLA_SD_BF16_NEXT_WORK_EARLY 0
+#define SMLA_SD_BF16_NEXT_WORK_EARLY 1
 #endif
 inline constexpr bool kBf16NextWorkEarly = SMLA_SD_BF16_NEXT_WORK_EARLY != 0;
 #ifndef SMLA_SD_BF16_OUT_BY_WG1
-#define SMLA_SD_BF16_OUT_BY_WG1 0
+#define SMLA_SD_BF16_OUT_BY_WG1 1
 #endif
 inline constexpr bool kBf16OutByWg1 = SMLA_SD_BF16_OUT_BY_WG1 != 0;
 // SMLA_SD_BF16_NEXT_IDX_L2=1 (P, with SMLA_SD_BF16_NEXT_WORK_EARLY=1, whose hook the producer

@@ -177,6 +177,14 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   float top0 = -INFINITY, top1 = -INFINITY;
   using QT = KTileDesc<kD, true>;  // kQSw: Q's boxes have the K tiles' swizzled geometry (64 rows)
   const uint64_t dq = kQSw ? QT::k(smem_addr(smem + S::q)) : T::q(smem);
+  // kSinkEarly (config.h kBf16SinkEarly): the rows' sink logits loaded now, not in the epilogue
+  // behind the unit's gathers.
+  constexpr bool kSinkEarly = kOutTile && kBf16SinkEarly;
+  float sink0 = 0.f, sink1 = 0.f;
+  if constexpr (kSinkEarly) {
+    sink0 = load_sink(p, w, w.head0 + r0, r0 < w.heads);
+    sink1 = load_sink(p, w, w.head0 + r1, r1 < w.heads);
+  }
 
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
@@ -274,8 +282,10 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   if (kUnitTimeline && threadIdx.x == 0) timeline_mark(10);
   st0.l = quad_sum(st0.l);
   st1.l = quad_sum(st1.l);
-  const RowResult res0 = finish_row(p, w, w.head0 + r0, st0.m, st0.l, r0 < w.heads);
-  const RowResult res1 = finish_row(p, w, w.head0 + r1, st1.m, st1.l, r1 < w.heads);
+  const RowResult res0 = kSinkEarly ? finish_row_by(p, w, st0.m, st0.l, r0 < w.heads, [&] { return sink0; })
+                                    : finish_row(p, w, w.head0 + r0, st0.m, st0.l, r0 < w.heads);
+  const RowResult res1 = kSinkEarly ? finish_row_by(p, w, st1.m, st1.l, r1 < w.heads, [&] { return sink1; })
+                                    : finish_row(p, w, w.head0 + r1, st1.m, st1.l, r1 < w.heads);
   if (c == 0) {
     s_factor[r0] = res0.factor;
     s_factor[r1] = res1.factor;

@@ -816,12 +816,15 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
     }
     return;
   }
+  // kBf16PersistHand0: in a later unit of a persistent CTA block 1's tile is the unit before's
+  // last, so block 0 goes out before that tile's wait too.
+  const bool hand0 = kBf16HandEarly && kBf16PersistHand0 && n0 > 0;
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin;
     const Stage<kRows, kD> st(smem, (n0 + i) & 1);
     // kBf16HandEarly: from block 2 on, block i - 1 goes out before this tile's wait (block 1's
     // tile is free from the start, so its copies still go out beside block 0's).
-    if (kBf16HandEarly && i >= 2) {
+    if (kBf16HandEarly && (i >= 2 || (i == 1 && hand0))) {
       cp_async_wait_group<0>();
       hand_over(i - 1);
     }
@@ -856,7 +859,7 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
     cp_async_commit_group();
     if (kUnitTimeline && i == 0 && pl.first()) timeline_mark(7);
     if (i == 0) after_first();
-    if (i == 1 || (!kBf16HandEarly && i >= 1)) {
+    if ((i == 1 && !hand0) || (!kBf16HandEarly && i >= 1)) {
       cp_async_wait_group<1>();
       hand_over(i - 1);
     }
