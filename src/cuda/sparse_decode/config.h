@@ -875,13 +875,17 @@ inline constexpr bool kBf16PersistEnds = SMLA_SD_BF16_PERSISTENT >= 2;
 // d576 h128 4634 / 4629 -> 4601 / 4660): then WG0's own epilogue bounded the unit. With
 // SMLA_SD_BF16_NEXT_WORK_EARLY + SMLA_SD_BF16_OUT_BY_WG1 the per-unit marks put block 0's
 // hand-over after block 1's tile wait: 3.5 µs from its copies' issue, 1.2 after WG0 wanted it.
-// SMLA_SD_BF16_SINK_EARLY=1 (measurement build): WG0 of the persistent bf16-row CTAs loads its
-// rows' sink logits at the unit's start. In the epilogue that L2 load waited behind the gathers:
-// the final factors took 0.67-0.86 µs of WG0's end (per-unit marks, prefill d512 h64 k512 sink).
-#ifndef SMLA_SD_BF16_SINK_EARLY
-#define SMLA_SD_BF16_SINK_EARLY 1
+// SMLA_SD_BF16_SINK_PREFETCH (measurement build; 1: at the unit's start, 2: during its last P V):
+// WG0 of the persistent bf16-row CTAs prefetches its rows' sink logits into L1. The epilogue's
+// load of them waited behind the gathers: the final factors took 0.67-0.86 µs of WG0's end
+// (per-unit marks, prefill d512 h64 k512 sink). (Loaded into registers at the unit's start
+// instead, SMLA_SD_BF16_SINK_EARLY=1: slower, 16 bytes spilled against 8, in a same-call A/B,
+// 2026-12-03, µs: prefill d512 h64 k512 sink 577.3 / 578.1 / 578.8 -> 582.3 / 582.8 / 583.3, d512
+// h128 k1024 sink 2040 -> 2065; removed.)
+#ifndef SMLA_SD_BF16_SINK_PREFETCH
+#define SMLA_SD_BF16_SINK_PREFETCH 0
 #endif
-inline constexpr bool kBf16SinkEarly = SMLA_SD_BF16_SINK_EARLY != 0;
+inline constexpr int kBf16SinkPrefetch = SMLA_SD_BF16_SINK_PREFETCH;
 #ifndef SMLA_SD_BF16_PERSIST_HAND0
 #define SMLA_SD_BF16_PERSIST_HAND0 1
 #endif

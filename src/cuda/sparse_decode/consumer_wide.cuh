@@ -177,14 +177,16 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   float top0 = -INFINITY, top1 = -INFINITY;
   using QT = KTileDesc<kD, true>;  // kQSw: Q's boxes have the K tiles' swizzled geometry (64 rows)
   const uint64_t dq = kQSw ? QT::k(smem_addr(smem + S::q)) : T::q(smem);
-  // kSinkEarly (config.h kBf16SinkEarly): the rows' sink logits loaded now, not in the epilogue
-  // behind the unit's gathers.
-  constexpr bool kSinkEarly = kOutTile && kBf16SinkEarly;
-  float sink0 = 0.f, sink1 = 0.f;
-  if constexpr (kSinkEarly) {
-    sink0 = load_sink(p, w, w.head0 + r0, r0 < w.heads);
-    sink1 = load_sink(p, w, w.head0 + r1, r1 < w.heads);
-  }
+  // kSinkPrefetch (config.h kBf16SinkPrefetch): the rows' sink logits into L1 (1: now, 2: during
+  // the unit's last P V), so that the epilogue's load of them does not wait behind the gathers.
+  constexpr int kSinkPrefetch = kOutTile ? kBf16SinkPrefetch : 0;
+  auto prefetch_sinks = [&] {
+    if (p.sink && w.n_splits == 1 && c == 0) {
+      if (r0 < w.heads) prefetch_l1_line(p.sink + (w.head0 + r0) * p.sink_st);
+      if (r1 < w.heads) prefetch_l1_line(p.sink + (w.head0 + r1) * p.sink_st);
+    }
+  };
+  if constexpr (kSinkPrefetch == 1) prefetch_sinks();
 
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
@@ -266,7 +268,10 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
       wgmma_m64n128k16_rs(o_hi(o), a[kk], desc_add(d, T::kVHi));
     }
     wgmma_commit();
-    if (kb + 1 == w.kb_end) next();
+    if (kb + 1 == w.kb_end) {
+      next();
+      if constexpr (kSinkPrefetch == 2) prefetch_sinks();
+    }
     wgmma_wait<0>();
     reg_fence(o);
     reg_fence(a);
@@ -282,10 +287,8 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   if (kUnitTimeline && threadIdx.x == 0) timeline_mark(10);
   st0.l = quad_sum(st0.l);
   st1.l = quad_sum(st1.l);
-  const RowResult res0 = kSinkEarly ? finish_row_by(p, w, st0.m, st0.l, r0 < w.heads, [&] { return sink0; })
-                                    : finish_row(p, w, w.head0 + r0, st0.m, st0.l, r0 < w.heads);
-  const RowResult res1 = kSinkEarly ? finish_row_by(p, w, st1.m, st1.l, r1 < w.heads, [&] { return sink1; })
-                                    : finish_row(p, w, w.head0 + r1, st1.m, st1.l, r1 < w.heads);
+  const RowResult res0 = finish_row(p, w, w.head0 + r0, st0.m, st0.l, r0 < w.heads);
+  const RowResult res1 = finish_row(p, w, w.head0 + r1, st1.m, st1.l, r1 < w.heads);
   if (c == 0) {
     s_factor[r0] = res0.factor;
     s_factor[r1] = res1.factor;

@@ -22,25 +22,14 @@ struct RowResult {
   float factor, lse;
 };
 
-// sink(): the row's sink logit, read only where it applies.
-template <class Sink>
-__device__ __forceinline__ RowResult finish_row_by(const AttnParams& p, const Work& w, float m, float l, bool real, Sink sink) {
+__device__ __forceinline__ RowResult finish_row(const AttnParams& p, const Work& w, int head, float m, float l,
+                                                bool real = true) {
   const bool empty = !(l > 0.f);
   RowResult r;
   r.lse = empty ? -INFINITY : (m + log2f(l)) * kLn2;
   r.factor = empty ? 0.f : p.out_scale / l;
-  if (real && w.n_splits == 1 && p.sink && !empty) r.factor *= sink_factor_dev(sink(), r.lse);
+  if (real && w.n_splits == 1 && p.sink && !empty) r.factor *= sink_factor_dev(__ldg(p.sink + head * p.sink_st), r.lse);
   return r;
-}
-
-__device__ __forceinline__ RowResult finish_row(const AttnParams& p, const Work& w, int head, float m, float l,
-                                                bool real = true) {
-  return finish_row_by(p, w, m, l, real, [&] { return __ldg(p.sink + head * p.sink_st); });
-}
-
-// The sink logit finish_row_by will read for `head` (0 where it reads none), loaded ahead of it.
-__device__ __forceinline__ float load_sink(const AttnParams& p, const Work& w, int head, bool real) {
-  return real && w.n_splits == 1 && p.sink ? __ldg(p.sink + head * p.sink_st) : 0.f;
 }
 
 // Fragment row k (0: row g, 1: row g + 8) of a 16 x 256 accumulator slice o[32][4] (mma.sync C
