@@ -35,10 +35,6 @@ __device__ __forceinline__ void prefetch_l2_line(const void* p) {
   asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
 }
 
-__device__ __forceinline__ void prefetch_l1_line(const void* p) {
-  asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p));
-}
-
 // The lines holding `p` and `p + 512` into L2, the second only where `second`: the second
 // address is the first's register plus an immediate, so no instruction rebuilds an address
 // in registers that a prefetch still waits to read (a long scoreboard stall behind a busy

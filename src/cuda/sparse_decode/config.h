@@ -868,46 +868,31 @@ inline constexpr bool kBf16Pairs = SMLA_SD_BF16_PAIRS != 0;
 // dense off the TMA path s_q2 h128 page 48 1014 -> 1215 (so not dense). 0: one-unit CTAs.
 inline constexpr bool kBf16Persistent = SMLA_SD_BF16_PERSISTENT != 0;
 inline constexpr bool kBf16PersistEnds = SMLA_SD_BF16_PERSISTENT >= 2;
-// SMLA_SD_BF16_PERSIST_HAND0=1 (measurement build): the producer hands block 0 of a later unit
-// over as soon as its rows land, before it waits for block 1's tile (the unit before's last,
-// free only once its O left). Alone level in a same-call A/B (2026-12-03, µs: prefill d512 h64
-// k512 sink 603.0 / 604.1 -> 602.4 / 603.5, d512 h128 k1024 sink 2116 / 2112 -> 2217 / 2168,
-// d576 h128 4634 / 4629 -> 4601 / 4660): then WG0's own epilogue bounded the unit. With
-// SMLA_SD_BF16_NEXT_WORK_EARLY + SMLA_SD_BF16_OUT_BY_WG1 the per-unit marks put block 0's
-// hand-over after block 1's tile wait: 3.5 µs from its copies' issue, 1.2 after WG0 wanted it.
-// SMLA_SD_BF16_SINK_PREFETCH (measurement build; 1: at the unit's start, 2: during its last P V):
-// WG0 of the persistent bf16-row CTAs prefetches its rows' sink logits into L1. The epilogue's
-// load of them waited behind the gathers: the final factors took 0.67-0.86 µs of WG0's end
-// (per-unit marks, prefill d512 h64 k512 sink). (Loaded into registers at the unit's start
-// instead, SMLA_SD_BF16_SINK_EARLY=1: slower, 16 bytes spilled against 8, in a same-call A/B,
-// 2026-12-03, µs: prefill d512 h64 k512 sink 577.3 / 578.1 / 578.8 -> 582.3 / 582.8 / 583.3, d512
-// h128 k1024 sink 2040 -> 2065; removed.)
-#ifndef SMLA_SD_BF16_SINK_PREFETCH
-#define SMLA_SD_BF16_SINK_PREFETCH 0
-#endif
-inline constexpr int kBf16SinkPrefetch = SMLA_SD_BF16_SINK_PREFETCH;
-#ifndef SMLA_SD_BF16_PERSIST_HAND0
-#define SMLA_SD_BF16_PERSIST_HAND0 1
-#endif
-inline constexpr bool kBf16PersistHand0 = SMLA_SD_BF16_PERSIST_HAND0 != 0;
 // (SMLA_SD_BF16_NEXT_Q_L2=1, the producer prefetching the next unit's Q into L2 by the TMA unit's
 // tensor prefetch as it loads a unit's Q, so that load reads L2 instead of DRAM: slower in a
 // same-call A/B, 2026-12-03, µs: prefill d512 h64 k512 sink 597.6 / 597.3 -> 609.3 / 611.0, d512
 // h128 k1024 sink 2080 / 2087 -> 2113 / 2116, d512 h64 k2048 2006 -> 2028; bf16 decode b128
 // h128 176.3 -> 178.7. Removed.)
-// Measurement builds of the persistent bf16-row CTAs' unit ends (a per-unit timeline,
-// SMLA_SD_TIMELINE=3, of prefill d512 h64 k512 sink, 2026-12-03: 18.3 µs a unit, of which WG0's
-// epilogue from its last block to its next unit 2.5 µs and 0.8 more before the next unit's Q
-// wait, its make_work at one warp's issue rate):
-// SMLA_SD_BF16_NEXT_WORK_EARLY=1 (A): each consumer warpgroup makes its next unit's Work while it
-// waits anyway (WG0 during its last P V, WG1 before the final-factor barrier).
-// SMLA_SD_BF16_OUT_BY_WG1=1 (C): WG0 writes its half of O into the tile and goes on; WG1's thread 0
+// The persistent bf16-row CTAs' unit ends (default 1 each; 0 the measurement build without). A
+// per-unit timeline (SMLA_SD_TIMELINE=3) of prefill d512 h64 k512 sink (2026-12-03) found 18.3 µs
+// a unit, of which WG0's epilogue from its last block to its next unit 2.5 µs and 0.8 more before
+// the next unit's Q wait, its make_work at one warp's issue rate:
+// SMLA_SD_BF16_NEXT_WORK_EARLY (A): each consumer warpgroup makes its next unit's Work while it
+// waits anyway (WG0 during its last P V, WG1 before the final-factor barrier), the producer once
+// a unit's first block is issued.
+// SMLA_SD_BF16_OUT_BY_WG1 (C): WG0 writes its half of O into the tile and goes on; WG1's thread 0
 // issues all eight boxes and waits for their read (epilogue.cuh store_rows_tile).
-// A + C took WG0's end from 3.0 to 1.6 µs and its gap to 0.4, and its consumers alone (variant 8)
-// 517 / 521 -> 492 / 493 µs, but the kernel stayed level (599.0 / 600.0 -> 599.4 / 598.0; d512
-// h128 k1024 2087 -> 2075; tests 8 / 8): the next unit's first tile then arrived 1.2 µs after WG0
-// wanted it (0.16 before). Kept as measurement builds for the producer's side of that boundary
-// (docs/PERF.md, thirty-sixth pass).
+// SMLA_SD_BF16_PERSIST_HAND0 (H): the producer hands block 0 of a later unit over as soon as its
+// rows land, before it waits for block 1's tile (the unit before's last, free only once its O
+// left; produce_bf16_rounds).
+// Apart, none paid: A + C took WG0's end from 3.0 to 1.6 µs, but the next unit's first tile then
+// came 1.2 µs after WG0 wanted it, its hand-over behind block 1's tile wait (599.0 / 600.0 ->
+// 599.4 / 598.0); H alone waited on WG0's own epilogue (603.0 / 604.1 -> 602.4 / 603.5). Together,
+// in same-call A/Bs (2026-12-03, µs, old -> A + C + H): prefill d512 h64 k512 sink 600.6 / 602.6 /
+// 602.1 -> 578.4 / 579.2 / 579.1, 601.1 / 597.0 / 601.8 -> 577.3 / 578.1 / 578.8, 599.8 / 597.8 /
+// 600.7 -> 575.2 / 579.4 / 577.1; d512 h128 k1024 sink 2139 -> 2026, 2204 -> 2040, 2104 -> 2026;
+// d512 h64 k2048 2052 -> 1985, 2005 -> 2043; bf16 sparse decode b128 h128 180.3 / 179.2 -> 178.8 /
+// 178.8 (tests 8 / 8 with persistent CTAs forced, the GPU suite 35 / 35).
 #ifndef SMLA_SD_BF16_NEXT_WORK_EARLY
 #define SMLA_SD_BF16_NEXT_WORK_EARLY 1
 #endif
@@ -916,21 +901,26 @@ inline constexpr bool kBf16NextWorkEarly = SMLA_SD_BF16_NEXT_WORK_EARLY != 0;
 #define SMLA_SD_BF16_OUT_BY_WG1 1
 #endif
 inline constexpr bool kBf16OutByWg1 = SMLA_SD_BF16_OUT_BY_WG1 != 0;
-// SMLA_SD_BF16_NEXT_IDX_L2=1 (P, with SMLA_SD_BF16_NEXT_WORK_EARLY=1, whose hook the producer
-// also runs once a unit's first block is issued): four producer threads prefetch the next unit's
-// first two blocks' indices into L2, so that its first gathers do not wait for DRAM. A + C + P:
-// 596.4 / 595.8 against 598.9 / 595.3 (A + C 595.4 / 593.5), k2048 2020 -> 1991, d512 h128 level
-// (tests 8 / 8).
+#ifndef SMLA_SD_BF16_PERSIST_HAND0
+#define SMLA_SD_BF16_PERSIST_HAND0 1
+#endif
+inline constexpr bool kBf16PersistHand0 = SMLA_SD_BF16_PERSIST_HAND0 != 0;
+// Measured beside A + C + H and removed (same-call A/Bs, 2026-12-03, µs, prefill d512 h64 k512
+// sink, three runs each):
+// - the next unit's first two blocks' indices prefetched into L2 by the producer (P,
+//   SMLA_SD_BF16_NEXT_IDX_L2=1): 578.7 / 577.4 / 579.5 against 578.4 / 579.2 / 579.1, d512 h128
+//   k1024 2031 against 2026, k2048 1985 against 1985 (and level beside A + C alone);
+// - WG0's sink logits loaded into registers at the unit's start, not in the epilogue behind the
+//   gathers (SMLA_SD_BF16_SINK_EARLY=1; 16 bytes spilled against 8): 582.3 / 582.8 / 583.3 against
+//   577.3 / 578.1 / 578.8, d512 h128 k1024 2065 against 2040;
+// - those sink logits prefetched into L1 at the unit's start or during its last P V
+//   (SMLA_SD_BF16_SINK_PREFETCH=1 / 2): 577.2 / 578.7 / 578.7 and 580.0 / 580.1 / 581.1 against
+//   575.2 / 579.4 / 577.1, d512 h128 k1024 2034 / 2034 against 2026.
 // (SMLA_SD_BF16_Q_FIRST=1, the next unit's Q issued before that unit's first gathers, and
 // SMLA_SD_BF16_OUT_REGS=1, O from registers with the last tile released right after its P V:
 // slower in a same-call A/B, 2026-12-03, µs, prefill d512 h64 k512 sink, two runs each: default
 // 603.2 / 600.8, Q first 609.2 / 608.4, A + C + Q first 603.6 / 605.0, registers + Q first + A
 // 668.5 / 665.6, registers 679.8 / 678.8. Removed.)
-#ifndef SMLA_SD_BF16_NEXT_IDX_L2
-#define SMLA_SD_BF16_NEXT_IDX_L2 0
-#endif
-inline constexpr bool kBf16NextIdxL2 = SMLA_SD_BF16_NEXT_IDX_L2 != 0;
-static_assert(!kBf16NextIdxL2 || kBf16NextWorkEarly, "SMLA_SD_BF16_NEXT_IDX_L2 runs in SMLA_SD_BF16_NEXT_WORK_EARLY's hook");
 static_assert(!kBf16PersistEnds || !(SMLA_SD_BF16_PAIRS || SMLA_SD_BF16_ASYNC_ARRIVE), "the ends' Q hook is on the unpaired cp.async producer");
 static_assert(!(kBf16Pairs && SMLA_SD_BF16_ASYNC_ARRIVE), "SMLA_SD_BF16_ASYNC_ARRIVE=1 is built for unpaired CTAs");
 // SMLA_SD_BF16_HAND_EARLY (default 1; 0 is the measurement build without): the bf16 gather

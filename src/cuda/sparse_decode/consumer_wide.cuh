@@ -177,16 +177,6 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   float top0 = -INFINITY, top1 = -INFINITY;
   using QT = KTileDesc<kD, true>;  // kQSw: Q's boxes have the K tiles' swizzled geometry (64 rows)
   const uint64_t dq = kQSw ? QT::k(smem_addr(smem + S::q)) : T::q(smem);
-  // kSinkPrefetch (config.h kBf16SinkPrefetch): the rows' sink logits into L1 (1: now, 2: during
-  // the unit's last P V), so that the epilogue's load of them does not wait behind the gathers.
-  constexpr int kSinkPrefetch = kOutTile ? kBf16SinkPrefetch : 0;
-  auto prefetch_sinks = [&] {
-    if (p.sink && w.n_splits == 1 && c == 0) {
-      if (r0 < w.heads) prefetch_l1_line(p.sink + (w.head0 + r0) * p.sink_st);
-      if (r1 < w.heads) prefetch_l1_line(p.sink + (w.head0 + r1) * p.sink_st);
-    }
-  };
-  if constexpr (kSinkPrefetch == 1) prefetch_sinks();
 
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
@@ -268,10 +258,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
       wgmma_m64n128k16_rs(o_hi(o), a[kk], desc_add(d, T::kVHi));
     }
     wgmma_commit();
-    if (kb + 1 == w.kb_end) {
-      next();
-      if constexpr (kSinkPrefetch == 2) prefetch_sinks();
-    }
+    if (kb + 1 == w.kb_end) next();
     wgmma_wait<0>();
     reg_fence(o);
     reg_fence(a);

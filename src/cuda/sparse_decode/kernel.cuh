@@ -318,20 +318,14 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
       int k = 0;  // units this CTA started
       auto role = [&](const Work& w, int n0, auto&& next) {
         // After the unit's first block is issued: its Q (once WG0's last QK^T of the unit before
-        // is done), with kBf16NextWorkEarly the next unit's Work, and with kBf16NextIdxL2 that
-        // unit's first two blocks' indices into L2.
+        // is done) and, with kBf16NextWorkEarly, the next unit's Work.
         auto after_first = [&] {
           if (p.q_tma && threadIdx.x == kConsumerThreads) {
             if (k > 0) mbar_wait(reinterpret_cast<uint64_t*>(smem + S::q_free), (k - 1) & 1);
             issue_q_tma<kD>(p, w, smem);
             if constexpr (kUnitTimeline) unit_mark(8, unit_k);
           }
-          if constexpr (kBf16NextWorkEarly) {
-            const Work& nx = next();
-            const int t = static_cast<int>(threadIdx.x) - kConsumerThreads;
-            if (kBf16NextIdxL2 && t < 4 && nx.kb_end > nx.kb_begin && 32 * t < nx.len_main - nx.kb_begin * kKeys)
-              prefetch_l2_line(index_row(p.main, nx.req, nx.t) + nx.kb_begin * kKeys + 32 * t);
-          }
+          if constexpr (kBf16NextWorkEarly) next();
         };
         if (kUnitTimeline && threadIdx.x == kConsumerThreads) unit_mark(7, unit_k);
         produce_bf16<kRows, kD, kTwo>(p, w, smem, n0, after_first);
