@@ -905,6 +905,15 @@ inline constexpr bool kBf16OutByWg1 = SMLA_SD_BF16_OUT_BY_WG1 != 0;
 #define SMLA_SD_BF16_PERSIST_HAND0 1
 #endif
 inline constexpr bool kBf16PersistHand0 = SMLA_SD_BF16_PERSIST_HAND0 != 0;
+// SMLA_SD_BF16_EMPTY_UNIT_SYNC=1 (prepared, not yet run on a device; off): in a unit without key
+// blocks WG1 arrives on kBarPFree and WG0 syncs on it before its final factors, as after a unit's
+// last block, so that WG0 cannot run a unit ahead of WG1's final-factor barrier (and its reads of
+// Smem::factor). Until it has passed the GPU tests, calls whose units may have no blocks keep
+// one-unit CTAs (instantiate.cuh may_have_empty_units).
+#ifndef SMLA_SD_BF16_EMPTY_UNIT_SYNC
+#define SMLA_SD_BF16_EMPTY_UNIT_SYNC 0
+#endif
+inline constexpr bool kBf16EmptyUnitSync = SMLA_SD_BF16_EMPTY_UNIT_SYNC != 0;
 // Measured beside A + C + H and removed (same-call A/Bs, 2026-12-03, µs, prefill d512 h64 k512
 // sink, three runs each):
 // - the next unit's first two blocks' indices prefetched into L2 by the producer (P,

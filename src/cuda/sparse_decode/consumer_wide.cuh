@@ -270,7 +270,10 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
 
   if (kTimeline && threadIdx.x == 0) timeline_mark(5);
   // ---- epilogue: full row sums, final factors for WG1, this half of O
-  if (!kConsumersIdle && w.kb_end > w.kb_begin) named_bar_sync(kBarPFree, kConsumerThreads);  // WG1 is past its last P
+  // (kBf16EmptyUnitSync: also in a unit without blocks, where WG1 arrives once, so that the
+  // warpgroups meet once a unit)
+  if (!kConsumersIdle && (w.kb_end > w.kb_begin || (kOutTile && kBf16EmptyUnitSync)))
+    named_bar_sync(kBarPFree, kConsumerThreads);  // WG1 is past its last P
   if (kUnitTimeline && threadIdx.x == 0) timeline_mark(10);
   st0.l = quad_sum(st0.l);
   st1.l = quad_sum(st1.l);
@@ -337,6 +340,8 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
     if (!kOutTile || kb + 1 < w.kb_end) stage.release(w, lane);
   }
 
+  if constexpr (kOutTile && kBf16EmptyUnitSync && !kConsumersIdle)
+    if (w.kb_end <= w.kb_begin) named_bar_arrive(kBarPFree, kConsumerThreads);  // WG0's epilogue sync
   next();  // (while WG0 finishes its rows)
   named_bar_sync(kBarFinal, kConsumerThreads);
   const bool tiled = kOutTile && out_tile_ok(p, w);
