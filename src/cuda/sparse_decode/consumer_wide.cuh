@@ -264,9 +264,10 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
     reg_fence(a);
     if (!kOutTile || kb + 1 < w.kb_end) stage.release(w, lane);
   }
-  if (w.kb_end <= w.kb_begin) next();
-  if constexpr (kOutTile)
-    if (w.kb_end <= w.kb_begin) arrive_q_free<kD>(smem, lane);
+  if (w.kb_end <= w.kb_begin) {  // (a unit without blocks: its hook and Q release here)
+    next();
+    if constexpr (kOutTile) arrive_q_free<kD>(smem, lane);
+  }
 
   if (kTimeline && threadIdx.x == 0) timeline_mark(5);
   // ---- epilogue: full row sums, final factors for WG1, this half of O

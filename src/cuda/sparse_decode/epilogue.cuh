@@ -111,25 +111,23 @@ __device__ __forceinline__ void store_rows_tile(const AttnParams& p, const Work&
     *reinterpret_cast<uint32_t*>(at + 8 * 128) = to16x2(o[nt][2] * f1, o[nt][3] * f1, false);
   }
   fence_proxy_async();  // read next by the TMA unit
+  // The boxes thread 0 of the warpgroup issues: its own four, or with kWg1Issues (warpgroup 1)
+  // all eight once warpgroup 0's rows are in too.
+  constexpr int kBoxes = kWg1Issues ? 8 : 4;
+  const int first = kWg1Issues ? 0 : 4 * half;
   if constexpr (kWg1Issues) {
     if (half == 0) {
       named_bar_arrive(kBarOutTile, 256);
       return;
     }
     named_bar_sync(kBarOutTile, 256);
-    if (threadIdx.x % 128 == 0) {
-      const uint32_t src = static_cast<uint32_t>(__cvta_generic_to_shared(tile));
-#pragma unroll
-      for (int b = 0; b < 8; ++b) tma_store_4d(&p.o_map, src + b * 8192, 64 * b, w.head0, w.t, w.req);
-      bulk_commit_and_wait_read();
-    }
-    return;
+  } else {
+    named_bar_sync(kBarOutTile + half, 128);
   }
-  named_bar_sync(kBarOutTile + half, 128);
   if (threadIdx.x % 128 == 0) {
-    const uint32_t src = static_cast<uint32_t>(__cvta_generic_to_shared(base));
+    const uint32_t src = static_cast<uint32_t>(__cvta_generic_to_shared(tile + first * 8192));
 #pragma unroll
-    for (int b = 0; b < 4; ++b) tma_store_4d(&p.o_map, src + b * 8192, 64 * (4 * half + b), w.head0, w.t, w.req);
+    for (int b = 0; b < kBoxes; ++b) tma_store_4d(&p.o_map, src + b * 8192, 64 * (first + b), w.head0, w.t, w.req);
     bulk_commit_and_wait_read();
   }
 }
