@@ -48,6 +48,7 @@ std::unique_ptr<Workload> build_sparse_prefill(const Args& a, bool cuda, uint64_
   s.topk = positive(a, "topk", 2048);
   s.s_kv = positive(a, "s_kv", 8192);
   s.sink = a.flag("sink");
+  s.lengths = a.flag("lengths");
   // bf16 alone reads the unpaged kv; a packed format, or --page, reads a paged cache instead.
   const std::string f = a.str("format", "bf16");
   s.format = parse_cache_format("format", f);
@@ -103,7 +104,7 @@ const std::vector<BenchOp>& bench_table() {
        {"b", "s_q", "h_q", "topk", "format", "d_qk", "page", "seqlen", "window", "extra_topk", "extra_page",
         "extra_seqlen", "sink"},
        build_sparse_decode},
-      {Op::sparse_prefill, {"s_q", "h_q", "d_qk", "topk", "s_kv", "sink", "format", "page"}, build_sparse_prefill},
+      {Op::sparse_prefill, {"s_q", "h_q", "d_qk", "topk", "s_kv", "sink", "lengths", "format", "page"}, build_sparse_prefill},
       {Op::dense_decode, {"b", "s_q", "h_q", "d_qk", "format", "page", "seqlen", "sink", "non_causal", "q_fp8"},
        build_dense_decode},
       {Op::merge_states, {"b", "s_q", "h_q", "parts", "sink"}, build_merge_states},
@@ -140,6 +141,7 @@ const std::vector<FlagSpec>& flags() {
       {"extra_page", "N", "sparse_decode: page size of the second cache (default 64)"},
       {"extra_seqlen", "N", "sparse_decode: second-cache region per request (default 8192)"},
       {"sink", "", "with an attention sink per head"},
+      {"lengths", "", "sparse_prefill: also pass topk_length (each token's full topk)"},
       {"non_causal", "", "dense_decode: every query token sees the whole context"},
       {"q_fp8", "", "dense_decode with --format fp8_e4m3: q in fp8_e4m3 with a per-tensor q_scale"},
       {"parts", "N", "merge_states: partial results per row (default 4)"},

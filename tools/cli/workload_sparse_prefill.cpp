@@ -52,6 +52,15 @@ class SparsePrefillBase : public Workload {
     rows_per_unit_ = s.h_q;
   }
 
+  // topk_length with every token's full list: the same keys as without it, through the path of
+  // engines that pass it.
+  void make_lengths() {
+    if (!s_.lengths) return;
+    lengths_ = Array::make(DType::i32, {s_.s_q});
+    for (int64_t t = 0; t < s_.s_q; ++t) lengths_.h<int32_t>()[t] = s_.topk;
+    add_input(&lengths_);
+  }
+
   void make_sink(uint64_t seed) {
     if (!s_.sink) return;
     sink_ = Array::make(DType::f32, {s_.h_q});
@@ -66,7 +75,7 @@ class SparsePrefillBase : public Workload {
   virtual void set_keys(SparsePrefillArgs& a, Device d, int64_t units) const = 0;
 
   SparsePrefillSpec s_;
-  Array q_, sink_;
+  Array q_, sink_, lengths_;
 
  private:
   SparsePrefillArgs args(Backend b, int64_t units) const {
@@ -74,6 +83,7 @@ class SparsePrefillBase : public Workload {
     SparsePrefillArgs a;
     a.q = q_.view(d, units);
     set_keys(a, d, units);
+    a.topk_length = lengths_.view(d, units);
     a.attn_sink = sink_.view(d);
     a.out = outputs(b).out.view(d, units);
     a.lse = outputs(b).lse.view(d, units);
@@ -104,13 +114,15 @@ class SparsePrefill final : public SparsePrefillBase {
     for (int64_t t = 0; t < s.s_q; ++t) sample_distinct(rng, perm, s.topk, idx + t * s.topk);
     mix_invalid(idx, s.s_q, s.topk, invalid_per_list(s.topk), rng);
     make_sink(seed);
+    make_lengths();
     for (Array* a : {&q_, &kv_, &indices_, &sink_}) add_input(a);
     make_outputs(DType::bf16, {s.s_q, s.h_q}, true);
   }
 
   std::string shape(int64_t units) const override {
     return "s_q=" + std::to_string(units) + " h_q=" + std::to_string(s_.h_q) + " d_qk=" + std::to_string(s_.d_qk) +
-           " topk=" + std::to_string(s_.topk) + " s_kv=" + std::to_string(s_.s_kv) + " bf16" + (s_.sink ? " sink" : "");
+           " topk=" + std::to_string(s_.topk) + " s_kv=" + std::to_string(s_.s_kv) + " bf16" + (s_.sink ? " sink" : "") +
+           (s_.lengths ? " lengths" : "");
   }
 
  private:
@@ -173,6 +185,7 @@ class SparsePrefillPaged final : public SparsePrefillBase {
                              static_cast<size_t>(s.s_q * s.h_q * qs) * 2);
     fill_bf16(q_.h<uint16_t>(), static_cast<int64_t>(q_.host.bytes() / 2), stream_seed(seed, 2));
     make_sink(seed);
+    make_lengths();
     for (Array* a : {&q_, &keys_.cache, &keys_.indices, &sink_}) add_input(a);
     make_outputs(DType::bf16, {s.s_q, s.h_q}, true);
   }
@@ -180,7 +193,7 @@ class SparsePrefillPaged final : public SparsePrefillBase {
   std::string shape(int64_t units) const override {
     return "s_q=" + std::to_string(units) + " h_q=" + std::to_string(s_.h_q) + " d_qk=" + std::to_string(s_.d_qk) +
            " topk=" + std::to_string(s_.topk) + " s_kv=" + std::to_string(keys_.region) + " " + format_name(s_.format) +
-           " p" + std::to_string(s_.page) + (s_.sink ? " sink" : "");
+           " p" + std::to_string(s_.page) + (s_.sink ? " sink" : "") + (s_.lengths ? " lengths" : "");
   }
 
  private:

@@ -102,6 +102,7 @@ struct SparsePrefillSpec {
   int topk = 2048;
   int64_t s_kv = 8192;
   bool sink = false;
+  bool lengths = false;  // pass topk_length (every token's full topk), as engines that send it do
   CacheFormat format = CacheFormat::bf16;
   int page = 0;  // 0: the unpaged bf16 kv
 };
