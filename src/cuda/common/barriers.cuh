@@ -66,7 +66,11 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
 
 // Named barrier `id` over `threads` threads: sync waits for all; arrive only signals.
 __device__ __forceinline__ void named_bar_sync(int id, int threads) {
+#if SMLA_NAMED_BAR_UNALIGNED
+  asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+#else
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+#endif
 }
 __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");

@@ -911,7 +911,7 @@ inline constexpr bool kBf16PersistHand0 = SMLA_SD_BF16_PERSIST_HAND0 != 0;
 // Smem::factor). Until it has passed the GPU tests, calls whose units may have no blocks keep
 // one-unit CTAs (instantiate.cuh may_have_empty_units).
 #ifndef SMLA_SD_BF16_EMPTY_UNIT_SYNC
-#define SMLA_SD_BF16_EMPTY_UNIT_SYNC 0
+#define SMLA_SD_BF16_EMPTY_UNIT_SYNC 2
 #endif
 inline constexpr bool kBf16EmptyUnitSync = SMLA_SD_BF16_EMPTY_UNIT_SYNC != 0;
 // Measured beside A + C + H and removed (same-call A/Bs, 2026-12-03, µs, prefill d512 h64 k512

@@ -342,7 +342,10 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
   }
 
   if constexpr (kOutTile && kBf16EmptyUnitSync && !kConsumersIdle)
-    if (w.kb_end <= w.kb_begin) named_bar_arrive(kBarPFree, kConsumerThreads);  // WG0's epilogue sync
+    if (w.kb_end <= w.kb_begin) {  // WG0's epilogue sync
+      if constexpr (SMLA_SD_BF16_EMPTY_UNIT_SYNC == 2) named_bar_sync(kBarPFree, kConsumerThreads);
+      else named_bar_arrive(kBarPFree, kConsumerThreads);
+    }
   next();  // (while WG0 finishes its rows)
   named_bar_sync(kBarFinal, kConsumerThreads);
   const bool tiled = kOutTile && out_tile_ok(p, w);
