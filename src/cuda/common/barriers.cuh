@@ -65,12 +65,13 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
 }
 
 // Named barrier `id` over `threads` threads: sync waits for all; arrive only signals.
+// The sync is the unaligned barrier.sync, not bar.sync (= barrier.sync.aligned, which asks every
+// participating thread to execute the same instruction): warp-specialized roles meet at one
+// barrier from different code (both consumer warpgroups' Q loads, kernel.cuh load_q), which
+// compute-sanitizer's synccheck reports as divergent under bar.sync. Same BAR.SYNC instructions;
+// times level in a same-call A/B (docs/PERF.md, thirty-eighth pass).
 __device__ __forceinline__ void named_bar_sync(int id, int threads) {
-#if SMLA_NAMED_BAR_UNALIGNED
   asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-#else
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-#endif
 }
 __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");

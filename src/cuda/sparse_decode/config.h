@@ -905,15 +905,14 @@ inline constexpr bool kBf16OutByWg1 = SMLA_SD_BF16_OUT_BY_WG1 != 0;
 #define SMLA_SD_BF16_PERSIST_HAND0 1
 #endif
 inline constexpr bool kBf16PersistHand0 = SMLA_SD_BF16_PERSIST_HAND0 != 0;
-// SMLA_SD_BF16_EMPTY_UNIT_SYNC=1 (prepared, not yet run on a device; off): in a unit without key
-// blocks WG1 arrives on kBarPFree and WG0 syncs on it before its final factors, as after a unit's
-// last block, so that WG0 cannot run a unit ahead of WG1's final-factor barrier (and its reads of
-// Smem::factor). Until it has passed the GPU tests, calls whose units may have no blocks keep
-// one-unit CTAs (instantiate.cuh may_have_empty_units).
-#ifndef SMLA_SD_BF16_EMPTY_UNIT_SYNC
-#define SMLA_SD_BF16_EMPTY_UNIT_SYNC 2
-#endif
-inline constexpr bool kBf16EmptyUnitSync = SMLA_SD_BF16_EMPTY_UNIT_SYNC != 0;
+// In a unit without key blocks both consumer warpgroups sync on kBarPFree (consumer_wide.cuh), as
+// WG0 does after a unit's last block, so that WG0 cannot run a unit ahead of WG1's final-factor
+// barrier and its reads of Smem::factor. WG1 arriving there instead (WG0 syncing) left
+// racecheck hazards on Smem::factor (GpuSparseDecode.Bf16Cache, persistent CTAs forced, one
+// seed: 4; the full sync: 0 on three seeds). Calls whose lists have lengths (topk_length) keep
+// persistent CTAs with it (2026-12-04, µs, prefill d512 h64 k512 sink with every length passed):
+// 689 on one-unit CTAs -> 577 with the arrive (same call; 571 without lengths); with the full
+// sync 588 / 585 against 583 / 584 without lengths (same call).
 // Measured beside A + C + H and removed (same-call A/Bs, 2026-12-03, µs, prefill d512 h64 k512
 // sink, three runs each):
 // - the next unit's first two blocks' indices prefetched into L2 by the producer (P,

@@ -271,9 +271,10 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
 
   if (kTimeline && threadIdx.x == 0) timeline_mark(5);
   // ---- epilogue: full row sums, final factors for WG1, this half of O
-  // (kBf16EmptyUnitSync: also in a unit without blocks, where WG1 arrives once, so that the
-  // warpgroups meet once a unit)
-  if (!kConsumersIdle && (w.kb_end > w.kb_begin || (kOutTile && kBf16EmptyUnitSync)))
+  // (kOutTile, persistent CTAs: also in a unit without blocks, where WG1 syncs here too, so that
+  // the warpgroups meet once a unit and WG0 cannot reach the next unit's final-factor barrier, or
+  // write Smem::factor, before WG1 has read this one's)
+  if (!kConsumersIdle && (w.kb_end > w.kb_begin || kOutTile))
     named_bar_sync(kBarPFree, kConsumerThreads);  // WG1 is past its last P
   if (kUnitTimeline && threadIdx.x == 0) timeline_mark(10);
   st0.l = quad_sum(st0.l);
@@ -341,11 +342,8 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
     if (!kOutTile || kb + 1 < w.kb_end) stage.release(w, lane);
   }
 
-  if constexpr (kOutTile && kBf16EmptyUnitSync && !kConsumersIdle)
-    if (w.kb_end <= w.kb_begin) {  // WG0's epilogue sync
-      if constexpr (SMLA_SD_BF16_EMPTY_UNIT_SYNC == 2) named_bar_sync(kBarPFree, kConsumerThreads);
-      else named_bar_arrive(kBarPFree, kConsumerThreads);
-    }
+  if constexpr (kOutTile && !kConsumersIdle)
+    if (w.kb_end <= w.kb_begin) named_bar_sync(kBarPFree, kConsumerThreads);  // with WG0's epilogue sync
   next();  // (while WG0 finishes its rows)
   named_bar_sync(kBarFinal, kConsumerThreads);
   const bool tiled = kOutTile && out_tile_ok(p, w);

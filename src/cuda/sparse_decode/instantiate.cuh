@@ -82,26 +82,6 @@ int64_t persistent_slots() {
   return slots;
 }
 
-// Whether a unit of the call may have no key block: a zero-length list (topk_length), an empty
-// split (device schedule, or uniform splits that leave the last ones without blocks), topk 0.
-// The persistent kEnds CTAs (config.h kBf16PersistEnds) tie their two consumer warpgroups to
-// each other once a unit only through its blocks' barriers, so after a unit without blocks WG0
-// could arrive on the final-factor barrier of the next unit before WG1 has passed this one's.
-// WG1 makes its next Work before that barrier (config.h kBf16NextWorkEarly), so a slow load there
-// opens the window. Such calls keep one-unit CTAs (config.h SMLA_SD_BF16_EMPTY_UNIT_SYNC: the
-// kernel's own fix, not yet checked on a device).
-inline bool may_have_empty_units(const AttnParams& p) {
-  if (p.main.topk_length != nullptr || (p.has_extra && p.extra.topk_length != nullptr) || p.split_offsets != nullptr)
-    return true;
-  const int64_t keys = static_cast<int64_t>(p.main.topk) + (p.has_extra ? p.extra.topk : 0);
-  if (keys <= 0) return true;
-  if (p.uniform_splits > 1) {
-    const int64_t blocks = (keys + kKeys - 1) / kKeys, chunk = (blocks + p.uniform_splits - 1) / p.uniform_splits;
-    return (p.uniform_splits - 1) * chunk >= blocks;
-  }
-  return false;
-}
-
 // 64-row packed tiles: the persistent kernel when the units exceed one wave (config.h,
 // has_persistent), unless SMLA_SPARSE_DECODE_KERNEL names one (launch.h).
 template <int kRows, int kD, int kFmt, bool kPair, bool kLogits>
@@ -113,10 +93,7 @@ void launch_tiles(const AttnParams& p, dim3 grid, cudaStream_t stream) {
     // Dense decode off the TMA path keeps one-unit CTAs: its launch order puts the CTAs that read
     // the same keys side by side (work.cuh dense_cta_position); persistent CTAs measured 20% slower
     // (s_q2 h128 page 48, 2026-12-03).
-    // (SMLA_SPARSE_DECODE_KERNEL=persistent still takes calls with units that may have no
-    // blocks, so that the GPU tests, whose lists have lengths, keep running these CTAs.)
-    const bool empty_units = !kBf16EmptyUnitSync && choice != PersistentChoice::always && may_have_empty_units(p);
-    const bool takes = !(kPersistEnds<kFmt> && (p.dense || empty_units));
+    const bool takes = !(kPersistEnds<kFmt> && p.dense);
     if (takes && (choice == PersistentChoice::always || (choice == PersistentChoice::beyond_one_wave && units > slots)))
       return launch_kernel<kRows, kD, kFmt, kPair, true, kLogits>(p, grid, std::min(units, slots), stream);
   }
