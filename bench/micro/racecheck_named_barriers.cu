@@ -5,6 +5,10 @@
 // k_own<1> report 0 hazards; k_own<2>, where warpgroup 0 passes its own barrier twice and
 // warpgroup 1 once before the shared one (as an odd block count gives the raw-ring tiles),
 // reports 1024 hazards: the tool mis-models that pattern, which is the raw-ring merge's.
+// F-H (2026-12-04): D's hand-off repeated (four rounds, a full barrier between them), as the
+// bf16-row consumers hand P and its rescale factors over block after block: F (bar.sync) and G
+// (barrier.sync, the unaligned form named_bar_sync uses) write / arrive / sync / read; H reads /
+// arrives, the other warpgroup syncs / writes (a write after read).
 // Build and run on the GPU machine:
 //   nvcc -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo bench/micro/racecheck_named_barriers.cu \
 //     -o racecheck_named_barriers && compute-sanitizer --tool racecheck ./racecheck_named_barriers
@@ -59,6 +63,35 @@ __global__ void k_d(float* out) {
     out[blockIdx.x * 256 + threadIdx.x] = s[(threadIdx.x + 1) & 127];
   }
 }
+// F, G (kMode 0 / 1): warpgroup 1 writes and arrives, warpgroup 0 syncs and reads, four rounds.
+// H (kMode 2): warpgroup 0 reads and arrives, warpgroup 1 syncs and then writes.
+template <int kMode>
+__global__ void k_rounds(float* out) {
+  __shared__ float s[128];
+  const int t = threadIdx.x;
+  if (t >= 256) return;
+  if (t < 128) s[t] = 1.f;
+  asm volatile("bar.sync 2, 256;" ::: "memory");
+  for (int it = 0; it < 4; ++it) {
+    if (kMode == 2) {
+      if (t < 128) {
+        out[blockIdx.x * 256 + t] += s[t];
+        barrive(1, 256);
+      } else {
+        bsync(1, 256);
+        s[t - 128] = it;
+      }
+    } else if (t < 128) {
+      if (kMode == 0) bsync(1, 256);
+      else asm volatile("barrier.sync 1, 256;" ::: "memory");
+      out[blockIdx.x * 256 + t] += s[t];
+    } else {
+      s[t - 128] = it;
+      barrive(1, 256);
+    }
+    asm volatile("bar.sync 2, 256;" ::: "memory");  // the round's end, both warpgroups
+  }
+}
 int main() {
   float* out;
   cudaMalloc(&out, 4 * 256 * sizeof(float));
@@ -67,6 +100,9 @@ int main() {
   k_c<<<4, 384>>>(out);
   k_d<<<4, 384>>>(out);
   k_own<2><<<4, 384>>>(out);  // E
+  k_rounds<0><<<4, 384>>>(out);  // F
+  k_rounds<1><<<4, 384>>>(out);  // G
+  k_rounds<2><<<4, 384>>>(out);  // H
   printf("done: %s\n", cudaGetErrorString(cudaDeviceSynchronize()));
   return 0;
 }
