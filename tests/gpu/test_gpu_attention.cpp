@@ -293,6 +293,11 @@ TEST(GpuSparseDecode, Bf16Cache) {
   run_sparse_decode({CacheFormat::bf16, 512, 2, 1, 8, 100, 16, 64, true, false, false});
   run_sparse_decode({CacheFormat::bf16, 576, 2, 2, 128, 300, 64, 32, true, true, false});
   run_sparse_decode({CacheFormat::bf16, 512, 3, 1, 64, 260, 32, 32, true, true, false});
+  // More units than CTAs, with lengths (request 1's is zero, others random, a few negative): the
+  // persistent CTAs walk units without key blocks between units with them.
+  SparseCase many{CacheFormat::bf16, 576, 300, 1, 64, 256, 64, 600, true, true, false};
+  many.check_b = 6;
+  run_sparse_decode(many);
 }
 
 TEST(GpuSparseDecode, V4Model1WithExtraCache) {
