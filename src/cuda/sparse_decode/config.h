@@ -905,6 +905,15 @@ inline constexpr bool kBf16OutByWg1 = SMLA_SD_BF16_OUT_BY_WG1 != 0;
 #define SMLA_SD_BF16_PERSIST_HAND0 1
 #endif
 inline constexpr bool kBf16PersistHand0 = SMLA_SD_BF16_PERSIST_HAND0 != 0;
+// SMLA_SD_BF16_FACTORS_IN_PV=1 (measurement build, prepared 2026-12-04, not yet run on a
+// device): WG0 of persistent bf16-row CTAs makes its rows' full sums and final factors
+// (finish_row: the sink's logit, the log, the division) while the unit's last P V runs, instead
+// of after its kBarPFree sync; the thirty-seventh pass's marks put 0.67 µs of a unit's 18.1
+// (prefill d512 h64 k512) between that sync and the final-factor barrier.
+#ifndef SMLA_SD_BF16_FACTORS_IN_PV
+#define SMLA_SD_BF16_FACTORS_IN_PV 0
+#endif
+inline constexpr bool kBf16FactorsInPv = SMLA_SD_BF16_FACTORS_IN_PV != 0;
 // In a unit without key blocks both consumer warpgroups sync on kBarPFree (consumer_wide.cuh), as
 // WG0 does after a unit's last block, so that WG0 cannot run a unit ahead of WG1's final-factor
 // barrier and its reads of Smem::factor. WG1 arriving there instead (WG0 syncing) left
