@@ -8,7 +8,9 @@
 // F-H (2026-12-04): D's hand-off repeated (four rounds, a full barrier between them), as the
 // bf16-row consumers hand P and its rescale factors over block after block: F (bar.sync) and G
 // (barrier.sync, the unaligned form named_bar_sync uses) write / arrive / sync / read; H reads /
-// arrives, the other warpgroup syncs / writes (a write after read).
+// arrives, the other warpgroup syncs / writes (a write after read). On the H200 (2026-12-04) each
+// reports 3 hazards, one per round after the first: the tool mis-models a repeated arrive / sync
+// hand-off, race-free by PTX's rules (docs/PERF.md, thirty-eighth pass, item 2).
 // Build and run on the GPU machine:
 //   nvcc -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo bench/micro/racecheck_named_barriers.cu \
 //     -o racecheck_named_barriers && compute-sanitizer --tool racecheck ./racecheck_named_barriers

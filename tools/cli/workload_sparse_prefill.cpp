@@ -61,6 +61,9 @@ class SparsePrefillBase : public Workload {
     add_input(&lengths_);
   }
 
+  // The shape's trailing options, as both key sources print them.
+  std::string options() const { return std::string(s_.sink ? " sink" : "") + (s_.lengths ? " lengths" : ""); }
+
   void make_sink(uint64_t seed) {
     if (!s_.sink) return;
     sink_ = Array::make(DType::f32, {s_.h_q});
@@ -121,8 +124,7 @@ class SparsePrefill final : public SparsePrefillBase {
 
   std::string shape(int64_t units) const override {
     return "s_q=" + std::to_string(units) + " h_q=" + std::to_string(s_.h_q) + " d_qk=" + std::to_string(s_.d_qk) +
-           " topk=" + std::to_string(s_.topk) + " s_kv=" + std::to_string(s_.s_kv) + " bf16" + (s_.sink ? " sink" : "") +
-           (s_.lengths ? " lengths" : "");
+           " topk=" + std::to_string(s_.topk) + " s_kv=" + std::to_string(s_.s_kv) + " bf16" + options();
   }
 
  private:
@@ -193,7 +195,7 @@ class SparsePrefillPaged final : public SparsePrefillBase {
   std::string shape(int64_t units) const override {
     return "s_q=" + std::to_string(units) + " h_q=" + std::to_string(s_.h_q) + " d_qk=" + std::to_string(s_.d_qk) +
            " topk=" + std::to_string(s_.topk) + " s_kv=" + std::to_string(keys_.region) + " " + format_name(s_.format) +
-           " p" + std::to_string(s_.page) + (s_.sink ? " sink" : "") + (s_.lengths ? " lengths" : "");
+           " p" + std::to_string(s_.page) + options();
   }
 
  private:
