@@ -599,6 +599,19 @@ TEST(GpuDenseDecode, WarpSpecializedHeadsTokensPages) {
   run_dense_decode({CacheFormat::bf16, DType::bf16, 576, 2, 2, 16, 1, 64, 128, true, false, -1, true});
 }
 
+// 65-128 heads on the TMA tiles (bf16, pages of 16, 32 or a multiple of 64): with
+// SMLA_SD_DENSE_TMA_PAIRS the two head tiles of a token run as a cluster whose producers each
+// load every other box into both CTAs. Every TMA page size, causal tokens, partial blocks, NaN
+// in every slot a call must skip, and a grid of two waves or more (the launch order that keeps
+// a cluster's head tiles together).
+TEST(GpuDenseDecode, HeadTilePairsOnTmaPages) {
+  for (int ps : {16, 32, 64, 128, 256})
+    for (int h : {96, 128})
+      run_dense_decode({CacheFormat::bf16, DType::bf16, 576, 3, 2, h, 1, ps, 640 / ps, true, h == 96, -1, true});
+  run_dense_decode({CacheFormat::bf16, DType::bf16, 512, 3, 3, 128, 1, 32, 20, true, true, -1, true});
+  run_dense_decode({CacheFormat::bf16, DType::bf16, 576, 140, 2, 128, 1, 64, 4, true, false, 3, true});
+}
+
 // fp8_e4m3 caches with bf16 q and h_q <= 32 (the family's 16/32-row tiles, rows copied by the
 // TMA unit and converted by the producers): every head tile, causal tokens, odd pages, hostile
 // table entries, NaN bytes in every slot a call must skip, splits and a combine.

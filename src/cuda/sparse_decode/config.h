@@ -37,6 +37,15 @@ inline constexpr bool kProducerIdle = kVariant == 8;
 inline constexpr bool kNoConvert = kVariant == 3 || SMLA_SD_NO_CONVERT != 0;
 inline constexpr bool kNoTileStores = SMLA_SD_NO_TILE_STORES != 0;
 inline constexpr bool kNoIndexLoads = SMLA_SD_NO_INDEX_LOADS != 0;
+// SMLA_SD_DENSE_SHARED_LOADS=n (measurement build, wrong results by design): dense decode's TMA
+// producer loads the K tiles in only some of the CTAs that read the same keys (1: head tile 0
+// of each token; 2: head tile 0 of token 0), the others hand their tiles over unloaded (as
+// variant 8). What the L2-to-SM traffic that a cluster's multicast would save costs in time
+// and power on the power-capped 128-head rows.
+#ifndef SMLA_SD_DENSE_SHARED_LOADS
+#define SMLA_SD_DENSE_SHARED_LOADS 0
+#endif
+inline constexpr int kDenseSharedLoads = SMLA_SD_DENSE_SHARED_LOADS;
 
 inline constexpr int kKeys = 64;              // keys per block (one K tile)
 inline constexpr int kStages = 2;             // K tiles in flight between producer and consumers
@@ -784,6 +793,26 @@ inline constexpr int kRawRowBytes = kFmt == static_cast<int>(CacheFormat::fp8_e4
 // the swizzled layout (kSwizzled) and the consumers' descriptors follow it. Pages of 16, 32
 // or a multiple of 64 tokens (a box never crosses a page); other pages take the bf16 kernels.
 inline constexpr int kDenseTma = 100;
+// SMLA_SD_DENSE_TMA_PAIRS=1: the two 64-row head tiles of one token (h_q 65-128, or any even
+// tile count) run as a two-CTA cluster along grid.y, and each CTA's producer loads every other
+// box of a block with the TMA unit's multicast into both CTAs' tiles, so the keys cross from L2
+// to the SMs once for both tiles (each "full" barrier still expects the whole block; each
+// consumer warp releases a tile in both CTAs). The measurement build
+// SMLA_SD_DENSE_SHARED_LOADS (above) bounded the gain (2026-12-04, 90 replays, µs): h128 489.3 /
+// 483.6 -> 453.6 / 453.3 with one CTA of each token loading (consumers alone 444.4), s_q2 h128
+// 912.5 / 911.7 -> 916.9 / 894.7 (one loading a token), 883.7 (one a request; 875.8 alone).
+#ifndef SMLA_SD_DENSE_TMA_PAIRS
+#define SMLA_SD_DENSE_TMA_PAIRS 0
+#endif
+inline constexpr bool kDenseTmaPairs = SMLA_SD_DENSE_TMA_PAIRS != 0;
+// SMLA_SD_DENSE_L2_AHEAD=n (measurement build, 0 off): once the TMA producer has issued block
+// kb's boxes it asks the TMA unit to prefetch block kb + n's (n = 1 or 2) into L2, so that
+// block's load, which may only start when the consumers free its stage, finds it there.
+#ifndef SMLA_SD_DENSE_L2_AHEAD
+#define SMLA_SD_DENSE_L2_AHEAD 0
+#endif
+inline constexpr int kDenseL2Ahead = SMLA_SD_DENSE_L2_AHEAD;
+static_assert(kDenseL2Ahead >= 0 && kDenseL2Ahead <= 2, "the walk knows the pages of two blocks ahead");
 // Measurement build SMLA_SD_E4M3_FP8=1: dense decode of an fp8_e4m3 cache (d_qk 576) with fp8 q
 // above 32 heads on pages of 16, 32 or 64k tokens runs on FP8 tensor cores (consumer_fp8.cuh),
 // the kernel template's pseudo-format kDenseE4m3Fp8: pages by the TMA unit as raw e4m3 (boxes of
