@@ -599,11 +599,10 @@ TEST(GpuDenseDecode, WarpSpecializedHeadsTokensPages) {
   run_dense_decode({CacheFormat::bf16, DType::bf16, 576, 2, 2, 16, 1, 64, 128, true, false, -1, true});
 }
 
-// 65-128 heads on the TMA tiles (bf16, pages of 16, 32 or a multiple of 64): with
-// SMLA_SD_DENSE_TMA_PAIRS the two head tiles of a token run as a cluster whose producers each
-// load every other box into both CTAs. Every TMA page size, causal tokens, partial blocks, NaN
-// in every slot a call must skip, and a grid of two waves or more (the launch order that keeps
-// a cluster's head tiles together).
+// 65-128 heads on the TMA tiles (bf16, pages of 16, 32 or a multiple of 64; two head tiles a
+// token, the second partial at 96): every TMA page size, causal tokens, partial blocks, NaN in
+// every slot a call must skip, and a grid of two waves or more (the launch order that puts the
+// CTAs reading the same keys side by side, work.cuh dense_cta_position).
 TEST(GpuDenseDecode, HeadTilePairsOnTmaPages) {
   for (int ps : {16, 32, 64, 128, 256})
     for (int h : {96, 128})

@@ -64,24 +64,6 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, int c
       : "memory");
 }
 
-// The same, written at the same shared-memory offsets into every CTA of the cluster named in
-// `ctas` (bit r: rank r), each completing on its own mbarrier at `bar`'s offset.
-__device__ __forceinline__ void tma_load_3d_multicast(uint32_t dst, const void* map, int c0, int c1, int c2, uint32_t bar,
-                                                      uint16_t ctas) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3, "
-      "%4}], [%5], %6;\n" ::"r"(dst),
-      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "h"(ctas)
-      : "memory");
-}
-
-// A box of a 3-D tensor map global -> L2 only (no shared memory, no barrier): a later load of it
-// finds it in L2.
-__device__ __forceinline__ void tma_prefetch_l2_3d(const void* map, int c0, int c1, int c2) {
-  asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];\n" ::"l"(map), "r"(c0), "r"(c1), "r"(c2)
-               : "memory");
-}
-
 // The same for a 4-D tensor map.
 __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, int c0, int c1, int c2, int c3, uint32_t bar) {
   asm volatile(

@@ -37,15 +37,6 @@ inline constexpr bool kProducerIdle = kVariant == 8;
 inline constexpr bool kNoConvert = kVariant == 3 || SMLA_SD_NO_CONVERT != 0;
 inline constexpr bool kNoTileStores = SMLA_SD_NO_TILE_STORES != 0;
 inline constexpr bool kNoIndexLoads = SMLA_SD_NO_INDEX_LOADS != 0;
-// SMLA_SD_DENSE_SHARED_LOADS=n (measurement build, wrong results by design): dense decode's TMA
-// producer loads the K tiles in only some of the CTAs that read the same keys (1: head tile 0
-// of each token; 2: head tile 0 of token 0), the others hand their tiles over unloaded (as
-// variant 8). What the L2-to-SM traffic that a cluster's multicast would save costs in time
-// and power on the power-capped 128-head rows.
-#ifndef SMLA_SD_DENSE_SHARED_LOADS
-#define SMLA_SD_DENSE_SHARED_LOADS 0
-#endif
-inline constexpr int kDenseSharedLoads = SMLA_SD_DENSE_SHARED_LOADS;
 
 inline constexpr int kKeys = 64;              // keys per block (one K tile)
 inline constexpr int kStages = 2;             // K tiles in flight between producer and consumers
@@ -793,26 +784,21 @@ inline constexpr int kRawRowBytes = kFmt == static_cast<int>(CacheFormat::fp8_e4
 // the swizzled layout (kSwizzled) and the consumers' descriptors follow it. Pages of 16, 32
 // or a multiple of 64 tokens (a box never crosses a page); other pages take the bf16 kernels.
 inline constexpr int kDenseTma = 100;
-// SMLA_SD_DENSE_TMA_PAIRS=1: the two 64-row head tiles of one token (h_q 65-128, or any even
-// tile count) run as a two-CTA cluster along grid.y, and each CTA's producer loads every other
-// box of a block with the TMA unit's multicast into both CTAs' tiles, so the keys cross from L2
-// to the SMs once for both tiles (each "full" barrier still expects the whole block; each
-// consumer warp releases a tile in both CTAs). The measurement build
-// SMLA_SD_DENSE_SHARED_LOADS (above) bounded the gain (2026-12-04, 90 replays, µs): h128 489.3 /
-// 483.6 -> 453.6 / 453.3 with one CTA of each token loading (consumers alone 444.4), s_q2 h128
-// 912.5 / 911.7 -> 916.9 / 894.7 (one loading a token), 883.7 (one a request; 875.8 alone).
-#ifndef SMLA_SD_DENSE_TMA_PAIRS
-#define SMLA_SD_DENSE_TMA_PAIRS 0
-#endif
-inline constexpr bool kDenseTmaPairs = SMLA_SD_DENSE_TMA_PAIRS != 0;
-// SMLA_SD_DENSE_L2_AHEAD=n (measurement build, 0 off): once the TMA producer has issued block
-// kb's boxes it asks the TMA unit to prefetch block kb + n's (n = 1 or 2) into L2, so that
-// block's load, which may only start when the consumers free its stage, finds it there.
-#ifndef SMLA_SD_DENSE_L2_AHEAD
-#define SMLA_SD_DENSE_L2_AHEAD 0
-#endif
-inline constexpr int kDenseL2Ahead = SMLA_SD_DENSE_L2_AHEAD;
-static_assert(kDenseL2Ahead >= 0 && kDenseL2Ahead <= 2, "the walk knows the pages of two blocks ahead");
+// (Measured on these tiles and removed, 2026-12-04, µs, 90 replays, bf16 b128 L8192 page 64; the
+// code is in a2f02b5:
+// - SMLA_SD_DENSE_SHARED_LOADS, a bound: only head tile 0 of each token (or of each request)
+//   loads its tiles, the others hand theirs over unloaded (wrong results): h128 489.3 / 483.6 ->
+//   453.6 / 453.3, s_q2 h128 912.5 / 911.7 -> 916.9 / 894.7, one tile of a request 883.7 / 883.8
+//   (consumers alone, variant 8: 444.4 and 875.8).
+// - SMLA_SD_DENSE_TMA_PAIRS, the two head tiles of a token as a two-CTA cluster, each producer
+//   loading every other box into both tiles by TMA multicast (tests and memcheck clean): h128
+//   488.6 / 492.4 -> 492.1 / 493.7, s_q2 h128 920.1 / 951.2 -> 931.2 / 934.9, h96 474.3 -> 467.3,
+//   h128 page 32 495.4 -> 484.8. Halving the L2-to-SM bytes does not pay; the bound's gain came
+//   from CTAs that never wait for a tile, the latency of each refill in two stages.
+// - SMLA_SD_DENSE_L2_AHEAD = 1 / 2, a TMA prefetch into L2 of block kb + 1 / kb + 2's boxes once
+//   block kb's are issued: h128 490.4 / 487.9 -> 555.4 / 554.7 and 561.0 / 562.0, s_q2 h128 997 /
+//   970 -> 1001 / 994 and 1036 / 1007, h16 311.3 -> 378.0 and 382.1: the prefetches cost the TMA
+//   unit's issue, as the raw ring's row prefetches did (fourteenth pass).)
 // Measurement build SMLA_SD_E4M3_FP8=1: dense decode of an fp8_e4m3 cache (d_qk 576) with fp8 q
 // above 32 heads on pages of 16, 32 or 64k tokens runs on FP8 tensor cores (consumer_fp8.cuh),
 // the kernel template's pseudo-format kDenseE4m3Fp8: pages by the TMA unit as raw e4m3 (boxes of
@@ -934,15 +920,11 @@ inline constexpr bool kBf16OutByWg1 = SMLA_SD_BF16_OUT_BY_WG1 != 0;
 #define SMLA_SD_BF16_PERSIST_HAND0 1
 #endif
 inline constexpr bool kBf16PersistHand0 = SMLA_SD_BF16_PERSIST_HAND0 != 0;
-// SMLA_SD_BF16_FACTORS_IN_PV=1 (measurement build, prepared 2026-12-04, not yet run on a
-// device): WG0 of persistent bf16-row CTAs makes its rows' full sums and final factors
-// (finish_row: the sink's logit, the log, the division) while the unit's last P V runs, instead
-// of after its kBarPFree sync; the thirty-seventh pass's marks put 0.67 µs of a unit's 18.1
-// (prefill d512 h64 k512) between that sync and the final-factor barrier.
-#ifndef SMLA_SD_BF16_FACTORS_IN_PV
-#define SMLA_SD_BF16_FACTORS_IN_PV 0
-#endif
-inline constexpr bool kBf16FactorsInPv = SMLA_SD_BF16_FACTORS_IN_PV != 0;
+// (SMLA_SD_BF16_FACTORS_IN_PV=1, WG0 of persistent bf16-row CTAs making its rows' full sums and
+// final factors while the unit's last P V runs instead of after its kBarPFree sync (the 0.67 µs
+// a unit of the thirty-seventh pass's marks): slower in a same-call A/B (2026-12-04, µs, prefill
+// d512 h64 k512 sink) 574.0 / 573.3 -> 585.1 / 585.3, d512 h128 k1024 sink 2004 -> 2039; its
+// persistent kernel kept 32 bytes of stack against 8. Removed.)
 // In a unit without key blocks both consumer warpgroups sync on kBarPFree (consumer_wide.cuh), as
 // WG0 does after a unit's last block, so that WG0 cannot run a unit ahead of WG1's final-factor
 // barrier and its reads of Smem::factor. WG1 arriving there instead (WG0 syncing) left

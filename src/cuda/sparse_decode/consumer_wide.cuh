@@ -177,10 +177,6 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   float top0 = -INFINITY, top1 = -INFINITY;
   using QT = KTileDesc<kD, true>;  // kQSw: Q's boxes have the K tiles' swizzled geometry (64 rows)
   const uint64_t dq = kQSw ? QT::k(smem_addr(smem + S::q)) : T::q(smem);
-  // kFactorsInPv (config.h kBf16FactorsInPv): the last block's full row sums and final factors,
-  // made while its P V runs.
-  constexpr bool kFactorsInPv = kOutTile && kBf16FactorsInPv;
-  RowResult early0{}, early1{};
 
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
@@ -262,15 +258,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
       wgmma_m64n128k16_rs(o_hi(o), a[kk], desc_add(d, T::kVHi));
     }
     wgmma_commit();
-    if (kb + 1 == w.kb_end) {
-      next();
-      if constexpr (kFactorsInPv) {
-        st0.l = quad_sum(st0.l);
-        st1.l = quad_sum(st1.l);
-        early0 = finish_row(p, w, w.head0 + r0, st0.m, st0.l, r0 < w.heads);
-        early1 = finish_row(p, w, w.head0 + r1, st1.m, st1.l, r1 < w.heads);
-      }
-    }
+    if (kb + 1 == w.kb_end) next();
     wgmma_wait<0>();
     reg_fence(o);
     reg_fence(a);
@@ -289,13 +277,10 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   if (!kConsumersIdle && (w.kb_end > w.kb_begin || kOutTile))
     named_bar_sync(kBarPFree, kConsumerThreads);  // WG1 is past its last P
   if (kUnitTimeline && threadIdx.x == 0) timeline_mark(10);
-  const bool made = kFactorsInPv && w.kb_end > w.kb_begin;
-  if (!made) {
-    st0.l = quad_sum(st0.l);
-    st1.l = quad_sum(st1.l);
-  }
-  const RowResult res0 = made ? early0 : finish_row(p, w, w.head0 + r0, st0.m, st0.l, r0 < w.heads);
-  const RowResult res1 = made ? early1 : finish_row(p, w, w.head0 + r1, st1.m, st1.l, r1 < w.heads);
+  st0.l = quad_sum(st0.l);
+  st1.l = quad_sum(st1.l);
+  const RowResult res0 = finish_row(p, w, w.head0 + r0, st0.m, st0.l, r0 < w.heads);
+  const RowResult res1 = finish_row(p, w, w.head0 + r1, st1.m, st1.l, r1 < w.heads);
   if (c == 0) {
     s_factor[r0] = res0.factor;
     s_factor[r1] = res1.factor;

@@ -21,10 +21,7 @@ namespace smla::cuda::sparse_decode_family {
 // One producer warp's walk over a work unit's 64-key blocks of dense pages, each block loaded
 // by the TMA unit as boxes of 64 rows (a page, or 64 rows of one) x kRowBytes bytes: 64 bf16
 // columns (kRowBytes 128, 128-byte swizzle) or 64 e4m3 columns (64, 64-byte swizzle).
-// kMulticast (config.h kDenseTmaPairs): one of a two-CTA cluster that reads the same blocks;
-// this CTA (w.rank) loads boxes w.rank, w.rank + 2, ... into both CTAs' tiles, and each CTA's
-// barrier expects the whole block as before.
-template <int kRowBytes, bool kMulticast = false>
+template <int kRowBytes>
 struct DensePageWalk {
   static constexpr int kBoxBytes = kKeys * kRowBytes;  // one box column of a tile
   const AttnParams& p;
@@ -33,8 +30,6 @@ struct DensePageWalk {
   uint64_t* const aux;  // partial blocks complete here first
   int partial = 0;      // blocks that used `aux` (its phase)
   int32_t cur, nxt;     // the pages of the next two blocks (lane j < pages: its box's page, or -1)
-  // config.h kDenseSharedLoads (measurement build): this CTA hands its tiles over unloaded.
-  const bool idle = kDenseSharedLoads != 0 && (w.head0 > 0 || (kDenseSharedLoads == 2 && w.t > 0));
 
   __device__ DensePageWalk(const AttnParams& p_, const Work& w_, int lane_, uint64_t* aux_)
       : p(p_), w(w_), lane(lane_), ps(p_.main.page_size), rows(ps < kKeys ? ps : kKeys), pages(kKeys / rows),
@@ -71,7 +66,7 @@ struct DensePageWalk {
       valid[lane] = (bal >> (8 * (lane & 3))) & 0xffu;
     }
     __syncwarp();
-    if (kProducerIdle || idle) {  // experiment (variant 8): the tile handed over unloaded
+    if constexpr (kProducerIdle) {  // experiment (variant 8): the tile handed over unloaded
       if (lane == 0) mbar_arrive(full);
       cur = nxt;
       nxt = ahead;
@@ -88,24 +83,7 @@ struct DensePageWalk {
     if (cur >= 0) {
 #pragma unroll
       for (int b = 0; b < kBoxes; ++b)
-        if (b >= b0 && b < b1) {
-          const uint32_t dst = t + b * kBoxBytes + lane * rows * kRowBytes;
-          if constexpr (kMulticast) {
-            if ((b & 1) == w.rank) tma_load_3d_multicast(dst, &p.kv_map, 64 * b, row0, cur, bar, 0x3);
-          } else {
-            tma_load_3d(dst, &p.kv_map, 64 * b, row0, cur, bar);
-          }
-        }
-    }
-    if constexpr (kDenseL2Ahead > 0 && kRowBytes == 128) {  // config.h kDenseL2Ahead (bf16 tiles)
-      const int kp = kb + kDenseL2Ahead;
-      const int32_t pg = kDenseL2Ahead == 1 ? nxt : ahead;
-      if (pg >= 0) {
-        const int r0 = ps > kKeys ? (kp * kKeys) % ps : 0;
-#pragma unroll
-        for (int b = 0; b < kBoxes; ++b)
-          if (b >= b0 && b < b1 && (!kMulticast || (b & 1) == w.rank)) tma_prefetch_l2_3d(&p.kv_map, 64 * b, r0, pg);
-      }
+        if (b >= b0 && b < b1) tma_load_3d(t + b * kBoxBytes + lane * rows * kRowBytes, &p.kv_map, 64 * b, row0, cur, bar);
     }
     if (!whole) {
       if (real_pages > 0) mbar_wait(aux, partial++ & 1);

@@ -107,8 +107,7 @@ void launch_tiles(const AttnParams& p, dim3 grid, cudaStream_t stream) {
 template <int kRows, int kD, int kFmt, bool kLogits>
 void launch_instance(const AttnParams& p, dim3 grid, bool pair, cudaStream_t stream) {
   if constexpr (kRows == 64 && kFmt != kDenseE4m3Fp8 &&
-                (!bf16_rows(kFmt) || (kBf16Pairs && kFmt == static_cast<int>(CacheFormat::bf16)) ||
-                 (kDenseTmaPairs && kFmt == kDenseTma))) {
+                (!bf16_rows(kFmt) || (kBf16Pairs && kFmt == static_cast<int>(CacheFormat::bf16)))) {
     if (pair) return launch_tiles<kRows, kD, kFmt, true, kLogits>(p, grid, stream);
   }
   launch_tiles<kRows, kD, kFmt, false, kLogits>(p, grid, stream);

@@ -419,8 +419,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
     persistent_units<kRows, kD, kFmt, kPair, kMaxLogits>(p, smem);
     return;
   }
-  // (Dense pairs, config.h kDenseTmaPairs: the launch order keeps a cluster's two head tiles together.)
-  Work w = make_work<serves_dense(kFmt), OwnBlock, kPair && kTma ? kPairCtas : 1>(p);
+  Work w = make_work<serves_dense(kFmt)>(p);
   if (!w.active) return;  // uniform across the CTA (and across a pair: both own the same keys)
   if constexpr (kFmt == kDenseE4m3Fp8) {
     fp8_tile_roles<kRows, kFmt>(p, w, smem);
@@ -473,17 +472,16 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
         if constexpr (kTmaQ) load_q_tma<kD>(p, w, smem);
         else load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), kCpAsyncQ>(p, w, smem);
         if (kTimeline && threadIdx.x == 0) timeline_mark(3);
-        // (TMA pairs need no fence after "full": their tiles are the TMA unit's writes.)
-        consume_wg0<kD, kPair && !kTma, kSw, kMaxLogits, kStaged, 0, kTmaQ, kCopiesArrive<kRows, kFmt>>(p, w, smem);
+        consume_wg0<kD, kPair, kSw, kMaxLogits, kStaged, 0, kTmaQ, kCopiesArrive<kRows, kFmt>>(p, w, smem);
       } else if (wg == 1) {
         setmaxnreg_to<kRegsWg1, kEntry>();
         if constexpr (kTmaQ) load_q_tma<kD>(p, w, smem);
         else load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), kCpAsyncQ>(p, w, smem);
-        consume_wg1<kD, kPair && !kTma, kSw, kStaged, 0, kCopiesArrive<kRows, kFmt>>(p, w, smem);
+        consume_wg1<kD, kPair, kSw, kStaged, 0, kCopiesArrive<kRows, kFmt>>(p, w, smem);
       } else {
         constexpr bool kTwo = kTwoProducers<kRows, kFmt, kPair, kPersist>;
         setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, kPersist>(), kEntry>();
-        if constexpr (kTma) produce_dense_tma<kRows, kD, false, kPair>(p, w, smem);
+        if constexpr (kTma) produce_dense_tma<kRows, kD>(p, w, smem);
         else if constexpr (kBf16) produce_bf16<kRows, kD, kTwo>(p, w, smem);
         else
           produce_packed<kRows, kFmt, kTwo, kBf16Route<kRows, kFmt, kPair, false>, kFirstAlone<kRows, kFmt, kPair, kLogits>,

@@ -39,9 +39,8 @@ void by_rows(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream) {
     case 32: launch_instance<32, kD, kFmt, kLogits>(p, grid, false, stream); break;
     default: {
       // Head tiles in pairs share the gathers of their token's keys: packed formats (bf16 rows
-      // only in the measurement build kBf16Pairs; dense TMA tiles with kDenseTmaPairs), one KV
-      // head, an even tile count.
-      const bool pairs_kernel = !bf16_rows(kFmt) || (kBf16Pairs && kFmt == kBf) || (kDenseTmaPairs && kFmt == kDenseTma);
+      // only in the measurement build kBf16Pairs), one KV head, an even tile count.
+      const bool pairs_kernel = !bf16_rows(kFmt) || (kBf16Pairs && kFmt == kBf);
       const bool pair = pairs_kernel && p.h_kv == 1 && grid.y % kPairCtas == 0 && !unpaired_by_env();
       launch_instance<64, kD, kFmt, kLogits>(p, grid, pair, stream);
     }

@@ -25,8 +25,7 @@
 
 namespace smla::cuda::sparse_decode_family {
 
-// kPair (config.h kDenseTmaPairs): one of a two-CTA cluster; its boxes go to both CTAs (DensePageWalk).
-template <int kRows, int kD, bool kAlt = false, bool kPair = false>
+template <int kRows, int kD, bool kAlt = false>
 __device__ void produce_dense_tma(const AttnParams& p, const Work& w, uint8_t* smem) {
   using S = Smem<kRows, kD>;
   constexpr int kBoxes = kD / 64;           // 64-column boxes per key row
@@ -36,8 +35,7 @@ __device__ void produce_dense_tma(const AttnParams& p, const Work& w, uint8_t* s
   const int lane = kAlt ? pt & 31 : pt;
   const int b0 = kAlt && half ? 4 : 0, b1 = kAlt && !half ? 4 : kBoxes;  // this warp's boxes
   uint64_t* const bars_b = reinterpret_cast<uint64_t*>(smem + S::alt_bars);  // kAlt: full_b, empty_b, aux_b
-  static_assert(!(kAlt && kPair), "pairs load whole blocks");
-  DensePageWalk<128, kPair> walk(p, w, lane, half ? bars_b + 2 * kStages : reinterpret_cast<uint64_t*>(smem + S::aux));
+  DensePageWalk<128> walk(p, w, lane, half ? bars_b + 2 * kStages : reinterpret_cast<uint64_t*>(smem + S::aux));
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin;
     Stage<kRows, kD> st(smem, i & 1);

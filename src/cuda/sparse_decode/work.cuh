@@ -105,19 +105,16 @@ __device__ __forceinline__ void set_lengths(const AttnParams& p, Work& w) {
 #ifndef SMLA_SD_DENSE_CTA_ORDER
 #define SMLA_SD_DENSE_CTA_ORDER 1
 #endif
-// kPairs (config.h kDenseTmaPairs): clusters of kPairCtas CTAs along grid.y keep their ranks as
-// head tiles of one unit, and the clusters take the order above.
-template <int kPairs = 1>
 __device__ __forceinline__ UnitAt dense_cta_position() {
-  const unsigned gy = gridDim.y / kPairs, gz = gridDim.z;
-  const unsigned lin = blockIdx.x + gridDim.x * (blockIdx.y / kPairs + gy * blockIdx.z);
-  return UnitAt{lin / (gy * gz), (lin % gy) * kPairs + blockIdx.y % kPairs, (lin / gy) % gz};
+  const unsigned gy = gridDim.y, gz = gridDim.z;
+  const unsigned lin = blockIdx.x + gridDim.x * (blockIdx.y + gy * blockIdx.z);
+  return UnitAt{lin / (gy * gz), lin % gy, (lin / gy) % gz};
 }
 
-template <bool kDenseToo = false, class Pos = OwnBlock, int kPairs = 1>
+template <bool kDenseToo = false, class Pos = OwnBlock>
 __device__ __forceinline__ Work make_work(const AttnParams& p, Pos pos = {}) {
   if constexpr (kDenseToo && SMLA_SD_DENSE_CTA_ORDER != 0 && std::is_same_v<Pos, OwnBlock>) {
-    if (p.dense_cta_order) return make_work<kDenseToo, UnitAt>(p, dense_cta_position<kPairs>());
+    if (p.dense_cta_order) return make_work<kDenseToo, UnitAt>(p, dense_cta_position());
   }
   Work w;
   int split_id = 0;
