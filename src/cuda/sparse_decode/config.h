@@ -784,6 +784,14 @@ inline constexpr int kRawRowBytes = kFmt == static_cast<int>(CacheFormat::fp8_e4
 // the swizzled layout (kSwizzled) and the consumers' descriptors follow it. Pages of 16, 32
 // or a multiple of 64 tokens (a box never crosses a page); other pages take the bf16 kernels.
 inline constexpr int kDenseTma = 100;
+// SMLA_SD_DENSE_BULK_L2=n (measurement build, 0 off): once the TMA producer has issued block
+// kb's boxes, each of its page lanes asks for its page's rows of block kb + n (n = 1 or 2) in L2
+// with one bulk prefetch (a page's rows are contiguous), instead of one tensor prefetch a box.
+#ifndef SMLA_SD_DENSE_BULK_L2
+#define SMLA_SD_DENSE_BULK_L2 0
+#endif
+inline constexpr int kDenseBulkL2 = SMLA_SD_DENSE_BULK_L2;
+static_assert(kDenseBulkL2 >= 0 && kDenseBulkL2 <= 2, "the walk knows the pages of two blocks ahead");
 // (Measured on these tiles and removed, 2026-12-04, µs, 90 replays, bf16 b128 L8192 page 64; the
 // code is in a2f02b5:
 // - SMLA_SD_DENSE_SHARED_LOADS, a bound: only head tile 0 of each token (or of each request)
