@@ -64,12 +64,6 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, int c
       : "memory");
 }
 
-// `bytes` (a multiple of 16) of global memory from `src` (16-byte aligned) into L2 by the TMA
-// unit, one instruction for the whole range (no shared memory, no barrier).
-__device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
-}
-
 // The same for a 4-D tensor map.
 __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, int c0, int c1, int c2, int c3, uint32_t bar) {
   asm volatile(

@@ -784,14 +784,6 @@ inline constexpr int kRawRowBytes = kFmt == static_cast<int>(CacheFormat::fp8_e4
 // the swizzled layout (kSwizzled) and the consumers' descriptors follow it. Pages of 16, 32
 // or a multiple of 64 tokens (a box never crosses a page); other pages take the bf16 kernels.
 inline constexpr int kDenseTma = 100;
-// SMLA_SD_DENSE_BULK_L2=n (measurement build, 0 off): once the TMA producer has issued block
-// kb's boxes, each of its page lanes asks for its page's rows of block kb + n (n = 1 or 2) in L2
-// with one bulk prefetch (a page's rows are contiguous), instead of one tensor prefetch a box.
-#ifndef SMLA_SD_DENSE_BULK_L2
-#define SMLA_SD_DENSE_BULK_L2 0
-#endif
-inline constexpr int kDenseBulkL2 = SMLA_SD_DENSE_BULK_L2;
-static_assert(kDenseBulkL2 >= 0 && kDenseBulkL2 <= 2, "the walk knows the pages of two blocks ahead");
 // (Measured on these tiles and removed, 2026-12-04, µs, 90 replays, bf16 b128 L8192 page 64; the
 // code is in a2f02b5:
 // - SMLA_SD_DENSE_SHARED_LOADS, a bound: only head tile 0 of each token (or of each request)
@@ -806,7 +798,12 @@ static_assert(kDenseBulkL2 >= 0 && kDenseBulkL2 <= 2, "the walk knows the pages 
 // - SMLA_SD_DENSE_L2_AHEAD = 1 / 2, a TMA prefetch into L2 of block kb + 1 / kb + 2's boxes once
 //   block kb's are issued: h128 490.4 / 487.9 -> 555.4 / 554.7 and 561.0 / 562.0, s_q2 h128 997 /
 //   970 -> 1001 / 994 and 1036 / 1007, h16 311.3 -> 378.0 and 382.1: the prefetches cost the TMA
-//   unit's issue, as the raw ring's row prefetches did (fourteenth pass).)
+//   unit's issue, as the raw ring's row prefetches did (fourteenth pass).
+// - SMLA_SD_DENSE_BULK_L2 = 1 / 2 (code in 18c2060), one bulk L2 prefetch a page lane of block
+//   kb + 1 / kb + 2 (a page's rows are contiguous): h128 476.0 / 480.9 -> 505.3 / 498.8 and
+//   499.8 / 508.1, s_q2 h128 977.5 / 904.0 -> 923.1 / 925.3 and 922.7 / 965.6 (power-capped, within
+//   its spread), h16 311.7 / 312.7 -> 350.3 / 350.5 and 354.5 / 355.3, h128 page 32 483.8 -> 516.4
+//   and 511.8. Either way a later block's bytes asked for early cost the blocks being loaded.)
 // Measurement build SMLA_SD_E4M3_FP8=1: dense decode of an fp8_e4m3 cache (d_qk 576) with fp8 q
 // above 32 heads on pages of 16, 32 or 64k tokens runs on FP8 tensor cores (consumer_fp8.cuh),
 // the kernel template's pseudo-format kDenseE4m3Fp8: pages by the TMA unit as raw e4m3 (boxes of

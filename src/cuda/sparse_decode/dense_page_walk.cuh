@@ -85,14 +85,6 @@ struct DensePageWalk {
       for (int b = 0; b < kBoxes; ++b)
         if (b >= b0 && b < b1) tma_load_3d(t + b * kBoxBytes + lane * rows * kRowBytes, &p.kv_map, 64 * b, row0, cur, bar);
     }
-    if constexpr (kDenseBulkL2 > 0 && kRowBytes == 128) {  // config.h kDenseBulkL2 (bf16 tiles)
-      const int32_t pg = kDenseBulkL2 == 1 ? nxt : ahead;
-      if (pg >= 0) {
-        const int64_t row_bytes = static_cast<int64_t>(kBoxes) * kRowBytes;
-        const int r0 = ps > kKeys ? ((kb + kDenseBulkL2) * kKeys) % ps : 0;
-        bulk_prefetch_l2(p.main.base + pg * p.main.page_stride + r0 * row_bytes, static_cast<uint32_t>(rows * row_bytes));
-      }
-    }
     if (!whole) {
       if (real_pages > 0) mbar_wait(aux, partial++ & 1);
       // Zeros over every row to skip: its row in each box (the swizzle only permutes 16-byte
