@@ -784,6 +784,17 @@ inline constexpr int kRawRowBytes = kFmt == static_cast<int>(CacheFormat::fp8_e4
 // the swizzled layout (kSwizzled) and the consumers' descriptors follow it. Pages of 16, 32
 // or a multiple of 64 tokens (a box never crosses a page); other pages take the bf16 kernels.
 inline constexpr int kDenseTma = 100;
+// SMLA_SD_DENSE_EMPTY_HALVES=1 (measurement build): the 64-row TMA tiles are freed in two parts.
+// WG0, which reads every box for QK^T and boxes 0-3 for its P V, releases the tile on "empty"
+// (its four warps); WG1, which reads boxes 4-7 for its P V, on a second barrier (Smem::alt_bars'
+// empty_b). The producer loads block i's boxes 0-3 and the RoPE box once WG0 freed block
+// i - 2's, and boxes 4-7 once WG1 did, so most of a refill starts before the later warpgroup's
+// P V ends (dense h128 waits on its refills: PERF.md thirty-ninth pass).
+#ifndef SMLA_SD_DENSE_EMPTY_HALVES
+#define SMLA_SD_DENSE_EMPTY_HALVES 0
+#endif
+template <int kRows, int kFmt>
+inline constexpr bool kDenseEmptyHalves = SMLA_SD_DENSE_EMPTY_HALVES != 0 && kRows == 64 && kFmt == kDenseTma;
 // (Measured on these tiles and removed, 2026-12-04, µs, 90 replays, bf16 b128 L8192 page 64; the
 // code is in a2f02b5:
 // - SMLA_SD_DENSE_SHARED_LOADS, a bound: only head tile 0 of each token (or of each request)

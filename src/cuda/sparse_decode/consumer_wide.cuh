@@ -310,8 +310,10 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   if (kTimeline && threadIdx.x == 0) timeline_mark(6);
 }
 
+// kEmptyB (config.h kDenseEmptyHalves): the warps release their tile on empty_b (Smem::alt_bars +
+// kStages), the barrier of the boxes WG1 reads.
 template <int kD, bool kPair, bool kSw = false, bool kStaged = false, int kRow63 = 0, bool kFenceFull = false,
-          bool kOutTile = false, class Next = NoHook>
+          bool kOutTile = false, class Next = NoHook, bool kEmptyB = false>
 __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0, Next next = {}) {
   using T = WideTiles<kD, kSw>;
   using S = Smem<64, kD>;
@@ -339,7 +341,13 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
     wgmma_wait<0>();
     reg_fence(o);
     named_bar_arrive(kBarPFree, kConsumerThreads);
-    if (!kOutTile || kb + 1 < w.kb_end) stage.release(w, lane);
+    if constexpr (kEmptyB) {
+      Stage<64, kD> part = stage;
+      part.empty = reinterpret_cast<uint64_t*>(smem + S::alt_bars) + kStages + s;
+      part.release(w, lane);
+    } else if (!kOutTile || kb + 1 < w.kb_end) {
+      stage.release(w, lane);
+    }
   }
 
   if constexpr (kOutTile && !kConsumersIdle)

@@ -18,6 +18,10 @@
 
 namespace smla::cuda::sparse_decode_family {
 
+struct NoWait {
+  __device__ void operator()() const {}
+};
+
 // One producer warp's walk over a work unit's 64-key blocks of dense pages, each block loaded
 // by the TMA unit as boxes of 64 rows (a page, or 64 rows of one) x kRowBytes bytes: 64 bf16
 // columns (kRowBytes 128, 128-byte swizzle) or 64 e4m3 columns (64, 64-byte swizzle).
@@ -46,8 +50,10 @@ struct DensePageWalk {
   }
   // Block kb into `tile` (boxes b0 .. b1 - 1) once wait_empty() returns; `valid`, unless null,
   // gets the block's valid-key words (Stage::valid_mask); `full` completes when the boxes are in.
-  template <int kBoxes, class WaitEmpty>
-  __device__ void load(int kb, uint8_t* tile, uint64_t* full, uint32_t* valid, int b0, int b1, WaitEmpty wait_empty) {
+  // kHalves (config.h kDenseEmptyHalves): boxes 4-7 only once wait_b() returns too.
+  template <int kBoxes, bool kHalves = false, class WaitEmpty, class WaitB = NoWait>
+  __device__ void load(int kb, uint8_t* tile, uint64_t* full, uint32_t* valid, int b0, int b1, WaitEmpty wait_empty,
+                       WaitB wait_b = {}) {
     const int32_t ahead = page_of(kb + 2);  // two blocks before its use
     // Keys lane and lane + 32 of the block: real when inside the length and the causal limit,
     // on a page that exists.
@@ -80,10 +86,17 @@ struct DensePageWalk {
       else if (real_pages > 0) mbar_arrive_expect_tx(aux, real_pages * rows * kRowBytes * (b1 - b0));
     }
     __syncwarp();
-    if (cur >= 0) {
+    auto boxes = [&](bool second) {
+      if (cur < 0) return;
 #pragma unroll
       for (int b = 0; b < kBoxes; ++b)
-        if (b >= b0 && b < b1) tma_load_3d(t + b * kBoxBytes + lane * rows * kRowBytes, &p.kv_map, 64 * b, row0, cur, bar);
+        if (b >= b0 && b < b1 && (!kHalves || (b >= 4 && b < 8) == second))
+          tma_load_3d(t + b * kBoxBytes + lane * rows * kRowBytes, &p.kv_map, 64 * b, row0, cur, bar);
+    };
+    boxes(false);
+    if constexpr (kHalves) {
+      wait_b();
+      boxes(true);
     }
     if (!whole) {
       if (real_pages > 0) mbar_wait(aux, partial++ & 1);

@@ -163,15 +163,18 @@ __device__ __forceinline__ void prefetch_q_rows(const AttnParams& p, const Work&
 // kAlt (consumer_alt.cuh): full and empty serve the A halves; the B halves' barriers and aux
 // follow, and a half's "empty" counts the warps of the warpgroups that read it.
 // kProducers: the producer threads that arrive on "full" (kernel_producer_threads).
+// kHalves (config.h kDenseEmptyHalves): "empty" counts WG0's warps, empty_b (Smem::alt_bars +
+// kStages) WG1's.
 template <int kRows, int kD, int kRaw = 0, bool kTma = false, bool kAlt = false,
-          int kProducers = producer_threads(kRows)>
+          int kProducers = producer_threads(kRows), bool kHalves = false>
 __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
   if (threadIdx.x == 0) {
     using S = Smem<kRows, kD, kRaw>;
     uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::bars);
     for (int s = 0; s < kStages; ++s) {
       mbar_init(bars + s, kTma ? 1 : kProducers);
-      mbar_init(bars + kStages + s, kAlt ? (kSeesaw<kD> ? seesaw_empty_count(s, 0) : alt_empty_count(s, 0)) : (consumer_threads(kRows) / 32) * (pair ? kPairCtas : 1));
+      mbar_init(bars + kStages + s, kAlt ? (kSeesaw<kD> ? seesaw_empty_count(s, 0) : alt_empty_count(s, 0)) : (consumer_threads(kRows) / 32) * (pair ? kPairCtas : 1) / (kHalves ? 2 : 1));
+      if constexpr (kHalves) mbar_init(reinterpret_cast<uint64_t*>(smem + S::alt_bars) + kStages + s, consumer_threads(kRows) / 64);
     }
     if constexpr (kAlt) {
       uint64_t* bars_b = reinterpret_cast<uint64_t*>(smem + S::alt_bars);
@@ -442,7 +445,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
       }
     } else {
       constexpr int kProducers = kernel_producer_threads<kRows, kFmt, kPair, kPersist>();
-      init_stage_barriers<kRows, kD, kRaw, kTma, kAlt<kRows, kFmt>, kProducers>(smem, w.pair);
+      init_stage_barriers<kRows, kD, kRaw, kTma, kAlt<kRows, kFmt>, kProducers, kDenseEmptyHalves<kRows, kFmt>>(smem, w.pair);
       if constexpr (kTmaQ) init_q_bar<kD>(smem);
     }
     __syncthreads();
@@ -477,11 +480,11 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
         setmaxnreg_to<kRegsWg1, kEntry>();
         if constexpr (kTmaQ) load_q_tma<kD>(p, w, smem);
         else load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), kCpAsyncQ>(p, w, smem);
-        consume_wg1<kD, kPair, kSw, kStaged, 0, kCopiesArrive<kRows, kFmt>>(p, w, smem);
+        consume_wg1<kD, kPair, kSw, kStaged, 0, kCopiesArrive<kRows, kFmt>, false, NoHook, kDenseEmptyHalves<kRows, kFmt>>(p, w, smem);
       } else {
         constexpr bool kTwo = kTwoProducers<kRows, kFmt, kPair, kPersist>;
         setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, kPersist>(), kEntry>();
-        if constexpr (kTma) produce_dense_tma<kRows, kD>(p, w, smem);
+        if constexpr (kTma) produce_dense_tma<kRows, kD, false, kDenseEmptyHalves<kRows, kFmt>>(p, w, smem);
         else if constexpr (kBf16) produce_bf16<kRows, kD, kTwo>(p, w, smem);
         else
           produce_packed<kRows, kFmt, kTwo, kBf16Route<kRows, kFmt, kPair, false>, kFirstAlone<kRows, kFmt, kPair, kLogits>,

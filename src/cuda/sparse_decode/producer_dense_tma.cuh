@@ -25,7 +25,8 @@
 
 namespace smla::cuda::sparse_decode_family {
 
-template <int kRows, int kD, bool kAlt = false>
+// kHalves (config.h kDenseEmptyHalves): boxes 4-7 (WG1's values) wait for empty_b.
+template <int kRows, int kD, bool kAlt = false, bool kHalves = false>
 __device__ void produce_dense_tma(const AttnParams& p, const Work& w, uint8_t* smem) {
   using S = Smem<kRows, kD>;
   constexpr int kBoxes = kD / 64;           // 64-column boxes per key row
@@ -44,7 +45,13 @@ __device__ void produce_dense_tma(const AttnParams& p, const Work& w, uint8_t* s
       st.empty = bars_b + kStages + (i & 1);
     }
     // Warp 0 writes the block's valid-key words (kAlt: warp 1 loads the B half only).
-    walk.template load<kBoxes>(kb, st.tile, st.full, half == 0 ? st.valid : nullptr, b0, b1, [&] { st.wait_empty(i); });
+    if constexpr (kHalves) {
+      uint64_t* const empty_b = bars_b + kStages + (i & 1);
+      walk.template load<kBoxes, true>(kb, st.tile, st.full, st.valid, b0, b1, [&] { st.wait_empty(i); },
+                                       [&] { if (i >= kStages) mbar_wait(empty_b, ((i / kStages) - 1) & 1); });
+    } else {
+      walk.template load<kBoxes>(kb, st.tile, st.full, half == 0 ? st.valid : nullptr, b0, b1, [&] { st.wait_empty(i); });
+    }
   }
 }
 
