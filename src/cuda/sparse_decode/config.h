@@ -784,14 +784,18 @@ inline constexpr int kRawRowBytes = kFmt == static_cast<int>(CacheFormat::fp8_e4
 // the swizzled layout (kSwizzled) and the consumers' descriptors follow it. Pages of 16, 32
 // or a multiple of 64 tokens (a box never crosses a page); other pages take the bf16 kernels.
 inline constexpr int kDenseTma = 100;
-// SMLA_SD_DENSE_EMPTY_HALVES=1 (measurement build): the 64-row TMA tiles are freed in two parts.
-// WG0, which reads every box for QK^T and boxes 0-3 for its P V, releases the tile on "empty"
-// (its four warps); WG1, which reads boxes 4-7 for its P V, on a second barrier (Smem::alt_bars'
-// empty_b). The producer loads block i's boxes 0-3 and the RoPE box once WG0 freed block
-// i - 2's, and boxes 4-7 once WG1 did, so most of a refill starts before the later warpgroup's
-// P V ends (dense h128 waits on its refills: PERF.md thirty-ninth pass).
+// SMLA_SD_DENSE_EMPTY_HALVES (default 1; 0 the measurement build of one release a tile): the
+// 64-row TMA tiles are freed in two parts. WG0, which reads every box for QK^T and boxes 0-3 for
+// its P V, releases the tile on "empty" (its four warps); WG1, which reads boxes 4-7 for its P V,
+// on a second barrier (Smem::alt_bars' empty_b). The producer loads block i's boxes 0-3 and the
+// RoPE box once WG0 freed block i - 2's, and boxes 4-7 once WG1 did, so most of a refill starts
+// before the later warpgroup's P V ends (dense h128 waits on its refills: a bound in which half
+// the CTAs never wait took 489 -> 453 µs, PERF.md thirty-ninth pass). Predicted -1 to -3%;
+// same call (2026-12-04, 90 replays, µs, 0 -> 1): b128 h128 L8k 473.7 / 473.8 -> 472.4 / 470.7,
+// page 32 480.5 -> 472.5, h96 457.3 -> 454.8, s_q2 h128 951.2 / 971.7 -> 953.2 / 960.7
+// (power-capped), b1 h128 28.11 -> 28.02: level to -1.7%.
 #ifndef SMLA_SD_DENSE_EMPTY_HALVES
-#define SMLA_SD_DENSE_EMPTY_HALVES 0
+#define SMLA_SD_DENSE_EMPTY_HALVES 1
 #endif
 template <int kRows, int kFmt>
 inline constexpr bool kDenseEmptyHalves = SMLA_SD_DENSE_EMPTY_HALVES != 0 && kRows == 64 && kFmt == kDenseTma;
