@@ -882,6 +882,19 @@ inline constexpr bool kSwizzled = kFmt == kDenseTma || (kBf16Sw128 && kFmt == st
 #define SMLA_SD_BF16_PAIRS 0
 #endif
 inline constexpr bool kBf16Pairs = SMLA_SD_BF16_PAIRS != 0;
+// SMLA_SD_BF16_EMPTY_HALVES=1 (measurement build): the 64-row bf16-row tiles (sparse prefill,
+// sparse bf16 caches, dense pages off the TMA path) freed in two parts as the dense TMA tiles
+// are (kDenseEmptyHalves): WG0 releases on "empty", WG1 on empty_b, and each producer thread
+// copies its rows' boxes 0-3 and RoPE box once WG0 freed the stage, boxes 4-7 once WG1 did.
+#ifndef SMLA_SD_BF16_EMPTY_HALVES
+#define SMLA_SD_BF16_EMPTY_HALVES 0
+#endif
+template <int kRows, int kFmt, bool kPair>
+inline constexpr bool kBf16EmptyHalves = SMLA_SD_BF16_EMPTY_HALVES != 0 && kRows == 64 && !kPair &&
+                                         kFmt == static_cast<int>(CacheFormat::bf16) && kBf16Sw128 && !kBf16Pairs;
+// The kernels whose second consumer warpgroup frees its part of a K tile on empty_b.
+template <int kRows, int kFmt, bool kPair>
+inline constexpr bool kEmptyHalves = kDenseEmptyHalves<kRows, kFmt> || kBf16EmptyHalves<kRows, kFmt, kPair>;
 // Measurement build SMLA_SD_BF16_PERSISTENT=1: 64-row bf16 tiles
 // (sparse prefill's 62 CTAs per SM at s_q 4096 h128) also get the persistent kernel beyond one
 // wave, so a CTA's start (Q, first gathers) overlaps the previous unit's end. Its kernels spill

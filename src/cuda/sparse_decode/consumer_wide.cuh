@@ -122,9 +122,15 @@ __device__ __forceinline__ uint8_t* last_tile(uint8_t* smem, const Work& w, int 
   return Stage<64, kD>(smem, (n0 + w.kb_end - w.kb_begin - 1) & 1).tile;
 }
 // Every warp of both consumer warpgroups, once its rows of O left that tile (or never went there).
-template <int kD>
+// kPartB (config.h kEmptyHalves): the release of WG1's part, on empty_b.
+template <int kD, bool kPartB = false>
 __device__ __forceinline__ void release_last_tile(uint8_t* smem, const Work& w, int n0, int lane) {
-  if (w.kb_end > w.kb_begin) Stage<64, kD>(smem, (n0 + w.kb_end - w.kb_begin - 1) & 1).release(w, lane);
+  if (w.kb_end > w.kb_begin) {
+    const int s = (n0 + w.kb_end - w.kb_begin - 1) & 1;
+    Stage<64, kD> st(smem, s);
+    if constexpr (kPartB) st.empty = reinterpret_cast<uint64_t*>(smem + Smem<64, kD>::alt_bars) + kStages + s;
+    st.release(w, lane);
+  }
 }
 // O's bf16 rows leave by the TMA unit: the launch built out's map, the unit is unsplit and has
 // a last tile.
@@ -326,6 +332,7 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
 #pragma unroll
   for (int i = 0; i < 32; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   const uint64_t dp = T::p(smem);
+  static_assert(!(kEmptyB && kConsumersIdle), "the idle variants release on one barrier");
 
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
@@ -341,12 +348,14 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
     wgmma_wait<0>();
     reg_fence(o);
     named_bar_arrive(kBarPFree, kConsumerThreads);
-    if constexpr (kEmptyB) {
-      Stage<64, kD> part = stage;
-      part.empty = reinterpret_cast<uint64_t*>(smem + S::alt_bars) + kStages + s;
-      part.release(w, lane);
-    } else if (!kOutTile || kb + 1 < w.kb_end) {
-      stage.release(w, lane);
+    if (!kOutTile || kb + 1 < w.kb_end) {
+      if constexpr (kEmptyB) {
+        Stage<64, kD> part = stage;
+        part.empty = reinterpret_cast<uint64_t*>(smem + S::alt_bars) + kStages + s;
+        part.release(w, lane);
+      } else {
+        stage.release(w, lane);
+      }
     }
   }
 
@@ -364,7 +373,7 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
     if (r1 < w.heads) store_o_row(p, w, w.head0 + r1, 256, o, 1, s_factor[r1]);
   }
   if constexpr (kOutTile) {
-    release_last_tile<kD>(smem, w, n0, lane);
+    release_last_tile<kD, kEmptyB>(smem, w, n0, lane);
     if (kBf16OutByWg1 && tiled) release_last_tile<kD>(smem, w, n0, lane);  // for WG0's warp too
   }
 }

@@ -218,7 +218,8 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
                 "staged rows 0-62 fit the Q tile and row 63 the P tile");
   constexpr bool kTmaQ = kLoadsQByTma<kRows, kD, kFmt, kPair, true, kMaxLogits>;  // the units' Q by the TMA unit
   constexpr bool kEnds = kPersistEnds<kFmt>;  // config.h kBf16PersistEnds
-  init_stage_barriers<kRows, kD, 0, false, false, kernel_producer_threads<kRows, kFmt, kPair, true>()>(smem, kPair);
+  constexpr bool kHalves = kBf16EmptyHalves<kRows, kFmt, kPair>;  // config.h: WG1 frees its part on empty_b
+  init_stage_barriers<kRows, kD, 0, false, false, kernel_producer_threads<kRows, kFmt, kPair, true>(), kHalves>(smem, kPair);
   if constexpr (kTmaQ) init_q_bar<kD>(smem);
   if constexpr (kEnds)
     if (threadIdx.x == 0) mbar_init(reinterpret_cast<uint64_t*>(smem + S::q_free), 4);  // one arrival a warp of WG0
@@ -312,7 +313,8 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
       setmaxnreg_to<kRegsWg1, kEntry>();
       auto role = [&](const Work& w, int n0, auto&& next) {
         if (!p.q_tma) load_q_tma<kD>(p, w, smem);
-        consume_wg1<kD, false, true, false, 0, kCopiesArrive<kRows, kFmt>, true>(p, w, smem, n0, next);
+        consume_wg1<kD, false, true, false, 0, kCopiesArrive<kRows, kFmt>, true, std::remove_reference_t<decltype(next)>, kHalves>(
+            p, w, smem, n0, next);
         if (kUnitTimeline && threadIdx.x == 128) unit_mark(6, unit_k);
       };
       walk(role);
@@ -331,7 +333,7 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
           if constexpr (kBf16NextWorkEarly) next();
         };
         if (kUnitTimeline && threadIdx.x == kConsumerThreads) unit_mark(7, unit_k);
-        produce_bf16<kRows, kD, kTwo>(p, w, smem, n0, after_first);
+        produce_bf16<kRows, kD, kTwo, kHalves>(p, w, smem, n0, after_first);
         if (kUnitTimeline && threadIdx.x == kConsumerThreads) {  // and produce_bf16_rounds' block-0 marks
           unit_mark(9, unit_k);
           if (w.kb_end > w.kb_begin) {
@@ -445,7 +447,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
       }
     } else {
       constexpr int kProducers = kernel_producer_threads<kRows, kFmt, kPair, kPersist>();
-      init_stage_barriers<kRows, kD, kRaw, kTma, kAlt<kRows, kFmt>, kProducers, kDenseEmptyHalves<kRows, kFmt>>(smem, w.pair);
+      init_stage_barriers<kRows, kD, kRaw, kTma, kAlt<kRows, kFmt>, kProducers, kEmptyHalves<kRows, kFmt, kPair>>(smem, w.pair);
       if constexpr (kTmaQ) init_q_bar<kD>(smem);
     }
     __syncthreads();
@@ -480,12 +482,12 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
         setmaxnreg_to<kRegsWg1, kEntry>();
         if constexpr (kTmaQ) load_q_tma<kD>(p, w, smem);
         else load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), kCpAsyncQ>(p, w, smem);
-        consume_wg1<kD, kPair, kSw, kStaged, 0, kCopiesArrive<kRows, kFmt>, false, NoHook, kDenseEmptyHalves<kRows, kFmt>>(p, w, smem);
+        consume_wg1<kD, kPair, kSw, kStaged, 0, kCopiesArrive<kRows, kFmt>, false, NoHook, kEmptyHalves<kRows, kFmt, kPair>>(p, w, smem);
       } else {
         constexpr bool kTwo = kTwoProducers<kRows, kFmt, kPair, kPersist>;
         setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, kPersist>(), kEntry>();
         if constexpr (kTma) produce_dense_tma<kRows, kD, false, kDenseEmptyHalves<kRows, kFmt>>(p, w, smem);
-        else if constexpr (kBf16) produce_bf16<kRows, kD, kTwo>(p, w, smem);
+        else if constexpr (kBf16) produce_bf16<kRows, kD, kTwo, kBf16EmptyHalves<kRows, kFmt, kPair>>(p, w, smem);
         else
           produce_packed<kRows, kFmt, kTwo, kBf16Route<kRows, kFmt, kPair, false>, kFirstAlone<kRows, kFmt, kPair, kLogits>,
                          kConvertEarlyWide<kRows, kFmt, false, kLogits>>(p, w, smem);

@@ -737,7 +737,9 @@ __device__ __forceinline__ const uint8_t* bf16_row(const AttnParams& p, const Ke
 // l / 8 + 4 (their addresses from the lanes that loaded those keys' indices). Row j of the block
 // lands at box b (64 columns, 8 KB), line j, piece (l % 8) ^ (j % 8): the TMA unit's 128-byte
 // swizzle, which also puts the eight lanes of a row on distinct banks.
-template <int kD>
+// kPart (config.h kBf16EmptyHalves): 0 every box; 1 boxes 0-3 and the RoPE box (WG0's part of a
+// tile); 2 boxes 4-7 (WG1's).
+template <int kD, int kPart = 0>
 __device__ __forceinline__ void copy_rows_sw128(uint32_t tile, const uint8_t* src, bool ok, const ProducerLane& pl, int j) {
   const int kk = pl.lane >> 3, c = pl.lane & 7;
   const int j0 = j - (pl.lane & 7) + kk;  // row of key kk of the warp's eight (j holds this lane's own key)
@@ -747,6 +749,7 @@ __device__ __forceinline__ void copy_rows_sw128(uint32_t tile, const uint8_t* sr
   const uint32_t d0 = tile + j0 * 128 + ((c ^ (j0 & 7)) << 4), d1 = tile + (j0 + 4) * 128 + ((c ^ ((j0 + 4) & 7)) << 4);
 #pragma unroll
   for (int b = 0; b < kD / 64; ++b) {
+    if (kPart != 0 && (b >= 4 && b < 8) != (kPart == 2)) continue;
     cp_async_16_zfill(d0 + b * kKeys * 128, s0 + b * 128 + c * 16, n0);
     cp_async_16_zfill(d1 + b * kKeys * 128, s1 + b * 128 + c * 16, n1);
   }
@@ -767,7 +770,8 @@ struct NoHook {
 // n0: K blocks the CTA handled before this unit (persistent CTAs, kBf16Persistent).
 // after_first: called once block 0's copies are issued (persistent_units' Q load, config.h
 // kBf16PersistEnds).
-template <int kRows, int kD, int kRounds, bool kPeer, class AfterFirst = NoHook>
+// kHalves (config.h kBf16EmptyHalves): the rows' boxes 4-7 wait for WG1's part of the stage (empty_b).
+template <int kRows, int kD, int kRounds, bool kPeer, bool kHalves = false, class AfterFirst = NoHook>
 __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl, int n0,
                                     AfterFirst after_first = {}) {
   constexpr int kRowBytes = kD * 2;
@@ -845,7 +849,13 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
       const uint8_t* src = bf16_row<kD>(p, a);
       if constexpr (kSwizzled<static_cast<int>(CacheFormat::bf16)>) {
         // variant 4: zero-fill, no reads; SMLA_SD_NO_TILE_STORES: no copies (the loop and its waits kept)
-        if constexpr (!kNoTileStores) copy_rows_sw128<kD>(tile, src, ok && !kNoGathers, pl, j);
+        if constexpr (!kNoTileStores) copy_rows_sw128<kD, kHalves ? 1 : 0>(tile, src, ok && !kNoGathers, pl, j);
+        if constexpr (kHalves) {
+          static_assert(kRounds == 1, "one round a thread: its row's second part right after the first");
+          const int g = n0 + i;
+          if (g >= kStages) mbar_wait(reinterpret_cast<uint64_t*>(smem + Smem<kRows, kD>::alt_bars) + kStages + (g & 1), ((g / kStages) - 1) & 1);
+          copy_rows_sw128<kD, 2>(tile, src, ok && !kNoGathers, pl, j);
+        }
       } else {
         // tile_offset<kD>(j, 0), spelled out: the helper changes this loop's SASS (the measured code).
         const uint32_t dst = tile + (j >> 3) * kRowGroup + (j & 7) * 16;
@@ -896,7 +906,7 @@ __device__ void produce_bf16_async(const AttnParams& p, const Work& w, uint8_t* 
 
 // kTwo (config.h kTwoProducers, SMLA_SD_BF16_TWO_PRODUCERS): two producer warpgroups, one round each.
 // after_first: as produce_bf16_rounds (called at once for a unit without blocks).
-template <int kRows, int kD, bool kTwo = false, class AfterFirst = NoHook>
+template <int kRows, int kD, bool kTwo = false, bool kHalves = false, class AfterFirst = NoHook>
 __device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0, AfterFirst after_first = {}) {
   constexpr int kRounds = kTwo ? 1 : producer_rounds<kRows>(false);  // of an unpaired CTA's thread
   const ProducerLane pl(w, consumer_threads(kRows));
@@ -908,7 +918,7 @@ __device__ void produce_bf16(const AttnParams& p, const Work& w, uint8_t* smem, 
     if (w.pair) return produce_bf16_rounds<kRows, kD, producer_rounds<kRows>(true), true>(p, w, smem, pl, n0);
   }
   if constexpr (kBf16AsyncArrive<kRows> && !kProducerIdle) return produce_bf16_async<kRows, kD, kRounds>(p, w, smem, pl, n0);
-  produce_bf16_rounds<kRows, kD, kRounds, false>(p, w, smem, pl, n0, after_first);
+  produce_bf16_rounds<kRows, kD, kRounds, false, kHalves>(p, w, smem, pl, n0, after_first);
 }
 
 }  // namespace smla::cuda::sparse_decode_family
