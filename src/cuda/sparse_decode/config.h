@@ -886,6 +886,12 @@ inline constexpr bool kBf16Pairs = SMLA_SD_BF16_PAIRS != 0;
 // sparse bf16 caches, dense pages off the TMA path) freed in two parts as the dense TMA tiles
 // are (kDenseEmptyHalves): WG0 releases on "empty", WG1 on empty_b, and each producer thread
 // copies its rows' boxes 0-3 and RoPE box once WG0 freed the stage, boxes 4-7 once WG1 did.
+// Same call (2026-12-04, µs, prefill s_q 4096 s_kv 32768, 0 -> 1): 20 replays, d512 h64 k512
+// sink 573.6 / 574.2 -> 570.2 / 571.2, d512 h128 k1024 sink 2018 -> 1998, d576 h128 k2048 4637 /
+// 4636 -> 4109 / 4025; 90 replays (the power cap acting), d576 h128 4600 / 4592 -> 4539 / 4533,
+// d512 h128 k1024 2242 / 2242 -> 2269 / 2264. Tests of the build: the prefill / bf16 / strided-out /
+// graph / dense-gathered filter 9 / 9, with persistent CTAs forced 8 / 8; not yet the whole suite
+// nor RealShapeSampled, so it stays off (PERF.md thirty-ninth pass, item 6).
 #ifndef SMLA_SD_BF16_EMPTY_HALVES
 #define SMLA_SD_BF16_EMPTY_HALVES 0
 #endif
