@@ -897,7 +897,8 @@ inline constexpr bool kBf16Pairs = SMLA_SD_BF16_PAIRS != 0;
 #endif
 template <int kRows, int kFmt, bool kPair>
 inline constexpr bool kBf16EmptyHalves = SMLA_SD_BF16_EMPTY_HALVES != 0 && kRows == 64 && !kPair &&
-                                         kFmt == static_cast<int>(CacheFormat::bf16) && kBf16Sw128 && !kBf16Pairs;
+                                         kFmt == static_cast<int>(CacheFormat::bf16) && kBf16Sw128 && !kBf16Pairs &&
+                                         SMLA_SD_BF16_ASYNC_ARRIVE == 0 && SMLA_SD_BF16_PERSISTENT != 1;
 // The kernels whose second consumer warpgroup frees its part of a K tile on empty_b.
 template <int kRows, int kFmt, bool kPair>
 inline constexpr bool kEmptyHalves = kDenseEmptyHalves<kRows, kFmt> || kBf16EmptyHalves<kRows, kFmt, kPair>;

@@ -316,7 +316,7 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   if (kTimeline && threadIdx.x == 0) timeline_mark(6);
 }
 
-// kEmptyB (config.h kDenseEmptyHalves): the warps release their tile on empty_b (Smem::alt_bars +
+// kEmptyB (config.h kEmptyHalves): the warps release their tile on empty_b (Smem::alt_bars +
 // kStages), the barrier of the boxes WG1 reads.
 template <int kD, bool kPair, bool kSw = false, bool kStaged = false, int kRow63 = 0, bool kFenceFull = false,
           bool kOutTile = false, class Next = NoHook, bool kEmptyB = false>

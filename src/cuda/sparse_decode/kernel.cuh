@@ -163,7 +163,7 @@ __device__ __forceinline__ void prefetch_q_rows(const AttnParams& p, const Work&
 // kAlt (consumer_alt.cuh): full and empty serve the A halves; the B halves' barriers and aux
 // follow, and a half's "empty" counts the warps of the warpgroups that read it.
 // kProducers: the producer threads that arrive on "full" (kernel_producer_threads).
-// kHalves (config.h kDenseEmptyHalves): "empty" counts WG0's warps, empty_b (Smem::alt_bars +
+// kHalves (config.h kEmptyHalves): "empty" counts WG0's warps, empty_b (Smem::alt_bars +
 // kStages) WG1's.
 template <int kRows, int kD, int kRaw = 0, bool kTma = false, bool kAlt = false,
           int kProducers = producer_threads(kRows), bool kHalves = false>
