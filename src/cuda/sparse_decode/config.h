@@ -803,7 +803,7 @@ inline constexpr bool kDenseEmptyHalves = SMLA_SD_DENSE_EMPTY_HALVES != 0 && kRo
 // code is in a2f02b5:
 // - SMLA_SD_DENSE_SHARED_LOADS, a bound: only head tile 0 of each token (or of each request)
 //   loads its tiles, the others hand theirs over unloaded (wrong results): h128 489.3 / 483.6 ->
-//   453.6 / 453.3, s_q2 h128 912.5 / 911.7 -> 916.9 / 894.7, one tile of a request 883.7 / 883.8
+//   453.6 / 453.3, s_q2 h128 912.1 / 911.7 -> 916.9 / 894.7, one tile of a request 883.7 / 883.8
 //   (consumers alone, variant 8: 444.4 and 875.8).
 // - SMLA_SD_DENSE_TMA_PAIRS, the two head tiles of a token as a two-CTA cluster, each producer
 //   loading every other box into both tiles by TMA multicast (tests and memcheck clean): h128
