@@ -58,7 +58,6 @@ class SparsePrefillBase : public Workload {
     if (!s_.lengths) return;
     lengths_ = Array::make(DType::i32, {s_.s_q});
     for (int64_t t = 0; t < s_.s_q; ++t) lengths_.h<int32_t>()[t] = s_.topk;
-    add_input(&lengths_);
   }
 
   // The shape's trailing options, as both key sources print them.
@@ -118,7 +117,7 @@ class SparsePrefill final : public SparsePrefillBase {
     mix_invalid(idx, s.s_q, s.topk, invalid_per_list(s.topk), rng);
     make_sink(seed);
     make_lengths();
-    for (Array* a : {&q_, &kv_, &indices_, &sink_}) add_input(a);
+    for (Array* a : {&q_, &kv_, &indices_, &sink_, &lengths_}) add_input(a);
     make_outputs(DType::bf16, {s.s_q, s.h_q}, true);
   }
 
@@ -188,7 +187,7 @@ class SparsePrefillPaged final : public SparsePrefillBase {
     fill_bf16(q_.h<uint16_t>(), static_cast<int64_t>(q_.host.bytes() / 2), stream_seed(seed, 2));
     make_sink(seed);
     make_lengths();
-    for (Array* a : {&q_, &keys_.cache, &keys_.indices, &sink_}) add_input(a);
+    for (Array* a : {&q_, &keys_.cache, &keys_.indices, &sink_, &lengths_}) add_input(a);
     make_outputs(DType::bf16, {s.s_q, s.h_q}, true);
   }
 

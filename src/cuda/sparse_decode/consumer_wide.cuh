@@ -126,10 +126,9 @@ __device__ __forceinline__ uint8_t* last_tile(uint8_t* smem, const Work& w, int 
 template <int kD, bool kPartB = false>
 __device__ __forceinline__ void release_last_tile(uint8_t* smem, const Work& w, int n0, int lane) {
   if (w.kb_end > w.kb_begin) {
-    const int s = (n0 + w.kb_end - w.kb_begin - 1) & 1;
-    Stage<64, kD> st(smem, s);
-    if constexpr (kPartB) st.empty = reinterpret_cast<uint64_t*>(smem + Smem<64, kD>::alt_bars) + kStages + s;
-    st.release(w, lane);
+    const Stage<64, kD> st(smem, (n0 + w.kb_end - w.kb_begin - 1) & 1);
+    if constexpr (kPartB) st.release_b(w, lane);
+    else st.release(w, lane);
   }
 }
 // O's bf16 rows leave by the TMA unit: the launch built out's map, the unit is unsplit and has
@@ -349,13 +348,8 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
     reg_fence(o);
     named_bar_arrive(kBarPFree, kConsumerThreads);
     if (!kOutTile || kb + 1 < w.kb_end) {
-      if constexpr (kEmptyB) {
-        Stage<64, kD> part = stage;
-        part.empty = reinterpret_cast<uint64_t*>(smem + S::alt_bars) + kStages + s;
-        part.release(w, lane);
-      } else {
-        stage.release(w, lane);
-      }
+      if constexpr (kEmptyB) stage.release_b(w, lane);
+      else stage.release(w, lane);
     }
   }
 

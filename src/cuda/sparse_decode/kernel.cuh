@@ -174,7 +174,7 @@ __device__ __forceinline__ void init_stage_barriers(uint8_t* smem, bool pair) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(bars + s, kTma ? 1 : kProducers);
       mbar_init(bars + kStages + s, kAlt ? (kSeesaw<kD> ? seesaw_empty_count(s, 0) : alt_empty_count(s, 0)) : (consumer_threads(kRows) / 32) * (pair ? kPairCtas : 1) / (kHalves ? 2 : 1));
-      if constexpr (kHalves) mbar_init(reinterpret_cast<uint64_t*>(smem + S::alt_bars) + kStages + s, consumer_threads(kRows) / 64);
+      if constexpr (kHalves) mbar_init(Stage<kRows, kD, kRaw>(smem, s).empty_b, consumer_threads(kRows) / 64);
     }
     if constexpr (kAlt) {
       uint64_t* bars_b = reinterpret_cast<uint64_t*>(smem + S::alt_bars);

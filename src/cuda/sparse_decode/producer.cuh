@@ -186,12 +186,14 @@ struct Stage {
   uint32_t* valid;
   uint64_t* full;
   uint64_t* empty;
+  uint64_t* empty_b;  // config.h kEmptyHalves: WG1's part of the tile, released apart (Smem::alt_bars)
   __device__ Stage(uint8_t* smem, int s) {
     using S = Smem<kRows, kD, kRaw>;
     tile = smem + S::k + (S::kOneTile ? 0 : s * S::kKBytes);
     valid = reinterpret_cast<uint32_t*>(smem + S::valid + kValidBytes * s);
     full = reinterpret_cast<uint64_t*>(smem + S::bars) + s;
     empty = reinterpret_cast<uint64_t*>(smem + S::bars) + kStages + s;
+    empty_b = reinterpret_cast<uint64_t*>(smem + S::alt_bars) + kStages + s;
   }
   // Block i (the CTA's i-th block, in stage i % kStages): consumers wait until its rows are in;
   // producers wait until the consumers released the block kStages before it (none for the first).
@@ -201,21 +203,29 @@ struct Stage {
     mbar_wait(full, (i / kStages) & 1);
     if (fence) fence_proxy_async();
   }
-  __device__ void wait_empty(int i) const {
-    if (i >= kStages) mbar_wait(empty, ((i / kStages) - 1) & 1);
-  }
+  __device__ void wait_empty(int i) const { wait_freed(empty, i); }
+  // config.h kEmptyHalves: until WG1 released its part of block i - kStages.
+  __device__ void wait_empty_b(int i) const { wait_freed(empty_b, i); }
   // Block i of this stage has been released by the consumers.
   __device__ void wait_released(int i) const { mbar_wait(empty, (i / kStages) & 1); }
   // Consumer warps: done with this tile (in both CTAs of a pair, whose producers both fill it).
-  __device__ void release(const Work& w, int lane) const {
-    __syncwarp();
-    if (lane == 0) {
-      mbar_arrive(empty);
-      if (w.pair) mbar_arrive_cluster(in_peer(w, empty));
-    }
-  }
+  __device__ void release(const Work& w, int lane) const { arrive_freed(empty, w, lane); }
+  // config.h kEmptyHalves: WG1's warps, done with their part of the tile.
+  __device__ void release_b(const Work& w, int lane) const { arrive_freed(empty_b, w, lane); }
   // The block's 64 valid bits (bit k: key k is real).
   __device__ uint64_t valid_mask() const { return block_valid_mask(valid); }
+
+ private:
+  static __device__ void wait_freed(uint64_t* bar, int i) {
+    if (i >= kStages) mbar_wait(bar, ((i / kStages) - 1) & 1);
+  }
+  static __device__ void arrive_freed(uint64_t* bar, const Work& w, int lane) {
+    __syncwarp();
+    if (lane == 0) {
+      mbar_arrive(bar);
+      if (w.pair) mbar_arrive_cluster(in_peer(w, bar));
+    }
+  }
 };
 
 // Where a pair's producer writes the peer's copy: the peer's tile and its "full" barrier.
@@ -852,8 +862,7 @@ __device__ void produce_bf16_rounds(const AttnParams& p, const Work& w, uint8_t*
         if constexpr (!kNoTileStores) copy_rows_sw128<kD, kHalves ? 1 : 0>(tile, src, ok && !kNoGathers, pl, j);
         if constexpr (kHalves) {
           static_assert(kRounds == 1, "one round a thread: its row's second part right after the first");
-          const int g = n0 + i;
-          if (g >= kStages) mbar_wait(reinterpret_cast<uint64_t*>(smem + Smem<kRows, kD>::alt_bars) + kStages + (g & 1), ((g / kStages) - 1) & 1);
+          st.wait_empty_b(n0 + i);
           copy_rows_sw128<kD, 2>(tile, src, ok && !kNoGathers, pl, j);
         }
       } else {

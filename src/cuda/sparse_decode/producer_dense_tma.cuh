@@ -42,13 +42,12 @@ __device__ void produce_dense_tma(const AttnParams& p, const Work& w, uint8_t* s
     Stage<kRows, kD> st(smem, i & 1);
     if (kAlt && half) {
       st.full = bars_b + (i & 1);
-      st.empty = bars_b + kStages + (i & 1);
+      st.empty = st.empty_b;
     }
     // Warp 0 writes the block's valid-key words (kAlt: warp 1 loads the B half only).
     if constexpr (kHalves) {
-      uint64_t* const empty_b = bars_b + kStages + (i & 1);
       walk.template load<kBoxes, true>(kb, st.tile, st.full, st.valid, b0, b1, [&] { st.wait_empty(i); },
-                                       [&] { if (i >= kStages) mbar_wait(empty_b, ((i / kStages) - 1) & 1); });
+                                       [&] { st.wait_empty_b(i); });
     } else {
       walk.template load<kBoxes>(kb, st.tile, st.full, half == 0 ? st.valid : nullptr, b0, b1, [&] { st.wait_empty(i); });
     }
