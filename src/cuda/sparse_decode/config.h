@@ -882,18 +882,19 @@ inline constexpr bool kSwizzled = kFmt == kDenseTma || (kBf16Sw128 && kFmt == st
 #define SMLA_SD_BF16_PAIRS 0
 #endif
 inline constexpr bool kBf16Pairs = SMLA_SD_BF16_PAIRS != 0;
-// SMLA_SD_BF16_EMPTY_HALVES=1 (measurement build): the 64-row bf16-row tiles (sparse prefill,
-// sparse bf16 caches, dense pages off the TMA path) freed in two parts as the dense TMA tiles
-// are (kDenseEmptyHalves): WG0 releases on "empty", WG1 on empty_b, and each producer thread
-// copies its rows' boxes 0-3 and RoPE box once WG0 freed the stage, boxes 4-7 once WG1 did.
-// Same call (2026-12-04, µs, prefill s_q 4096 s_kv 32768, 0 -> 1): 20 replays, d512 h64 k512
-// sink 573.6 / 574.2 -> 570.2 / 571.2, d512 h128 k1024 sink 2018 -> 1998, d576 h128 k2048 4637 /
-// 4636 -> 4109 / 4025; 90 replays (the power cap acting), d576 h128 4600 / 4592 -> 4539 / 4533,
-// d512 h128 k1024 2242 / 2242 -> 2269 / 2264. Tests of the build: the prefill / bf16 / strided-out /
-// graph / dense-gathered filter 9 / 9, with persistent CTAs forced 8 / 8; not yet the whole suite
-// nor RealShapeSampled, so it stays off (PERF.md thirty-ninth pass, item 6).
+// SMLA_SD_BF16_EMPTY_HALVES (default 1; 0 frees the whole tile at once): the 64-row bf16-row
+// tiles (sparse prefill, sparse bf16 caches, dense pages off the TMA path) freed in two parts as
+// the dense TMA tiles are (kDenseEmptyHalves): WG0 releases on "empty", WG1 on empty_b, and each
+// producer thread copies its rows' boxes 0-3 and RoPE box once WG0 freed the stage, boxes 4-7
+// once WG1 did. Same call (µs, 0 -> 1; prefill s_q 4096 s_kv 32768): 2026-12-04 pass 39, 20
+// replays, d512 h64 k512 sink 573.6 / 574.2 -> 570.2 / 571.2, d512 h128 k1024 sink 2018 -> 1998,
+// d576 h128 k2048 4637 / 4636 -> 4109 / 4025. Pass 40, 90 replays (the power cap acting), d576
+// h128 4588 / 4647 -> 4550 / 4545, the same at s_kv 8192 4381 / 4387 -> 4304 / 4306, d512 h128
+// k1024 2300 / 2231 -> 2247 / 2246, d512 h64 578.0 / 578.0 -> 583.3 / 573.5, sparse bf16 decode
+// b128 h128 k2048 178.0 / 177.9 -> 174.2 / 173.8. Its build passed the whole suite (36 / 36) and
+// both RealShapeSampled cases.
 #ifndef SMLA_SD_BF16_EMPTY_HALVES
-#define SMLA_SD_BF16_EMPTY_HALVES 0
+#define SMLA_SD_BF16_EMPTY_HALVES 1
 #endif
 template <int kRows, int kFmt, bool kPair>
 inline constexpr bool kBf16EmptyHalves = SMLA_SD_BF16_EMPTY_HALVES != 0 && kRows == 64 && !kPair &&
