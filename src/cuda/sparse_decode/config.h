@@ -949,6 +949,14 @@ inline constexpr bool kBf16PersistEnds = SMLA_SD_BF16_PERSISTENT >= 2;
 // 600.7 -> 575.2 / 579.4 / 577.1; d512 h128 k1024 sink 2139 -> 2026, 2204 -> 2040, 2104 -> 2026;
 // d512 h64 k2048 2052 -> 1985, 2005 -> 2043; bf16 sparse decode b128 h128 180.3 / 179.2 -> 178.8 /
 // 178.8 (tests 8 / 8 with persistent CTAs forced, the GPU suite 35 / 35).
+// With the tiles freed in two parts (kBf16EmptyHalves) C was measured again against each
+// warpgroup's thread 0 sending its own four boxes and its warps freeing their own part of the
+// tile (SMLA_SD_BF16_OUT_BY_WG1=0), so that the next unit's block 1 could take boxes 0-3 once
+// WG0's half had left. Slower (same call, 2026-12-04, µs, C -> own halves): prefill d512 h64 k512
+// sink 578.4 / 577.8 / 579.1 -> 594.1 / 594.8 (90 replays 580.2 -> 602.5), with lengths 581.0 /
+// 580.0 -> 595.3 / 596.9, d512 h128 k1024 sink 2033 / 2038 -> 2080 / 2085 (90: 2267 -> 2329), bf16
+// decode b128 h128 174.1 / 174.3 -> 174.8 / 174.9: WG0 waiting for its boxes' read costs more
+// than the earlier refill gives. Its build passed the suite (36 / 36).
 #ifndef SMLA_SD_BF16_NEXT_WORK_EARLY
 #define SMLA_SD_BF16_NEXT_WORK_EARLY 1
 #endif
