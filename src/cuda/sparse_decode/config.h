@@ -798,7 +798,7 @@ inline constexpr int kDenseTma = 100;
 #define SMLA_SD_DENSE_EMPTY_HALVES 1
 #endif
 template <int kRows, int kFmt>
-inline constexpr bool kDenseEmptyHalves = SMLA_SD_DENSE_EMPTY_HALVES != 0 && kRows == 64 && kFmt == kDenseTma;
+inline constexpr bool kDenseEmptyHalves = SMLA_SD_DENSE_EMPTY_HALVES != 0 && kRows == 64 && kFmt == kDenseTma && !kConsumersIdle;
 // (Measured on these tiles and removed, 2026-12-04, µs, 90 replays, bf16 b128 L8192 page 64; the
 // code is in a2f02b5:
 // - SMLA_SD_DENSE_SHARED_LOADS, a bound: only head tile 0 of each token (or of each request)
@@ -899,10 +899,24 @@ inline constexpr bool kBf16Pairs = SMLA_SD_BF16_PAIRS != 0;
 template <int kRows, int kFmt, bool kPair>
 inline constexpr bool kBf16EmptyHalves = SMLA_SD_BF16_EMPTY_HALVES != 0 && kRows == 64 && !kPair &&
                                          kFmt == static_cast<int>(CacheFormat::bf16) && kBf16Sw128 && !kBf16Pairs &&
-                                         SMLA_SD_BF16_ASYNC_ARRIVE == 0 && SMLA_SD_BF16_PERSISTENT != 1;
-// The kernels whose second consumer warpgroup frees its part of a K tile on empty_b.
+                                         SMLA_SD_BF16_ASYNC_ARRIVE == 0 && SMLA_SD_BF16_PERSISTENT != 1 && !kConsumersIdle;
+// SMLA_SD_PACKED_EMPTY_HALVES=1 (a measurement build, off): the same two-part release for the
+// one-unit unpaired 64-row tiles of the packed formats (sparse fp8_ds_mla and fp8_model1 decode
+// at 33-64 heads, dense fp8_e4m3 above 32 heads): each producer thread stores its row's boxes 0-3
+// and box 8 (the RoPE part at d576, the ninth e4m3 chunk of fp8_e4m3) once WG0 freed the stage,
+// boxes 4-7 once WG1 did (producer.cuh store_and_hand_over). These producers set h64's pace (its
+// producer alone 101 µs, consumers alone 73, together ~120: twenty-fifth pass), so the earlier
+// start of the first part is what it can give. Persistent and paired kernels keep one release.
+#ifndef SMLA_SD_PACKED_EMPTY_HALVES
+#define SMLA_SD_PACKED_EMPTY_HALVES 0
+#endif
 template <int kRows, int kFmt, bool kPair>
-inline constexpr bool kEmptyHalves = kDenseEmptyHalves<kRows, kFmt> || kBf16EmptyHalves<kRows, kFmt, kPair>;
+inline constexpr bool kPackedEmptyHalves = SMLA_SD_PACKED_EMPTY_HALVES != 0 && kRows == 64 && !kPair &&
+                                           packed_rows(kFmt) && kTwoProducers<kRows, kFmt, kPair, false> && !kConsumersIdle;
+// The one-unit kernels whose second consumer warpgroup frees its part of a K tile on empty_b.
+template <int kRows, int kFmt, bool kPair>
+inline constexpr bool kEmptyHalves =
+    kDenseEmptyHalves<kRows, kFmt> || kBf16EmptyHalves<kRows, kFmt, kPair> || kPackedEmptyHalves<kRows, kFmt, kPair>;
 // Measurement build SMLA_SD_BF16_PERSISTENT=1: 64-row bf16 tiles
 // (sparse prefill's 62 CTAs per SM at s_q 4096 h128) also get the persistent kernel beyond one
 // wave, so a CTA's start (Q, first gathers) overlaps the previous unit's end. Its kernels spill

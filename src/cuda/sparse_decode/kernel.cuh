@@ -490,7 +490,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
         else if constexpr (kBf16) produce_bf16<kRows, kD, kTwo, kBf16EmptyHalves<kRows, kFmt, kPair>>(p, w, smem);
         else
           produce_packed<kRows, kFmt, kTwo, kBf16Route<kRows, kFmt, kPair, false>, kFirstAlone<kRows, kFmt, kPair, kLogits>,
-                         kConvertEarlyWide<kRows, kFmt, false, kLogits>>(p, w, smem);
+                         kConvertEarlyWide<kRows, kFmt, false, kLogits>, kPackedEmptyHalves<kRows, kFmt, kPair>>(p, w, smem);
       }
     } else if constexpr (kRawConsumer<kRows, kFmt>) {
       if (wg < kRawWgs<kRows, kFmt>) {

@@ -309,7 +309,14 @@ struct PackedRound {
   // unused slots out of P V). The peer's copy goes 16 bytes at a time by st.async, overlapped
   // with the conversion: one bulk copy of the round after a named barrier measured slower
   // (2026-12-02, V3.2 b128 s_q2 h128 378.7 -> 428.5 µs, V4 s_q2 h128 223.7 -> 240.2).
-  template <bool kPeer, bool kRoute>
+  // kPart (config.h kPackedEmptyHalves): 0 every box of the row; 1 boxes 0-3 and 8 (what WG0
+  // alone reads); 2 boxes 4-7 (WG1's half of V). Box i is latent chunk i, the RoPE part box
+  // F::kLatentChunks.
+  template <int kPart>
+  __device__ static constexpr bool in_part(int box) {
+    return kPart == 0 || ((box >= 4 && box < 8) == (kPart == 2));
+  }
+  template <bool kPeer, bool kRoute, int kPart = 0>
   __device__ void store(uint8_t* tile, const PeerStage& peer, const ProducerLane& pl, int j) const {
     if constexpr (kProducerIdle) return;
     const int row_off = tile_offset<F::kD>(j, 0);
@@ -329,6 +336,7 @@ struct PackedRound {
     auto latent = [&](auto convert) {
 #pragma unroll
       for (int i = 0; i < F::kLatentChunks; ++i) {
+        if (!in_part<kPart>(i)) continue;
         uint4 lo, hi;
         if constexpr (kNoConvert) {  // experiment: no conversion (raw bytes stored)
           lo = hi = lat[i];
@@ -343,9 +351,11 @@ struct PackedRound {
     if (route) latent([&](int i, uint4& lo, uint4& hi) { e4m3x16_to_bf16_route(lat[i], F::multiplier(sc, i), lo, hi); });
     else latent([&](int i, uint4& lo, uint4& hi) { e4m3x16_to_bf16(lat[i], F::scale(sc, i), lo, hi); });
     if constexpr (F::kRope) {
-      const int c = F::kLatentChunks * 8 + 2 * pl.q;
-      put(c, rope[0]);
-      put(c + 1, rope[1]);
+      if (in_part<kPart>(F::kLatentChunks)) {
+        const int c = F::kLatentChunks * 8 + 2 * pl.q;
+        put(c, rope[0]);
+        put(c + 1, rope[1]);
+      }
     }
   }
 
@@ -377,14 +387,25 @@ struct PackedRound {
     }
   }
   // The rest of the row after the wait: chunks kE.. converted and stored, then the RoPE part.
-  template <bool kPeer, int kE>
+  // kPart as in store(): 1 chunks kE..3 and the RoPE part (d576), 2 chunks 4..7 (and the RoPE
+  // part at d512, box 7).
+  template <bool kPeer, int kE, int kPart = 0>
   __device__ void store_rest(bool bf16_route, uint8_t* tile, const PeerStage& peer, const ProducerLane& pl, int j) const {
-    if constexpr (kE < F::kLatentChunks) {
-      uint4 out[2 * (F::kLatentChunks - kE)];
-      convert<kE, F::kLatentChunks>(out, bf16_route);
-      store_chunks<kPeer, kE, F::kLatentChunks>(out, tile, peer, pl, j);
+    static_assert(kPart == 0 || kE <= 4, "the early chunks are all WG0's");
+    constexpr int kL = F::kLatentChunks;
+    constexpr int kI0 = kPart == 2 ? 4 : kE;
+    constexpr int kI1 = kPart == 1 ? (kL < 4 ? kL : 4) : kPart == 2 && kL > 8 ? 8 : kL;
+    if constexpr (kI0 < kI1) {
+      uint4 out[2 * (kI1 - kI0)];
+      convert<kI0, kI1>(out, bf16_route);
+      store_chunks<kPeer, kI0, kI1>(out, tile, peer, pl, j);
     }
-    if constexpr (F::kRope) {
+    if constexpr (kPart == 1 && kL > 8) {  // fp8_e4m3: chunk 8 (columns 512-575) is WG0's
+      uint4 out[2];
+      convert<8, 9>(out, bf16_route);
+      store_chunks<kPeer, 8, 9>(out, tile, peer, pl, j);
+    }
+    if constexpr (F::kRope && in_part<kPart>(F::kLatentChunks)) {
       const int row_off = tile_offset<F::kD>(j, 0), c = F::kLatentChunks * 8 + 2 * pl.q;
       *reinterpret_cast<uint4*>(tile + row_off + c * 128) = rope[0];
       *reinterpret_cast<uint4*>(tile + row_off + (c + 1) * 128) = rope[1];
@@ -441,14 +462,21 @@ struct EarlyRows {
       cur[r].template convert<0, kE>(out[r], route[r]);
     }
   }
-  template <int kRows, int kD>
+  // kHalves (config.h kPackedEmptyHalves): WG0's boxes now (the stage's "empty" passed), WG1's
+  // once empty_b passes for block n too.
+  template <bool kHalves, int kRows, int kD>
   __device__ void store(const Round (&cur)[kRounds], const Stage<kRows, kD>& st, const PeerStage& peer,
-                        const ProducerLane& pl) const {
+                        const ProducerLane& pl, int n) const {
 #pragma unroll
     for (int r = 0; r < kRounds; ++r) {
       publish_valid<kPeer>(st.valid, peer, pl, pl.round + r, cur[r].ok);
       Round::template store_chunks<kPeer, 0, kE>(out[r], st.tile, peer, pl, pl.row_in_block(r));
-      cur[r].template store_rest<kPeer, kE>(route[r], st.tile, peer, pl, pl.row_in_block(r));
+      cur[r].template store_rest<kPeer, kE, kHalves ? 1 : 0>(route[r], st.tile, peer, pl, pl.row_in_block(r));
+    }
+    if constexpr (kHalves) {
+      st.wait_empty_b(n);
+#pragma unroll
+      for (int r = 0; r < kRounds; ++r) cur[r].template store_rest<kPeer, kE, 2>(route[r], st.tile, peer, pl, pl.row_in_block(r));
     }
   }
 };
@@ -460,9 +488,12 @@ inline constexpr uint32_t kPeerTxBytes = (kProducerIdle ? 0 : 32 * kD * 2) + 4 *
 // Block n's rows (cur[r]: round pl.round + r) into stage st once the consumers freed it (and,
 // kPeer, into the peer's), then handed over (the CTA's first producer thread arms "full" for the
 // peer's bytes).
-template <int kRows, int kD, int kRounds, bool kPeer, bool kRoute, int kEarly, typename Round>
+// kHalves (config.h kPackedEmptyHalves): the rows' boxes 4-7 wait for WG1's part of the stage
+// (empty_b), the rest only for WG0's ("empty").
+template <int kRows, int kD, int kRounds, bool kPeer, bool kRoute, int kEarly, bool kHalves, typename Round>
 __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, const Work& w, const ProducerLane& pl,
                                                     const Round (&cur)[kRounds], int n) {
+  static_assert(!(kHalves && kPeer), "pairs free their tiles at once");
   PeerStage peer;
   if constexpr (kPeer) {
     peer.tile = in_peer(w, st.tile);
@@ -473,13 +504,18 @@ __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, 
     EarlyRows<Round, kRounds, kPeer, kEarly> e;
     e.template convert<kRoute>(cur);
     st.wait_empty(n);
-    e.store(cur, st, peer, pl);
+    e.template store<kHalves>(cur, st, peer, pl, n);
   } else {
     st.wait_empty(n);
 #pragma unroll
     for (int r = 0; r < kRounds; ++r) {
       publish_valid<kPeer>(st.valid, peer, pl, pl.round + r, cur[r].ok);
-      cur[r].template store<kPeer, kRoute>(st.tile, peer, pl, pl.row_in_block(r));
+      cur[r].template store<kPeer, kRoute, kHalves ? 1 : 0>(st.tile, peer, pl, pl.row_in_block(r));
+    }
+    if constexpr (kHalves) {
+      st.wait_empty_b(n);
+#pragma unroll
+      for (int r = 0; r < kRounds; ++r) cur[r].template store<kPeer, kRoute, 2>(st.tile, peer, pl, pl.row_in_block(r));
     }
   }
   // Generic-proxy stores, read next by wgmma (async proxy): the proxy fence orders them (with
@@ -493,7 +529,9 @@ __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, 
 // keys of every block; kAhead = 1 issues the loads of block kb + 1 before it stores block kb.
 // Rows kPf blocks ahead of block kb are prefetched into L2 (config.h kPairPrefetch, kWidePrefetchOf).
 // kEarly: latent chunks of each row converted before the stage's wait (EarlyRows).
-template <int kRows, int kFmt, int kRounds, bool kPeer, int kAhead, bool kRoute, bool kAloneFirst = false, int kEarly = 0>
+// kHalves (config.h kPackedEmptyHalves): each row stored in two parts (store_and_hand_over).
+template <int kRows, int kFmt, int kRounds, bool kPeer, int kAhead, bool kRoute, bool kAloneFirst = false, int kEarly = 0,
+          bool kHalves = false>
 __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_t* smem, const ProducerLane& pl, int n0) {
   constexpr int kD = PackedRow<kFmt>::kD;
   constexpr bool kWide = !kPeer && kRows == 64;  // unpaired 64-row CTAs
@@ -544,7 +582,7 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
       load_next();
       ahead();
     }
-    store_and_hand_over<kRows, kD, kRounds, kPeer, kRoute, kEarly>(st, w, pl, cur, n);
+    store_and_hand_over<kRows, kD, kRounds, kPeer, kRoute, kEarly, kHalves>(st, w, pl, cur, n);
     if constexpr (kFirst) {
 #pragma unroll
       for (int r = 0; r < kRounds; ++r)
@@ -716,8 +754,9 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
 // kTwo (config.h kTwoProducers): an unpaired 64-row CTA's two producer warpgroups, one round
 // each. kRoute: the bf16 dequantization route where the rows allow it (config.h).
 // kAloneFirst: the unpaired CTA's first block alone (config.h kFirstBlockAlone). kEarlyWide: the
-// unpaired CTA's chunks converted before the stage's wait (config.h kConvertEarlyWide).
-template <int kRows, int kFmt, bool kTwo, bool kRoute, bool kAloneFirst = false, int kEarlyWide = 0>
+// unpaired CTA's chunks converted before the stage's wait (config.h kConvertEarlyWide). kHalves:
+// the unpaired CTA's rows stored in two parts (config.h kPackedEmptyHalves).
+template <int kRows, int kFmt, bool kTwo, bool kRoute, bool kAloneFirst = false, int kEarlyWide = 0, bool kHalves = false>
 __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
   const ProducerLane pl(w, consumer_threads(kRows));
   if (w.kb_begin >= w.kb_end) return;
@@ -730,7 +769,7 @@ __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem
       return;
     }
   }
-  produce_packed_rounds<kRows, kFmt, kAlone, false, (kRows == 64 ? 0 : kNarrowAhead), kRoute, kAloneFirst, kEarlyWide>(
+  produce_packed_rounds<kRows, kFmt, kAlone, false, (kRows == 64 ? 0 : kNarrowAhead), kRoute, kAloneFirst, kEarlyWide, kHalves>(
       p, w, smem, pl, n0);
   if (kTimeline && pl.first()) timeline_mark(8);
 }
