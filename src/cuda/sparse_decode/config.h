@@ -900,19 +900,24 @@ template <int kRows, int kFmt, bool kPair>
 inline constexpr bool kBf16EmptyHalves = SMLA_SD_BF16_EMPTY_HALVES != 0 && kRows == 64 && !kPair &&
                                          kFmt == static_cast<int>(CacheFormat::bf16) && kBf16Sw128 && !kBf16Pairs &&
                                          SMLA_SD_BF16_ASYNC_ARRIVE == 0 && SMLA_SD_BF16_PERSISTENT != 1 && !kConsumersIdle;
-// SMLA_SD_PACKED_EMPTY_HALVES=1 (a measurement build, off): the same two-part release for the
-// one-unit unpaired 64-row tiles of the packed formats (sparse fp8_ds_mla and fp8_model1 decode
-// at 33-64 heads, dense fp8_e4m3 above 32 heads): each producer thread stores its row's boxes 0-3
-// and box 8 (the RoPE part at d576, the ninth e4m3 chunk of fp8_e4m3) once WG0 freed the stage,
-// boxes 4-7 once WG1 did (producer.cuh store_and_hand_over). These producers set h64's pace (its
-// producer alone 101 µs, consumers alone 73, together ~120: twenty-fifth pass), so the earlier
-// start of the first part is what it can give. Persistent and paired kernels keep one release.
+// SMLA_SD_PACKED_EMPTY_HALVES (default 1): the same two-part release for the one-unit unpaired
+// 64-row tiles of fp8_model1 (V4 sparse decode at 33-64 heads): each producer thread stores its
+// row's boxes 0-3 once WG0 freed the stage, boxes 4-7 (the last latent chunks and the RoPE part)
+// once WG1 did (producer.cuh store_and_hand_over). =2 (a measurement build): also fp8_ds_mla and
+// fp8_e4m3 above 32 heads (box 8, the RoPE part or the ninth e4m3 chunk, with boxes 0-3); 0: none.
+// Persistent and paired kernels keep one release. Same call (2026-12-04, µs, 90 replays, 0 -> 2):
+// V4 b128 h64 +512 sink 43.30 / 43.57 -> 42.61 / 42.69, again 43.26 / 43.14 / 43.34 -> 42.75 /
+// 42.77 / 42.67, b32 level (28.11 / 28.10 / 28.13 -> 28.14 / 27.98 / 28.22); V3.2 b128 h64 120.3 /
+// 119.9 / 119.8 -> 124.2 / 123.9 (slower: the fp8_ds_mla producer sets that row's pace, and its
+// stores now wait twice); dense fp8_e4m3 h64 395.1 and fp8 q s_q2 h128 1334-1338 level; V3.2 s_q2
+// h64 (persistent, unchanged) level. Its build passed the whole suite (36 / 36).
 #ifndef SMLA_SD_PACKED_EMPTY_HALVES
-#define SMLA_SD_PACKED_EMPTY_HALVES 0
+#define SMLA_SD_PACKED_EMPTY_HALVES 1
 #endif
 template <int kRows, int kFmt, bool kPair>
-inline constexpr bool kPackedEmptyHalves = SMLA_SD_PACKED_EMPTY_HALVES != 0 && kRows == 64 && !kPair &&
-                                           packed_rows(kFmt) && kTwoProducers<kRows, kFmt, kPair, false> && !kConsumersIdle;
+inline constexpr bool kPackedEmptyHalves =
+    (SMLA_SD_PACKED_EMPTY_HALVES == 2 ? packed_rows(kFmt) : SMLA_SD_PACKED_EMPTY_HALVES == 1 && kFmt == static_cast<int>(CacheFormat::fp8_model1)) &&
+    kRows == 64 && !kPair && kTwoProducers<kRows, kFmt, kPair, false> && !kConsumersIdle;
 // The one-unit kernels whose second consumer warpgroup frees its part of a K tile on empty_b.
 template <int kRows, int kFmt, bool kPair>
 inline constexpr bool kEmptyHalves =
