@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # nvcc is often installed outside PATH.
 export PATH := $(PATH):/usr/local/cuda/bin
 
-.PHONY: deps build run test ctest python pytest sanitize clean
+.PHONY: deps build run test ctest python pytest sanitize measurement-builds clean
 
 deps:
 	@PYTHON=$(PYTHON) bash scripts/install_deps.sh
@@ -42,6 +42,10 @@ pytest: python
 # The CPU path under AddressSanitizer + UndefinedBehaviorSanitizer (C++ CPU tests, Python suite).
 sanitize: deps
 	JOBS=$(JOBS) PYTHON=$(PYTHON) bash scripts/sanitize_cpu.sh
+
+# The sparse-decode family's measurement builds (config.h switches) still compile: a few cubins.
+measurement-builds:
+	JOBS=$(JOBS) bash scripts/check_measurement_builds.sh
 
 clean:
 	rm -rf $(BUILD) build-python build-sanitize

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The sparse-decode family's measurement builds (src/cuda/sparse_decode/config.h) are how its
+# kernels are studied on the device, and nothing else compiles them: a default that assumes
+# something they switch off breaks them unseen (variants 7 and 9 did, for a while). This compiles
+# the instantiations each one changes most, as cubins only (nothing is linked or run).
+#   bash scripts/check_measurement_builds.sh     (make measurement-builds; JOBS)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/cuda/bin"
+if ! command -v nvcc > /dev/null; then
+  echo "check_measurement_builds: no nvcc, nothing to compile"
+  exit 0
+fi
+JOBS=${JOBS:-$(nproc)}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+# flags | instantiation (src/cuda/sparse_decode/instantiations/NAME.cu)
+builds=(
+  "-DSMLA_SD_VARIANT=7|sparse_decode_dense_tma_576"   # consumers only release (two-part releases off)
+  "-DSMLA_SD_VARIANT=7|sparse_decode_bf16_576"
+  "-DSMLA_SD_VARIANT=7|sparse_decode_fp8_model1_512"
+  "-DSMLA_SD_VARIANT=8|sparse_decode_bf16_576"        # the producer hands its tiles over unloaded
+  "-DSMLA_SD_PACKED_EMPTY_HALVES=2|sparse_decode_fp8_ds_mla_576"
+)
+
+compile() {
+  local flags=${1%%|*} name=${1#*|}
+  local tag
+  tag=$(echo "$flags-$name" | tr -c 'A-Za-z0-9_\n' '_')
+  if nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -I src -I include \
+      -DSMLA_WITH_CUDA=1 $flags -cubin -o "$out/$tag.cubin" "src/cuda/sparse_decode/instantiations/$name.cu" \
+      > "$out/$tag.log" 2>&1; then
+    echo "ok      $flags $name"
+  else
+    echo "FAILED  $flags $name"
+    head -20 "$out/$tag.log"
+    return 1
+  fi
+}
+export -f compile
+export out
+printf '%s\n' "${builds[@]}" | xargs -P "$JOBS" -I{} bash -c 'compile "$@"' _ {}
