@@ -905,7 +905,9 @@ inline constexpr bool kBf16EmptyHalves = SMLA_SD_BF16_EMPTY_HALVES != 0 && kRows
 // row's boxes 0-3 once WG0 freed the stage, boxes 4-7 (the last latent chunks and the RoPE part)
 // once WG1 did (producer.cuh store_and_hand_over). =2 (a measurement build): also fp8_ds_mla and
 // fp8_e4m3 above 32 heads (box 8, the RoPE part or the ninth e4m3 chunk, with boxes 0-3); 0: none.
-// Persistent and paired kernels keep one release. Same call (2026-12-04, µs, 90 replays, 0 -> 2):
+// Persistent and paired kernels keep one release, and so do builds that convert more than four
+// chunks before the stage's wait (SMLA_SD_CONVERT_EARLY_WIDE / _PREFILL above 4: early chunks of
+// WG1's part). Same call (2026-12-04, µs, 90 replays, 0 -> 2):
 // V4 b128 h64 +512 sink 43.30 / 43.57 -> 42.61 / 42.69, again 43.26 / 43.14 / 43.34 -> 42.75 /
 // 42.77 / 42.67, b32 level (28.11 / 28.10 / 28.13 -> 28.14 / 27.98 / 28.22); V3.2 b128 h64 120.3 /
 // 119.9 / 119.8 -> 124.2 / 123.9 (slower: the fp8_ds_mla producer sets that row's pace, and its
@@ -917,7 +919,8 @@ inline constexpr bool kBf16EmptyHalves = SMLA_SD_BF16_EMPTY_HALVES != 0 && kRows
 template <int kRows, int kFmt, bool kPair>
 inline constexpr bool kPackedEmptyHalves =
     (SMLA_SD_PACKED_EMPTY_HALVES == 2 ? packed_rows(kFmt) : SMLA_SD_PACKED_EMPTY_HALVES == 1 && kFmt == static_cast<int>(CacheFormat::fp8_model1)) &&
-    kRows == 64 && !kPair && kTwoProducers<kRows, kFmt, kPair, false> && !kConsumersIdle;
+    kRows == 64 && !kPair && kTwoProducers<kRows, kFmt, kPair, false> && !kConsumersIdle &&
+    SMLA_SD_CONVERT_EARLY_WIDE <= 4 && SMLA_SD_CONVERT_EARLY_PREFILL <= 4;
 // The one-unit kernels whose second consumer warpgroup frees its part of a K tile on empty_b.
 template <int kRows, int kFmt, bool kPair>
 inline constexpr bool kEmptyHalves =
