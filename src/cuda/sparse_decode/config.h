@@ -916,11 +916,16 @@ inline constexpr bool kBf16EmptyHalves = SMLA_SD_BF16_EMPTY_HALVES != 0 && kRows
 #ifndef SMLA_SD_PACKED_EMPTY_HALVES
 #define SMLA_SD_PACKED_EMPTY_HALVES 1
 #endif
+// =3 (a measurement build): as 2, and a row's boxes 4-7 converted into registers before the wait
+// for WG1's part instead of after it (fp8_ds_mla and fp8_e4m3 rows without early chunks; SASS of
+// =2: fp8_ds_mla's producer waits a second time after ~400 of its ~1040 loop instructions, and
+// converts the rest behind that wait).
 template <int kRows, int kFmt, bool kPair>
 inline constexpr bool kPackedEmptyHalves =
-    (SMLA_SD_PACKED_EMPTY_HALVES == 2 ? packed_rows(kFmt) : SMLA_SD_PACKED_EMPTY_HALVES == 1 && kFmt == static_cast<int>(CacheFormat::fp8_model1)) &&
+    (SMLA_SD_PACKED_EMPTY_HALVES >= 2 ? packed_rows(kFmt) : SMLA_SD_PACKED_EMPTY_HALVES == 1 && kFmt == static_cast<int>(CacheFormat::fp8_model1)) &&
     kRows == 64 && !kPair && kTwoProducers<kRows, kFmt, kPair, false> && !kConsumersIdle &&
     SMLA_SD_CONVERT_EARLY_WIDE <= 4 && SMLA_SD_CONVERT_EARLY_PREFILL <= 4;
+inline constexpr bool kPackedPart2Early = SMLA_SD_PACKED_EMPTY_HALVES == 3;
 // The one-unit kernels whose second consumer warpgroup frees its part of a K tile on empty_b.
 template <int kRows, int kFmt, bool kPair>
 inline constexpr bool kEmptyHalves =

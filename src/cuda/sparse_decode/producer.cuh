@@ -512,7 +512,16 @@ __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, 
       publish_valid<kPeer>(st.valid, peer, pl, pl.round + r, cur[r].ok);
       cur[r].template store<kPeer, kRoute, kHalves ? 1 : 0>(st.tile, peer, pl, pl.row_in_block(r));
     }
-    if constexpr (kHalves) {
+    if constexpr (kHalves && kPackedPart2Early && Round::F::kLatentChunks >= 8 && !kProducerIdle && !kNoConvert &&
+                  !kNoTileStores) {
+      // config.h kPackedPart2Early: boxes 4-7 converted before WG1's part is free, stored after.
+      uint4 out[kRounds][8];
+#pragma unroll
+      for (int r = 0; r < kRounds; ++r) cur[r].template convert<4, 8>(out[r], cur[r].template route<kRoute>());
+      st.wait_empty_b(n);
+#pragma unroll
+      for (int r = 0; r < kRounds; ++r) Round::template store_chunks<kPeer, 4, 8>(out[r], st.tile, peer, pl, pl.row_in_block(r));
+    } else if constexpr (kHalves) {
       st.wait_empty_b(n);
 #pragma unroll
       for (int r = 0; r < kRounds; ++r) cur[r].template store<kPeer, kRoute, 2>(st.tile, peer, pl, pl.row_in_block(r));
