@@ -930,6 +930,13 @@ inline constexpr bool kPackedPart2Early = SMLA_SD_PACKED_EMPTY_HALVES == 3;
 template <int kRows, int kFmt, bool kPair>
 inline constexpr bool kEmptyHalves =
     kDenseEmptyHalves<kRows, kFmt> || kBf16EmptyHalves<kRows, kFmt, kPair> || kPackedEmptyHalves<kRows, kFmt, kPair>;
+// The parts of a K tile those kernels fill apart: part 2 is boxes 4-7 (64 columns each, the
+// values WG1 alone reads for its P V), part 1 the rest (what WG0 reads: its half of V, and the
+// RoPE box for QK^T); part 0 every box.
+template <int kPart>
+__host__ __device__ constexpr bool in_fill_part(int box) {
+  return kPart == 0 || ((box >= 4 && box < 8) == (kPart == 2));
+}
 // Measurement build SMLA_SD_BF16_PERSISTENT=1: 64-row bf16 tiles
 // (sparse prefill's 62 CTAs per SM at s_q 4096 h128) also get the persistent kernel beyond one
 // wave, so a CTA's start (Q, first gathers) overlaps the previous unit's end. Its kernels spill

@@ -90,7 +90,7 @@ struct DensePageWalk {
       if (cur < 0) return;
 #pragma unroll
       for (int b = 0; b < kBoxes; ++b)
-        if (b >= b0 && b < b1 && (!kHalves || (b >= 4 && b < 8) == second))
+        if (b >= b0 && b < b1 && (!kHalves || (second ? in_fill_part<2>(b) : in_fill_part<1>(b))))
           tma_load_3d(t + b * kBoxBytes + lane * rows * kRowBytes, &p.kv_map, 64 * b, row0, cur, bar);
     };
     boxes(false);

@@ -309,13 +309,8 @@ struct PackedRound {
   // unused slots out of P V). The peer's copy goes 16 bytes at a time by st.async, overlapped
   // with the conversion: one bulk copy of the round after a named barrier measured slower
   // (2026-12-02, V3.2 b128 s_q2 h128 378.7 -> 428.5 µs, V4 s_q2 h128 223.7 -> 240.2).
-  // kPart (config.h kPackedEmptyHalves): 0 every box of the row; 1 boxes 0-3 and 8 (what WG0
-  // alone reads); 2 boxes 4-7 (WG1's half of V). Box i is latent chunk i, the RoPE part box
-  // F::kLatentChunks.
-  template <int kPart>
-  __device__ static constexpr bool in_part(int box) {
-    return kPart == 0 || ((box >= 4 && box < 8) == (kPart == 2));
-  }
+  // kPart (config.h kPackedEmptyHalves, in_fill_part): the boxes of the row it stores. Box i is
+  // latent chunk i, the RoPE part box F::kLatentChunks.
   template <bool kPeer, bool kRoute, int kPart = 0>
   __device__ void store(uint8_t* tile, const PeerStage& peer, const ProducerLane& pl, int j) const {
     if constexpr (kProducerIdle) return;
@@ -336,7 +331,7 @@ struct PackedRound {
     auto latent = [&](auto convert) {
 #pragma unroll
       for (int i = 0; i < F::kLatentChunks; ++i) {
-        if (!in_part<kPart>(i)) continue;
+        if (!in_fill_part<kPart>(i)) continue;
         uint4 lo, hi;
         if constexpr (kNoConvert) {  // experiment: no conversion (raw bytes stored)
           lo = hi = lat[i];
@@ -351,7 +346,7 @@ struct PackedRound {
     if (route) latent([&](int i, uint4& lo, uint4& hi) { e4m3x16_to_bf16_route(lat[i], F::multiplier(sc, i), lo, hi); });
     else latent([&](int i, uint4& lo, uint4& hi) { e4m3x16_to_bf16(lat[i], F::scale(sc, i), lo, hi); });
     if constexpr (F::kRope) {
-      if (in_part<kPart>(F::kLatentChunks)) {
+      if (in_fill_part<kPart>(F::kLatentChunks)) {
         const int c = F::kLatentChunks * 8 + 2 * pl.q;
         put(c, rope[0]);
         put(c + 1, rope[1]);
@@ -387,8 +382,8 @@ struct PackedRound {
     }
   }
   // The rest of the row after the wait: chunks kE.. converted and stored, then the RoPE part.
-  // kPart as in store(): 1 chunks kE..3 and the RoPE part (d576), 2 chunks 4..7 (and the RoPE
-  // part at d512, box 7).
+  // kPart (in_fill_part): 1 chunks kE..3 (and fp8_e4m3's ninth), 2 chunks 4..7; the RoPE part
+  // with its box.
   template <bool kPeer, int kE, int kPart = 0>
   __device__ void store_rest(bool bf16_route, uint8_t* tile, const PeerStage& peer, const ProducerLane& pl, int j) const {
     static_assert(kPart == 0 || kE <= 4, "the early chunks are all WG0's");
@@ -405,7 +400,7 @@ struct PackedRound {
       convert<8, 9>(out, bf16_route);
       store_chunks<kPeer, 8, 9>(out, tile, peer, pl, j);
     }
-    if constexpr (F::kRope && in_part<kPart>(F::kLatentChunks)) {
+    if constexpr (F::kRope && in_fill_part<kPart>(F::kLatentChunks)) {
       const int row_off = tile_offset<F::kD>(j, 0), c = F::kLatentChunks * 8 + 2 * pl.q;
       *reinterpret_cast<uint4*>(tile + row_off + c * 128) = rope[0];
       *reinterpret_cast<uint4*>(tile + row_off + (c + 1) * 128) = rope[1];
@@ -795,8 +790,7 @@ __device__ __forceinline__ const uint8_t* bf16_row(const AttnParams& p, const Ke
 // l / 8 + 4 (their addresses from the lanes that loaded those keys' indices). Row j of the block
 // lands at box b (64 columns, 8 KB), line j, piece (l % 8) ^ (j % 8): the TMA unit's 128-byte
 // swizzle, which also puts the eight lanes of a row on distinct banks.
-// kPart (config.h kBf16EmptyHalves): 0 every box; 1 boxes 0-3 and the RoPE box (WG0's part of a
-// tile); 2 boxes 4-7 (WG1's).
+// kPart (config.h kBf16EmptyHalves, in_fill_part): the boxes of the rows it copies.
 template <int kD, int kPart = 0>
 __device__ __forceinline__ void copy_rows_sw128(uint32_t tile, const uint8_t* src, bool ok, const ProducerLane& pl, int j) {
   const int kk = pl.lane >> 3, c = pl.lane & 7;
@@ -807,7 +801,7 @@ __device__ __forceinline__ void copy_rows_sw128(uint32_t tile, const uint8_t* sr
   const uint32_t d0 = tile + j0 * 128 + ((c ^ (j0 & 7)) << 4), d1 = tile + (j0 + 4) * 128 + ((c ^ ((j0 + 4) & 7)) << 4);
 #pragma unroll
   for (int b = 0; b < kD / 64; ++b) {
-    if (kPart != 0 && (b >= 4 && b < 8) != (kPart == 2)) continue;
+    if (!in_fill_part<kPart>(b)) continue;
     cp_async_16_zfill(d0 + b * kKeys * 128, s0 + b * 128 + c * 16, n0);
     cp_async_16_zfill(d1 + b * kKeys * 128, s1 + b * 128 + c * 16, n1);
   }
