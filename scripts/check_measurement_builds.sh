@@ -24,6 +24,8 @@ builds=(
   "-DSMLA_SD_PACKED_EMPTY_HALVES=2|sparse_decode_fp8_ds_mla_576"
   "-DSMLA_SD_PACKED_EMPTY_HALVES=3|sparse_decode_fp8_e4m3_576"
   "-DSMLA_SD_CONVERT_EARLY_WIDE=6|sparse_decode_fp8_model1_512"   # early chunks past WG0's part
+  "-DSMLA_SD_BF16_PAIRS=1 -DSMLA_SD_BF16_PERSISTENT=0|sparse_decode_bf16_576"   # bf16 head-tile pairs (one-unit CTAs only)
+  "-DSMLA_SD_TAIL_SPLIT=8|sparse_decode_bf16_512"   # the persistent walk's tail units in parts (timing only)
 )
 
 compile() {

@@ -877,7 +877,8 @@ inline constexpr bool kSwizzled = kFmt == kDenseTma || (kBf16Sw128 && kFmt == st
 // requests' shape, not their count, was the limit (kBf16Sw128 above). On the swizzled tiles,
 // against two unpaired producer warpgroups, slower (same call, 2026-12-03, µs): d576 h128 4629 /
 // 4586 / 4593 -> 4770 / 4982 / 4965, d512 h128 k1024 sink 2175 / 2192 -> 2582 / 2562, bf16 decode
-// b128 h128 178.9 / 178.7 -> 179.3 / 180.2 (tests 8 / 8).
+// b128 h128 178.9 / 178.7 -> 179.3 / 180.2 (tests 8 / 8). Built with SMLA_SD_BF16_PERSISTENT=0: the
+// persistent CTAs' ends hook into the unpaired producer (static assertion below).
 #ifndef SMLA_SD_BF16_PAIRS
 #define SMLA_SD_BF16_PAIRS 0
 #endif
@@ -1003,6 +1004,17 @@ inline constexpr bool kBf16OutByWg1 = SMLA_SD_BF16_OUT_BY_WG1 != 0;
 #define SMLA_SD_BF16_PERSIST_HAND0 1
 #endif
 inline constexpr bool kBf16PersistHand0 = SMLA_SD_BF16_PERSIST_HAND0 != 0;
+// Measurement build SMLA_SD_TAIL_SPLIT=k (timing only: wrong results, the parts are not merged):
+// persistent bf16-row CTAs walk units blockIdx.x, + gridDim.x, ..., so where the units are not a
+// multiple of the grid the last R of them make R CTAs one unit later than the rest (prefill d512
+// h64: 4096 units on 132 CTAs, 4 CTAs run 32 units and 128 run 31; at ~18.1 us a unit the kernel
+// ends ~18 us after most of the grid). With k > 1 each of those R units is walked as k parts of
+// its key blocks, on R k CTAs, each writing its part's result as a whole unit's (no combine):
+// the time a tail split would save before the cost of merging its parts.
+#ifndef SMLA_SD_TAIL_SPLIT
+#define SMLA_SD_TAIL_SPLIT 0
+#endif
+inline constexpr int kTailSplit = SMLA_SD_TAIL_SPLIT;
 // (SMLA_SD_BF16_FACTORS_IN_PV=1, WG0 of persistent bf16-row CTAs making its rows' full sums and
 // final factors while the unit's last P V runs instead of after its kBarPFree sync (the 0.67 µs
 // a unit of the thirty-seventh pass's marks): slower in a same-call A/B (2026-12-04, µs, prefill

@@ -227,18 +227,31 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
   if constexpr (kPair) cluster_sync();
   const int rank = kPair ? static_cast<int>(cluster_ctarank()) : 0;
   const int gy = kPair ? p.unit_gy / kPairCtas : p.unit_gy;
-  const int units = p.unit_gx * gy * p.unit_gz;
+  // kSplitTail (config.h kTailSplit, a timing-only measurement build): the units past the grid's
+  // last whole round are walked as kTailSplit parts each.
+  constexpr bool kSplitTail = kTailSplit > 1 && kEnds;
+  constexpr int kParts = kSplitTail ? kTailSplit : 1;
+  const int grid_units = p.unit_gx * gy * p.unit_gz;
+  const int whole = kSplitTail ? grid_units / static_cast<int>(gridDim.x) * static_cast<int>(gridDim.x) : grid_units;
+  const int units = kSplitTail ? whole + (grid_units - whole) * kParts : grid_units;
   // Each role walks the units itself, inside the branch that set its register budget (ptxas
   // holds a role's code to its setmaxnreg only there).
   int unit_k = 0;  // kUnitTimeline: the CTA's count of units started (timeline.cuh unit_mark)
   // Unit u's Work (inactive: the same in every role, and in both CTAs of a pair).
   auto work_of = [&](int u) {
+    int part = -1;  // kSplitTail: the part of a tail unit
+    if (kSplitTail && u >= whole) part = (u - whole) % kParts, u = whole + (u - whole) / kParts;
     const int bx = u % p.unit_gx, rest = u / p.unit_gx, yy = rest % gy, bz = rest / gy;
     Work w = make_work<serves_dense(kFmt)>(p, UnitAt{static_cast<unsigned>(bx), static_cast<unsigned>(kPair ? yy * kPairCtas + rank : yy),
                                  static_cast<unsigned>(bz)});
     if constexpr (kPair) {
       w.pair = true;
       w.rank = rank;
+    }
+    if (kSplitTail && part >= 0) {
+      const int end = w.kb_end, chunk = (end - w.kb_begin + kParts - 1) / kParts;
+      w.kb_begin = min(w.kb_begin + part * chunk, end);
+      w.kb_end = min(w.kb_begin + chunk, end);
     }
     return w;
   };
