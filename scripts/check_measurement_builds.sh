@@ -15,7 +15,7 @@ JOBS=${JOBS:-$(nproc)}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-# flags | instantiation (src/cuda/sparse_decode/instantiations/NAME.cu)
+# flags | instantiation (src/cuda/sparse_decode/instantiations/NAME.cu) or a source file's path
 builds=(
   "-DSMLA_SD_VARIANT=7|sparse_decode_dense_tma_576"   # consumers only release (two-part releases off)
   "-DSMLA_SD_VARIANT=7|sparse_decode_bf16_576"
@@ -26,14 +26,18 @@ builds=(
   "-DSMLA_SD_CONVERT_EARLY_WIDE=6|sparse_decode_fp8_model1_512"   # early chunks past WG0's part
   "-DSMLA_SD_BF16_PAIRS=1 -DSMLA_SD_BF16_PERSISTENT=0|sparse_decode_bf16_576"   # bf16 head-tile pairs (one-unit CTAs only)
   "-DSMLA_SD_TAIL_SPLIT=8|sparse_decode_bf16_512"   # the persistent walk's tail units in parts (timing only)
+  "-DSMLA_SD_TAIL_SPLIT=1|sparse_decode_bf16_576"   # the tail split with its merge: the kernel,
+  "-DSMLA_SD_TAIL_SPLIT=1|src/cuda/attention/attention_launch.cu"   # its launch and combine
 )
 
 compile() {
   local flags=${1%%|*} name=${1#*|}
   local tag
   tag=$(echo "$flags-$name" | tr -c 'A-Za-z0-9_\n' '_')
+  local src="src/cuda/sparse_decode/instantiations/$name.cu"
+  [[ $name == */* ]] && src=$name  # a path: a file other than an instantiation
   if nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -I src -I include \
-      -DSMLA_WITH_CUDA=1 $flags -cubin -o "$out/$tag.cubin" "src/cuda/sparse_decode/instantiations/$name.cu" \
+      -DSMLA_WITH_CUDA=1 $flags -cubin -o "$out/$tag.cubin" "$src" \
       > "$out/$tag.log" 2>&1; then
     echo "ok      $flags $name"
   else

@@ -447,6 +447,16 @@ TEST(GpuSparsePrefill, FromPagedCacheScalesAcrossBinades) {
     run_sparse_prefill(6, h, 576, 300, 2000, 6, CacheFormat::fp8_ds_mla, 64, 6);
 }
 
+// More units than SMs, and a last round of the persistent walk that is part-empty (on 132 SMs
+// 140 units leave 8 for it): built with the tail split (sparse_decode config.h
+// SMLA_SD_TAIL_SPLIT=1) those 8 units run in parts that the combine merges, at 128 heads in the
+// second head tile. Every token is checked, the tail's last; lengths of -1 .. topk + 1 give
+// parts without keys.
+TEST(GpuSparsePrefill, PersistentTail) {
+  run_sparse_prefill(140, 64, 512, 256, 4096, 140);
+  run_sparse_prefill(70, 128, 576, 384, 4096, 70);
+}
+
 TEST(GpuSparsePrefill, RealShapeSampled) {
   run_sparse_prefill(4096, 128, 576, 2048, 32768, 3);
 }

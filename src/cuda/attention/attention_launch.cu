@@ -12,6 +12,7 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_info.h"
 #include "cuda/common/pdl.cuh"
+#include "cuda/sparse_decode/config.h"  // SMLA_SD_TAIL_SPLIT
 #include "cuda/sparse_decode/launch.h"
 #include "metadata/index_math.h"
 #include "smla/metadata.h"
@@ -330,6 +331,66 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
       SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, combine_splits_kernel<kCombineWarps>, p));
     }
   }
+}
+
+namespace {
+
+sparse_decode_family::TailSplit prefill_tail(const AttnParams& p, const AttentionPlan& plan) {
+  AttnParams q = p;
+  q.heads_tile = plan.heads_tile;
+  return sparse_decode_family::prefill_tail_split(
+      q, plan.rows, dim3(p.b, p.h_kv * plan.tiles_per_kv, plan.token_groups));
+}
+
+// Partial rows of a tail split: one per part, token and head (the same layout as split-KV's).
+size_t tail_rows(const sparse_decode_family::TailSplit& t, const AttnParams& p) {
+  return static_cast<size_t>(t.units) * t.parts * p.s_q * p.h_q;
+}
+
+}  // namespace
+
+size_t prefill_tail_workspace_bytes(const AttnParams& p, const AttentionPlan& plan) {
+  const sparse_decode_family::TailSplit t = prefill_tail(p, plan);
+  if (t.parts < 2) return 0;
+  const size_t rows = tail_rows(t, p);
+  return 2 * align_up(rows * sizeof(float)) + rows * kDv * sizeof(float);  // part_lse, part_max, part_o
+}
+
+void launch_prefill(AttnParams p, const AttentionPlan& plan, const Workspace& ws, cudaStream_t stream) {
+  const sparse_decode_family::TailSplit t = prefill_tail(p, plan);
+  const size_t need = prefill_tail_workspace_bytes(p, plan);
+  // A workspace too small (or none: callers that skip the size query) keeps the kernel unsplit.
+  const bool split = need > 0 && ws.data != nullptr && ws.bytes >= need && reinterpret_cast<uintptr_t>(ws.data) % 16 == 0;
+  if (split) {
+    const size_t rows = tail_rows(t, p);
+    auto* base = static_cast<uint8_t*>(ws.data);
+    p.part_lse = reinterpret_cast<float*>(base);
+    p.part_max = reinterpret_cast<float*>(base + align_up(rows * sizeof(float)));
+    p.part_o = reinterpret_cast<float*>(base + 2 * align_up(rows * sizeof(float)));
+    p.tail_parts = t.parts;
+  }
+  launch_attention(p, plan, ws, stream);
+  if (!split) return;
+#if SMLA_SD_TAIL_SPLIT == 1
+  // The tail's units are tokens first_token .. of one head tile, each split `parts` ways: merged
+  // as a batch of those tokens (out, lse and max_logits from the first), heads from head0.
+  AttnParams c = p;
+  c.b = t.units;
+  c.uniform_splits = t.parts;
+  c.comb_h0 = t.head0;
+  c.out = static_cast<uint16_t*>(p.out) + static_cast<int64_t>(t.first_token) * p.o_sb;
+  c.lse = p.lse + static_cast<int64_t>(t.first_token) * p.l_sb;
+  if (p.max_logits != nullptr) c.max_logits = p.max_logits + static_cast<int64_t>(t.first_token) * p.m_sb;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(t.units), static_cast<unsigned>(p.s_q),
+                     static_cast<unsigned>((plan.heads_tile + kCombineWarps - 1) / kCombineWarps));
+  cfg.blockDim = dim3(kCombineWarps * 32);
+  cfg.stream = stream;
+  cudaLaunchAttribute pdl = pdl_attribute();
+  cfg.attrs = &pdl;
+  cfg.numAttrs = 1;
+  SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, combine_splits_kernel<1, 0, true>, c));
+#endif
 }
 
 }  // namespace smla::cuda

@@ -44,5 +44,10 @@ size_t attention_workspace_bytes(const AttentionPlan& plan, int b, int s_q, int 
 // Fills p.split_offsets / part_o / part_lse from the workspace and launches plan, attention
 // and combine kernels on `stream`.
 void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& ws, cudaStream_t stream);
+// Sparse prefill on the sparse-decode family (plan: plan_sparse_decode with no split): the
+// workspace its tail split needs (0: none; sparse_decode config.h kTailMerge), and the launch:
+// the attention kernel, with the tail split where `ws` holds it, then the combine of the tail.
+size_t prefill_tail_workspace_bytes(const AttnParams& p, const AttentionPlan& plan);
+void launch_prefill(AttnParams p, const AttentionPlan& plan, const Workspace& ws, cudaStream_t stream);
 
 }  // namespace smla::cuda

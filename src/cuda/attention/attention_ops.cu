@@ -210,22 +210,43 @@ void sparse_decode(const SparseDecodeArgs& a, const Exec& exec) {
   launch_attention(sparse_decode_params(a), sparse_decode_plan(a), exec.workspace, as_stream(exec.stream));
 }
 
-size_t sparse_prefill_workspace_size(const SparsePrefillArgs&) { return 0; }
+namespace {
+
+// Whether the sparse-decode family takes this prefill (else the generic kernel does).
+bool prefill_on_family(const SparsePrefillArgs& a, const AttnParams& p) {
+  const int d_qk = static_cast<int>(a.q.shape[2]);
+  const int fmt = p.main.format;
+  return !sparse_decode_family::prefill_disabled_by_env() &&
+         (a.cache.data.present() ? sparse_decode_family::takes(fmt, fmt, false, d_qk)
+                                 : sparse_decode_family::takes_prefill(p.main.base, p.main.page_stride, d_qk));
+}
+
+// A decode batch of s_q one-token requests on the sparse-decode family, each CTA over its
+// token's whole list (no split-KV); from a paged cache the same, with the packed formats'
+// kernels that also keep max_logits.
+AttentionPlan prefill_family_plan(const SparsePrefillArgs& a, const AttnParams& p) {
+  AttentionPlan plan = plan_sparse_decode(static_cast<int>(a.q.shape[0]), 1, static_cast<int>(a.q.shape[1]), p.main.format);
+  plan.split = false;
+  return plan;
+}
+
+}  // namespace
+
+// The family's prefill needs a workspace only for its tail split (attention_launch.h
+// launch_prefill; 0 unless built with it).
+size_t sparse_prefill_workspace_size(const SparsePrefillArgs& a) {
+  const AttnParams p = sparse_prefill_params(a);
+  if (a.q.shape[0] == 0 || !prefill_on_family(a, p)) return 0;
+  return prefill_tail_workspace_bytes(p, prefill_family_plan(a, p));
+}
 
 void sparse_prefill(const SparsePrefillArgs& a, const Exec& exec) {
   const int d_qk = static_cast<int>(a.q.shape[2]);
   const AttnParams p = sparse_prefill_params(a);
   const bool paged = a.cache.data.present();
   const int fmt = p.main.format;
-  if (!sparse_decode_family::prefill_disabled_by_env() &&
-      (paged ? sparse_decode_family::takes(fmt, fmt, false, d_qk)
-             : sparse_decode_family::takes_prefill(p.main.base, p.main.page_stride, d_qk))) {
-    // A decode batch of s_q one-token requests on the sparse-decode family, each CTA over its
-    // token's whole list: no split, so no workspace (sparse_prefill_workspace_size is 0).
-    // From a paged cache the same, with the packed formats' kernels that also keep max_logits.
-    AttentionPlan plan = plan_sparse_decode(static_cast<int>(a.q.shape[0]), 1, static_cast<int>(a.q.shape[1]), fmt);
-    plan.split = false;
-    launch_attention(p, plan, exec.workspace, as_stream(exec.stream));
+  if (prefill_on_family(a, p)) {
+    launch_prefill(p, prefill_family_plan(a, p), exec.workspace, as_stream(exec.stream));
     return;
   }
   const AttentionPlan plan = plan_attention(static_cast<int>(a.q.shape[0]), 1, static_cast<int>(a.q.shape[1]), 1, d_qk,

@@ -95,6 +95,13 @@ struct AttnParams {
   // (d_v, h_q, s_q, b) of the bf16 output; o_tma = 1 when the launch built it.
   CUtensorMap o_map;
   int o_tma = 0;
+  // Sparse prefill's tail split (sparse_decode config.h kTailMerge): the persistent walk's units
+  // past its last whole round run as tail_parts parts each (0: no split), whose max logits go to
+  // part_max [parts, s_q, h_q] beside part_o and part_lse; the combine of those units merges
+  // heads comb_h0 .. comb_h0 + 63 only. Last, so that no other field moves.
+  int tail_parts = 0;
+  float* part_max = nullptr;
+  int comb_h0 = 0;
 };
 
 }  // namespace smla::cuda

@@ -43,7 +43,9 @@ __device__ __forceinline__ float warp_sum(float v) {
 // they sum through shared memory (many splits, as at small batch: more loads in flight per head).
 // Every warp computes the merged lse itself, its lanes reading the splits' lse together.
 // kPre: the splits each warp loads before the lse reduction (0 or 4; kWarpsPerHead > 1 only).
-template <int kWarpsPerHead, int kPre = 0>
+// kTail: sparse prefill's tail split (sparse_decode config.h kTailMerge): heads from p.comb_h0,
+// and max_logits too, the largest of the parts' (p.part_max).
+template <int kWarpsPerHead, int kPre = 0, bool kTail = false>
 __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(const AttnParams p) {
   constexpr int kHeadsPerCta = kCombineWarps / kWarpsPerHead;
   pdl_wait();  // launched as a programmatic dependent of the attention kernel
@@ -53,7 +55,7 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(cons
   if (n <= 1) return;  // uniform across the CTA
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int sub = warp % kWarpsPerHead;
-  const int h = blockIdx.z * kHeadsPerCta + warp / kWarpsPerHead;
+  const int h = (kTail ? p.comb_h0 : 0) + blockIdx.z * kHeadsPerCta + warp / kWarpsPerHead;
   const bool real = h < p.h_q;
   auto part_row = [&](int j) { return (static_cast<int64_t>(first + j) * p.s_q + t) * p.h_q + h; };
 
@@ -146,6 +148,13 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(cons
     *reinterpret_cast<uint2*>(orow + 4 * (lane + 32 * k)) = v;
   }
   if (sub == 0 && lane == 0) p.lse[req * p.l_sb + t * p.l_st + h * p.l_sh] = lse;
+  if constexpr (kTail) {
+    if (sub == 0 && lane == 0 && p.max_logits != nullptr) {
+      float mx = -INFINITY;
+      for (int j = 0; j < n; ++j) mx = fmaxf(mx, p.part_max[part_row(j)]);
+      p.max_logits[req * p.m_sb + t * p.m_st + h * p.m_sh] = mx;
+    }
+  }
 }
 
 }  // namespace smla::cuda

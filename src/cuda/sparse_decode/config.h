@@ -1011,10 +1011,18 @@ inline constexpr bool kBf16PersistHand0 = SMLA_SD_BF16_PERSIST_HAND0 != 0;
 // ends ~18 us after most of the grid). With k > 1 each of those R units is walked as k parts of
 // its key blocks, on R k CTAs, each writing its part's result as a whole unit's (no combine):
 // the time a tail split would save before the cost of merging its parts.
+// SMLA_SD_TAIL_SPLIT=1 (prepared, not yet run on a device): the tail split with its merge, for
+// sparse prefill of bf16 kv rows. The launch picks the parts (launch.cu prefill_tail_split: as
+// many as the idle CTAs hold, at most a unit's key blocks) where the tail lies in one head tile
+// and the workspace holds the parts' float32 partials (sparse_prefill_workspace_size sizes it);
+// each part writes its O, lse and max logit as a split's partial, and the combine kernel merges
+// the tail's tokens (combine_splits_kernel kTail: one head tile, max_logits too). Without the
+// workspace the kernel runs as without the switch.
 #ifndef SMLA_SD_TAIL_SPLIT
 #define SMLA_SD_TAIL_SPLIT 0
 #endif
 inline constexpr int kTailSplit = SMLA_SD_TAIL_SPLIT;
+inline constexpr bool kTailMerge = SMLA_SD_TAIL_SPLIT == 1;
 // (SMLA_SD_BF16_FACTORS_IN_PV=1, WG0 of persistent bf16-row CTAs making its rows' full sums and
 // final factors while the unit's last P V runs instead of after its kBarPFree sync (the 0.67 µs
 // a unit of the thirty-seventh pass's marks): slower in a same-call A/B (2026-12-04, µs, prefill

@@ -152,9 +152,16 @@ __device__ __forceinline__ void store_lse(const AttnParams& p, const Work& w, in
   }
 }
 
-// Sparse prefill (unsplit CTAs): a head's largest scaled logit, natural units (-inf: no key).
+// Sparse prefill: a head's largest scaled logit, natural units (-inf: no key).
 // `max_log2`: the maximum in the kernel's log2 domain (logit * softmax scale * log2 e).
+// A part of a tail unit (config.h kTailMerge) writes its own maximum for the combine.
 __device__ __forceinline__ void store_max_logit(const AttnParams& p, const Work& w, int head, float max_log2) {
+  if constexpr (kTailMerge) {
+    if (w.n_splits > 1) {
+      p.part_max[(static_cast<int64_t>(w.split_slot) * p.s_q + w.t) * p.h_q + head] = max_log2 * kLn2;
+      return;
+    }
+  }
   if (p.max_logits != nullptr) p.max_logits[w.req * p.m_sb + w.t * p.m_st + head * p.m_sh] = max_log2 * kLn2;
 }
 

@@ -227,20 +227,21 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
   if constexpr (kPair) cluster_sync();
   const int rank = kPair ? static_cast<int>(cluster_ctarank()) : 0;
   const int gy = kPair ? p.unit_gy / kPairCtas : p.unit_gy;
-  // kSplitTail (config.h kTailSplit, a timing-only measurement build): the units past the grid's
-  // last whole round are walked as kTailSplit parts each.
-  constexpr bool kSplitTail = kTailSplit > 1 && kEnds;
-  constexpr int kParts = kSplitTail ? kTailSplit : 1;
+  // kSplitTail (config.h kTailSplit): the units past the grid's last whole round are walked as
+  // `parts` parts each: kTailSplit of them in the timing-only build, p.tail_parts (0: none) with
+  // kTailMerge, whose parts write split partials (work_of) for the combine.
+  constexpr bool kSplitTail = (kTailSplit > 1 || kTailMerge) && kEnds;
+  const int parts = !kSplitTail ? 1 : kTailMerge ? max(p.tail_parts, 1) : kTailSplit;
   const int grid_units = p.unit_gx * gy * p.unit_gz;
-  const int whole = kSplitTail ? grid_units / static_cast<int>(gridDim.x) * static_cast<int>(gridDim.x) : grid_units;
-  const int units = kSplitTail ? whole + (grid_units - whole) * kParts : grid_units;
+  const int whole = kSplitTail && parts > 1 ? grid_units / static_cast<int>(gridDim.x) * static_cast<int>(gridDim.x) : grid_units;
+  const int units = whole + (grid_units - whole) * parts;
   // Each role walks the units itself, inside the branch that set its register budget (ptxas
   // holds a role's code to its setmaxnreg only there).
   int unit_k = 0;  // kUnitTimeline: the CTA's count of units started (timeline.cuh unit_mark)
   // Unit u's Work (inactive: the same in every role, and in both CTAs of a pair).
   auto work_of = [&](int u) {
-    int part = -1;  // kSplitTail: the part of a tail unit
-    if (kSplitTail && u >= whole) part = (u - whole) % kParts, u = whole + (u - whole) / kParts;
+    int part = -1, slot = 0;  // kSplitTail: the part of a tail unit, and its split slot
+    if (kSplitTail && u >= whole) slot = u - whole, part = slot % parts, u = whole + slot / parts;
     const int bx = u % p.unit_gx, rest = u / p.unit_gx, yy = rest % gy, bz = rest / gy;
     Work w = make_work<serves_dense(kFmt)>(p, UnitAt{static_cast<unsigned>(bx), static_cast<unsigned>(kPair ? yy * kPairCtas + rank : yy),
                                  static_cast<unsigned>(bz)});
@@ -249,9 +250,13 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
       w.rank = rank;
     }
     if (kSplitTail && part >= 0) {
-      const int end = w.kb_end, chunk = (end - w.kb_begin + kParts - 1) / kParts;
+      const int end = w.kb_end, chunk = (end - w.kb_begin + parts - 1) / parts;
       w.kb_begin = min(w.kb_begin + part * chunk, end);
       w.kb_end = min(w.kb_begin + chunk, end);
+      if constexpr (kTailMerge) {
+        w.n_splits = parts;
+        w.split_slot = slot;  // partial rows (slot, head): tail unit slot / parts, part slot % parts
+      }
     }
     return w;
   };

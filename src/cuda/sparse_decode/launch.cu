@@ -1,5 +1,6 @@
 #include "cuda/sparse_decode/launch.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -216,6 +217,27 @@ PersistentChoice persistent_by_env() {
       : env_is("SMLA_SPARSE_DECODE_KERNEL", "one_unit") ? PersistentChoice::never
                                                         : PersistentChoice::beyond_one_wave;
   return choice;
+}
+
+TailSplit prefill_tail_split(const AttnParams& p, int rows, dim3 grid) {
+  TailSplit t;
+  if (!kTailMerge || rows != 64 || p.dense || p.main.format != static_cast<int>(CacheFormat::bf16) ||
+      !has_persistent(rows, p.main.format) || !kPersistEnds<static_cast<int>(CacheFormat::bf16)> || grid.z != 1)
+    return t;
+  // The launch's choice (instantiate.cuh launch_tiles): persistent beyond one wave of units.
+  const int64_t units = static_cast<int64_t>(grid.x) * grid.y;
+  const int64_t slots = current_device_info().sm_count;
+  if (persistent_by_env() == PersistentChoice::never || units <= slots) return t;
+  const int64_t tail = units % slots;  // the last round's units: tokens grid.x - tail .. of tile grid.y - 1
+  if (tail == 0 || tail > grid.x) return t;
+  const int64_t blocks = (static_cast<int64_t>(p.main.topk) + kKeys - 1) / kKeys;
+  const int64_t parts = std::min(slots / tail, blocks);
+  if (parts < 2) return t;
+  t.parts = static_cast<int>(parts);
+  t.units = static_cast<int>(tail);
+  t.first_token = static_cast<int>(grid.x - tail);
+  t.head0 = static_cast<int>(grid.y - 1) * p.heads_tile;
+  return t;
 }
 
 }  // namespace smla::cuda::sparse_decode_family

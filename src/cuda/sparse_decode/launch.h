@@ -43,5 +43,14 @@ bool unpaired_by_env();
 // SMLA_SPARSE_DECODE_KERNEL=persistent always, =one_unit never (tests and A/B measurements).
 enum class PersistentChoice { beyond_one_wave, always, never };
 PersistentChoice persistent_by_env();
+// Sparse prefill's tail split (config.h kTailMerge; p.heads_tile as the plan's): where the
+// persistent walk of `grid`'s units (one CTA per SM) leaves its last round part-empty, the
+// parts (>= 2) each of those `units` tail units runs as, the tail's first token and its head
+// tile's first head. parts 0: no split (the switch off, not the persistent bf16-row kernel, a
+// whole last round, a tail across head tiles, units of one key block).
+struct TailSplit {
+  int parts = 0, units = 0, first_token = 0, head0 = 0;
+};
+TailSplit prefill_tail_split(const AttnParams& p, int rows, dim3 grid);
 
 }  // namespace smla::cuda::sparse_decode_family
