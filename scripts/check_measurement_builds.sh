@@ -28,6 +28,7 @@ builds=(
   "-DSMLA_SD_TAIL_SPLIT=8|sparse_decode_bf16_512"   # the persistent walk's tail units in parts (timing only)
   "-DSMLA_SD_TAIL_SPLIT=1|sparse_decode_bf16_576"   # the tail split with its merge: the kernel,
   "-DSMLA_SD_TAIL_SPLIT=1|src/cuda/attention/attention_launch.cu"   # its launch and combine
+  "-DSMLA_SD_TAIL_SPLIT=1|src/cuda/sparse_decode/launch.cu"
 )
 
 compile() {

@@ -160,4 +160,19 @@ SMLA_HD int64_t split_units(int64_t b, int64_t units) {
 SMLA_HD int64_t split_begin(int64_t j, int64_t chunk, int64_t blocks) { return min64(j * chunk, blocks); }
 SMLA_HD int64_t split_end(int64_t j, int64_t chunk, int64_t blocks) { return min64((j + 1) * chunk, blocks); }
 
+// ------------------------------------------------- persistent walk's last round (prefill)
+// A persistent walk of `units` equal units over `slots` CTAs (unit u on CTA u % slots) leaves
+// tail = units % slots of them to a last round that most CTAs sit out. The parts each tail unit
+// runs as instead (split_begin / split_end of its blocks, on CTAs that would idle): as many as
+// those CTAs hold, at most the unit's `blocks`. 0 (no split) where there is no partial last
+// round, where it spans head tiles (tail > tokens: the walk's units are tokens within a head
+// tile, tile after tile) or where fewer than two parts result.
+SMLA_HD int64_t tail_split_parts(int64_t units, int64_t slots, int64_t tokens, int64_t blocks) {
+  if (slots < 1 || units <= slots) return 0;
+  const int64_t tail = units % slots;
+  if (tail == 0 || tail > tokens) return 0;
+  const int64_t parts = min64(slots / tail, blocks);
+  return parts >= 2 ? parts : 0;
+}
+
 }  // namespace smla::meta

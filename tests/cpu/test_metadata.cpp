@@ -855,6 +855,35 @@ TEST(MetaSplitSchedule, FloorOnBlocksPerSplitKeepsTheBound) {
   EXPECT_EQ(meta::split_per_unit_at_least(16512, 66, 4), 251);  // b = 128: no change
 }
 
+// The persistent walk's last round (sparse prefill's tail split): its units split into as many
+// parts as the idle CTAs hold, at most a unit's blocks, and only within one head tile.
+TEST(MetaSplitSchedule, TailSplitParts) {
+  EXPECT_EQ(meta::tail_split_parts(4096, 132, 4096, 8), 8);    // d512 h64 k512: 4 tail units
+  EXPECT_EQ(meta::tail_split_parts(8192, 132, 4096, 32), 16);  // h128 k2048: 8 in the second tile
+  EXPECT_EQ(meta::tail_split_parts(8192, 132, 4096, 16), 16);
+  EXPECT_EQ(meta::tail_split_parts(4092, 132, 4092, 8), 0);    // whole rounds
+  EXPECT_EQ(meta::tail_split_parts(132, 132, 132, 8), 0);      // one round
+  EXPECT_EQ(meta::tail_split_parts(100, 132, 100, 8), 0);
+  EXPECT_EQ(meta::tail_split_parts(4096, 132, 4096, 1), 0);    // one-block units
+  EXPECT_EQ(meta::tail_split_parts(200, 132, 200, 8), 0);      // 68 tail units: one part each
+  EXPECT_EQ(meta::tail_split_parts(140, 132, 2, 8), 0);        // 8 tail units across 4 head tiles
+  EXPECT_EQ(meta::tail_split_parts(140, 132, 70, 6), 6);
+  EXPECT_EQ(meta::tail_split_parts(140, 0, 140, 6), 0);
+  // Every part of a unit of `blocks` blocks covers its share once, none past the unit.
+  for (int64_t blocks = 0; blocks <= 40; ++blocks)
+    for (int64_t parts = 2; parts <= 33; ++parts) {
+      const int64_t chunk = meta::split_chunk(blocks, parts);
+      int64_t covered = 0;
+      for (int64_t j = 0; j < parts; ++j) {
+        const int64_t b = meta::split_begin(j, chunk, blocks), e = meta::split_end(j, chunk, blocks);
+        ASSERT_LE(b, e);
+        ASSERT_EQ(b, std::min(covered, blocks));
+        covered = std::max(covered, e);
+      }
+      ASSERT_EQ(covered, blocks) << blocks << " blocks in " << parts << " parts";
+    }
+}
+
 // The launch's unit count: one split per request once the requests cover all but a sixteenth
 // of the units.
 TEST(MetaSplitSchedule, UnitsAtFullOccupancy) {

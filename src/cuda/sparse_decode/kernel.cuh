@@ -33,6 +33,7 @@
 #include "cuda/sparse_decode/q_e4m3.cuh"
 #include "cuda/sparse_decode/timeline.cuh"
 #include "cuda/sparse_decode/work.cuh"
+#include "metadata/index_math.h"
 
 namespace smla::cuda::sparse_decode_family {
 
@@ -249,10 +250,10 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
       w.pair = true;
       w.rank = rank;
     }
-    if (kSplitTail && part >= 0) {
-      const int end = w.kb_end, chunk = (end - w.kb_begin + parts - 1) / parts;
-      w.kb_begin = min(w.kb_begin + part * chunk, end);
-      w.kb_end = min(w.kb_begin + chunk, end);
+    if (kSplitTail && part >= 0) {  // the part's share of the unit's blocks
+      const int begin = w.kb_begin, n = w.kb_end - w.kb_begin, chunk = static_cast<int>(meta::split_chunk(n, parts));
+      w.kb_begin = begin + static_cast<int>(meta::split_begin(part, chunk, n));
+      w.kb_end = begin + static_cast<int>(meta::split_end(part, chunk, n));
       if constexpr (kTailMerge) {
         w.n_splits = parts;
         w.split_slot = slot;  // partial rows (slot, head): tail unit slot / parts, part slot % parts

@@ -1,12 +1,12 @@
 #include "cuda/sparse_decode/launch.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
 #include "cuda/common/device_info.h"
 #include "cuda/sparse_decode/config.h"
+#include "metadata/index_math.h"
 #include "smla/error.h"
 #include "smla/formats.h"
 
@@ -228,11 +228,9 @@ TailSplit prefill_tail_split(const AttnParams& p, int rows, dim3 grid) {
   const int64_t units = static_cast<int64_t>(grid.x) * grid.y;
   const int64_t slots = current_device_info().sm_count;
   if (persistent_by_env() == PersistentChoice::never || units <= slots) return t;
+  const int64_t parts = meta::tail_split_parts(units, slots, grid.x, meta::ceil_div(p.main.topk, kKeys));
+  if (parts == 0) return t;
   const int64_t tail = units % slots;  // the last round's units: tokens grid.x - tail .. of tile grid.y - 1
-  if (tail == 0 || tail > grid.x) return t;
-  const int64_t blocks = (static_cast<int64_t>(p.main.topk) + kKeys - 1) / kKeys;
-  const int64_t parts = std::min(slots / tail, blocks);
-  if (parts < 2) return t;
   t.parts = static_cast<int>(parts);
   t.units = static_cast<int>(tail);
   t.first_token = static_cast<int>(grid.x - tail);
