@@ -98,7 +98,7 @@ struct AttnParams {
   // Sparse prefill's tail split (sparse_decode config.h kTailMerge): the persistent walk's units
   // past its last whole round run as tail_parts parts each (0: no split), whose max logits go to
   // part_max [parts, s_q, h_q] beside part_o and part_lse; the combine of those units merges
-  // heads comb_h0 .. comb_h0 + 63 only. Last, so that no other field moves.
+  // the heads of one tile, from comb_h0. Last, so that no other field moves.
   int tail_parts = 0;
   float* part_max = nullptr;
   int comb_h0 = 0;
