@@ -347,18 +347,22 @@ size_t tail_rows(const sparse_decode_family::TailSplit& t, const AttnParams& p) 
   return static_cast<size_t>(t.units) * t.parts * p.s_q * p.h_q;
 }
 
+// Its workspace: part_lse, part_max, part_o (0: no split).
+size_t tail_bytes(const sparse_decode_family::TailSplit& t, const AttnParams& p) {
+  if (t.parts < 2) return 0;
+  const size_t rows = tail_rows(t, p);
+  return 2 * align_up(rows * sizeof(float)) + rows * kDv * sizeof(float);
+}
+
 }  // namespace
 
 size_t prefill_tail_workspace_bytes(const AttnParams& p, const AttentionPlan& plan) {
-  const sparse_decode_family::TailSplit t = prefill_tail(p, plan);
-  if (t.parts < 2) return 0;
-  const size_t rows = tail_rows(t, p);
-  return 2 * align_up(rows * sizeof(float)) + rows * kDv * sizeof(float);  // part_lse, part_max, part_o
+  return tail_bytes(prefill_tail(p, plan), p);
 }
 
 void launch_prefill(AttnParams p, const AttentionPlan& plan, const Workspace& ws, cudaStream_t stream) {
   const sparse_decode_family::TailSplit t = prefill_tail(p, plan);
-  const size_t need = prefill_tail_workspace_bytes(p, plan);
+  const size_t need = tail_bytes(t, p);
   // A workspace too small (or none: callers that skip the size query) keeps the kernel unsplit.
   const bool split = need > 0 && ws.data != nullptr && ws.bytes >= need && reinterpret_cast<uintptr_t>(ws.data) % 16 == 0;
   if (split) {

@@ -18,10 +18,6 @@
 
 namespace smla::cuda::sparse_decode_family {
 
-struct NoWait {
-  __device__ void operator()() const {}
-};
-
 // One producer warp's walk over a work unit's 64-key blocks of dense pages, each block loaded
 // by the TMA unit as boxes of 64 rows (a page, or 64 rows of one) x kRowBytes bytes: 64 bf16
 // columns (kRowBytes 128, 128-byte swizzle) or 64 e4m3 columns (64, 64-byte swizzle).
@@ -51,7 +47,7 @@ struct DensePageWalk {
   // Block kb into `tile` (boxes b0 .. b1 - 1) once wait_empty() returns; `valid`, unless null,
   // gets the block's valid-key words (Stage::valid_mask); `full` completes when the boxes are in.
   // kHalves (config.h kDenseEmptyHalves): boxes 4-7 only once wait_b() returns too.
-  template <int kBoxes, bool kHalves = false, class WaitEmpty, class WaitB = NoWait>
+  template <int kBoxes, bool kHalves = false, class WaitEmpty, class WaitB = NoHook>
   __device__ void load(int kb, uint8_t* tile, uint64_t* full, uint32_t* valid, int b0, int b1, WaitEmpty wait_empty,
                        WaitB wait_b = {}) {
     const int32_t ahead = page_of(kb + 2);  // two blocks before its use

@@ -224,10 +224,11 @@ TailSplit prefill_tail_split(const AttnParams& p, int rows, dim3 grid) {
   if (!kTailMerge || rows != 64 || p.dense || p.main.format != static_cast<int>(CacheFormat::bf16) ||
       !has_persistent(rows, p.main.format) || !kPersistEnds<static_cast<int>(CacheFormat::bf16)> || grid.z != 1)
     return t;
-  // The launch's choice (instantiate.cuh launch_tiles): persistent beyond one wave of units.
+  // The launch's choice (instantiate.cuh launch_tiles): persistent beyond one wave of units (one
+  // wave or less: no tail, tail_split_parts gives 0).
   const int64_t units = static_cast<int64_t>(grid.x) * grid.y;
   const int64_t slots = current_device_info().sm_count;
-  if (persistent_by_env() == PersistentChoice::never || units <= slots) return t;
+  if (persistent_by_env() == PersistentChoice::never) return t;
   const int64_t parts = meta::tail_split_parts(units, slots, grid.x, meta::ceil_div(p.main.topk, kKeys));
   if (parts == 0) return t;
   const int64_t tail = units % slots;  // the last round's units: tokens grid.x - tail .. of tile grid.y - 1

@@ -807,11 +807,6 @@ __device__ __forceinline__ void copy_rows_sw128(uint32_t tile, const uint8_t* sr
   }
 }
 
-// A hook that does nothing (produce_bf16's after_first).
-struct NoHook {
-  __device__ void operator()() const {}
-};
-
 // bf16 rows need no conversion: cp.async straight into the K tile (zero-fill for skipped
 // keys), one block in flight while the previous one is handed over. Also dense decode's
 // producer off the TMA path: its keys' slots come from the block table (work.cuh).

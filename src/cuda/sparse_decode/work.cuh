@@ -61,6 +61,12 @@ struct Work : std::conditional_t<kIndexRows, IndexRowsOn, IndexRowsOff> {
   int rank = 0;                   // this CTA's rank in its pair
 };
 
+// A hook that does nothing: the default of the roles' optional callbacks (produce_bf16's
+// after_first, the consumers' next, DensePageWalk::load's second wait).
+struct NoHook {
+  __device__ void operator()() const {}
+};
+
 // The unit's first bf16 Q value (its token, the head tile's first head); its rows are p.q_sh
 // values apart.
 __device__ __forceinline__ const uint16_t* unit_q(const AttnParams& p, const Work& w) {
