@@ -32,6 +32,11 @@ __device__ __forceinline__ RowResult finish_row(const AttnParams& p, const Work&
   return r;
 }
 
+// A split's partial row of `head` (part_o / part_lse / part_max rows: split slot, token, head).
+__device__ __forceinline__ int64_t part_row(const AttnParams& p, const Work& w, int head) {
+  return (static_cast<int64_t>(w.split_slot) * p.s_q + w.t) * p.h_q + head;
+}
+
 // Fragment row k (0: row g, 1: row g + 8) of a 16 x 256 accumulator slice o[32][4] (mma.sync C
 // layout), columns col0 + 8 nt + 2c, + 1, times `factor`.
 __device__ __forceinline__ void store_o_row(const AttnParams& p, const Work& w, int head, int col0,
@@ -43,7 +48,7 @@ __device__ __forceinline__ void store_o_row(const AttnParams& p, const Work& w, 
     for (int nt = 0; nt < 32; ++nt)
       *reinterpret_cast<uint32_t*>(row + nt * 8 + 2 * c) = to16x2(o[nt][2 * k] * factor, o[nt][2 * k + 1] * factor, false);
   } else {
-    const int64_t prow = (static_cast<int64_t>(w.split_slot) * p.s_q + w.t) * p.h_q + head;
+    const int64_t prow = part_row(p, w, head);
     float* row = p.part_o + prow * kDv + col0;
 #pragma unroll
     for (int nt = 0; nt < 32; ++nt)
@@ -139,7 +144,7 @@ __device__ __forceinline__ void store_o4(const AttnParams& p, const Work& w, int
     uint16_t* row = static_cast<uint16_t*>(p.out) + w.req * p.o_sb + w.t * p.o_st + head * p.o_sh + col;
     *reinterpret_cast<uint2*>(row) = make_uint2(to16x2(v.x, v.y, false), to16x2(v.z, v.w, false));
   } else {
-    const int64_t prow = (static_cast<int64_t>(w.split_slot) * p.s_q + w.t) * p.h_q + head;
+    const int64_t prow = part_row(p, w, head);
     *reinterpret_cast<float4*>(p.part_o + prow * kDv + col) = v;
   }
 }
@@ -148,7 +153,7 @@ __device__ __forceinline__ void store_lse(const AttnParams& p, const Work& w, in
   if (w.n_splits == 1) {
     p.lse[w.req * p.l_sb + w.t * p.l_st + head * p.l_sh] = lse;
   } else {
-    p.part_lse[(static_cast<int64_t>(w.split_slot) * p.s_q + w.t) * p.h_q + head] = lse;
+    p.part_lse[part_row(p, w, head)] = lse;
   }
 }
 
@@ -158,7 +163,7 @@ __device__ __forceinline__ void store_lse(const AttnParams& p, const Work& w, in
 __device__ __forceinline__ void store_max_logit(const AttnParams& p, const Work& w, int head, float max_log2) {
   if constexpr (kTailMerge) {
     if (w.n_splits > 1) {
-      p.part_max[(static_cast<int64_t>(w.split_slot) * p.s_q + w.t) * p.h_q + head] = max_log2 * kLn2;
+      p.part_max[part_row(p, w, head)] = max_log2 * kLn2;
       return;
     }
   }
