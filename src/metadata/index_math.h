@@ -175,4 +175,27 @@ SMLA_HD int64_t tail_split_parts(int64_t units, int64_t slots, int64_t tokens, i
   return parts >= 2 ? parts : 0;
 }
 
+// The walk with its tail split (`ctas` CTAs, CTA c taking walk steps c, c + ctas, ...): the
+// first `whole` steps are the complete rounds' units as they are, each step after them a part of
+// a tail unit. Templates so that the kernel keeps its 32-bit arithmetic.
+template <class I>
+SMLA_HD I tail_walk_whole(I grid_units, I ctas) { return grid_units / ctas * ctas; }
+template <class I>
+SMLA_HD I tail_walk_steps(I grid_units, I ctas, I parts) {
+  const I whole = tail_walk_whole(grid_units, ctas);
+  return whole + (grid_units - whole) * parts;
+}
+// Step u of the walk: its unit, its part (-1: the whole unit) and the part's split slot, which
+// names its partial rows: tail unit slot / parts (the combine's request), part slot % parts.
+template <class I>
+struct TailStep {
+  I unit, part, slot;
+};
+template <class I>
+SMLA_HD TailStep<I> tail_step(I u, I whole, I parts) {
+  if (u < whole) return {u, I(-1), I(0)};
+  const I slot = u - whole;
+  return {whole + slot / parts, slot % parts, slot};
+}
+
 }  // namespace smla::meta

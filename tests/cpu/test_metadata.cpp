@@ -884,6 +884,63 @@ TEST(MetaSplitSchedule, TailSplitParts) {
     }
 }
 
+// The persistent walk with its tail split, as the prefill kernel walks it (kernel.cuh work_of)
+// and the launch plans it (launch.cu prefill_tail_split): every key block of every unit once;
+// a tail part's unit is a token of the last head tile, its split slot names the combine's
+// request (token - first_token) and part, inside the workspace's rows; and no CTA's share
+// exceeds the complete rounds' blocks by more than one part.
+TEST(MetaSplitSchedule, TailWalkCoversEveryBlockOnce) {
+  struct Case {
+    int64_t tokens, tiles, slots, blocks;
+  };
+  const Case cases[] = {{4096, 1, 132, 8},  {4096, 2, 132, 16}, {4096, 2, 132, 32}, {140, 1, 132, 4},
+                        {70, 2, 132, 6},    {140, 1, 132, 16},  {133, 1, 132, 3},   {200, 1, 132, 8},
+                        {4092, 1, 132, 8},  {100, 1, 132, 8},   {1000, 3, 78, 5},   {67, 2, 66, 40},
+                        {4096, 1, 132, 1},  {9, 1, 8, 100}};
+  int64_t split_cases = 0;
+  for (const Case& c : cases) {
+    const int64_t units = c.tokens * c.tiles;
+    const int64_t ctas = std::min(units, c.slots);
+    const int64_t parts = meta::tail_split_parts(units, c.slots, c.tokens, c.blocks);
+    const int64_t whole = parts > 1 ? meta::tail_walk_whole(units, ctas) : units;
+    const int64_t steps = parts > 1 ? meta::tail_walk_steps(units, ctas, parts) : units;
+    const int64_t tail = units % c.slots, first_token = c.tokens - tail;  // launch.cu's plan
+    split_cases += parts > 1;
+    std::vector<int> seen(static_cast<size_t>(units * c.blocks), 0);
+    int64_t most = 0;
+    for (int64_t cta = 0; cta < ctas; ++cta) {
+      int64_t share = 0;
+      for (int64_t u = cta; u < steps; u += ctas) {
+        const meta::TailStep<int64_t> st = parts > 1 ? meta::tail_step(u, whole, parts) : meta::TailStep<int64_t>{u, -1, 0};
+        ASSERT_GE(st.unit, 0);
+        ASSERT_LT(st.unit, units);
+        int64_t b = 0, e = c.blocks;
+        if (st.part >= 0) {
+          const int64_t chunk = meta::split_chunk(c.blocks, parts);
+          b = meta::split_begin(st.part, chunk, c.blocks);
+          e = meta::split_end(st.part, chunk, c.blocks);
+          ASSERT_EQ(st.unit / c.tokens, c.tiles - 1) << "a tail unit outside the last head tile";
+          ASSERT_EQ(st.unit % c.tokens - first_token, st.slot / parts) << "combine request of the part";
+          ASSERT_EQ(st.part, st.slot % parts);
+          ASSERT_LT(st.slot, tail * parts) << "partial rows past the workspace";
+        }
+        for (int64_t k = b; k < e; ++k) ++seen[static_cast<size_t>(st.unit * c.blocks + k)];
+        share += e - b;
+      }
+      most = std::max(most, share);
+    }
+    for (size_t i = 0; i < seen.size(); ++i)
+      ASSERT_EQ(seen[i], 1) << "unit " << i / c.blocks << " block " << i % c.blocks << ", case " << c.tokens << "x"
+                            << c.tiles << " on " << c.slots;
+    const int64_t rounds = units / ctas;
+    if (parts > 1)
+      EXPECT_LE(most, rounds * c.blocks + meta::split_chunk(c.blocks, parts)) << c.tokens << "x" << c.tiles;
+    else
+      EXPECT_EQ(most, meta::ceil_div(units, ctas) * c.blocks);
+  }
+  EXPECT_GE(split_cases, 7);  // the table's rows and the GPU test's shapes split
+}
+
 // The launch's unit count: one split per request once the requests cover all but a sixteenth
 // of the units.
 TEST(MetaSplitSchedule, UnitsAtFullOccupancy) {

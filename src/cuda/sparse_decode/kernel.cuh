@@ -234,15 +234,18 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
   constexpr bool kSplitTail = (kTailSplit > 1 || kTailMerge) && kEnds;
   const int parts = !kSplitTail ? 1 : kTailMerge ? max(p.tail_parts, 1) : kTailSplit;
   const int grid_units = p.unit_gx * gy * p.unit_gz;
-  const int whole = kSplitTail && parts > 1 ? grid_units / static_cast<int>(gridDim.x) * static_cast<int>(gridDim.x) : grid_units;
-  const int units = whole + (grid_units - whole) * parts;
+  const int whole = kSplitTail && parts > 1 ? meta::tail_walk_whole(grid_units, static_cast<int>(gridDim.x)) : grid_units;
+  const int units = whole + (grid_units - whole) * parts;  // meta::tail_walk_steps
   // Each role walks the units itself, inside the branch that set its register budget (ptxas
   // holds a role's code to its setmaxnreg only there).
   int unit_k = 0;  // kUnitTimeline: the CTA's count of units started (timeline.cuh unit_mark)
   // Unit u's Work (inactive: the same in every role, and in both CTAs of a pair).
   auto work_of = [&](int u) {
     int part = -1, slot = 0;  // kSplitTail: the part of a tail unit, and its split slot
-    if (kSplitTail && u >= whole) slot = u - whole, part = slot % parts, u = whole + slot / parts;
+    if (kSplitTail) {
+      const meta::TailStep<int> ts = meta::tail_step(u, whole, parts);
+      u = ts.unit, part = ts.part, slot = ts.slot;
+    }
     const int bx = u % p.unit_gx, rest = u / p.unit_gx, yy = rest % gy, bz = rest / gy;
     Work w = make_work<serves_dense(kFmt)>(p, UnitAt{static_cast<unsigned>(bx), static_cast<unsigned>(kPair ? yy * kPairCtas + rank : yy),
                                  static_cast<unsigned>(bz)});
