@@ -28,22 +28,26 @@ OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 export PATH=$PATH:/usr/local/cuda/bin
 # A variant of several macros joins them with '+': SMLA_SD_LAZY_RESCALE=0+SMLA_SD_PREFETCH=0.
-define() { [[ $1 == *=* ]] && echo "-D${1//+/ -D}" || echo "-DSMLA_SD_VARIANT=$1"; }
 TL=${UNIT_TIMELINE:+-DSMLA_SD_TIMELINE=3}
-dir() { echo "build-${TL:+tl3-}v$(echo "$1" | tr -c 'A-Za-z0-9\n' '_')"; }
+source bench/variant_build.sh  # define, dir, build_variant, unpack_prebuilt
 builds=$(for v in $VARIANTS; do [[ $v == env:* ]] || echo "$v"; done)
 first=$(echo "$builds" | head -1)
-jobs=$(( $(nproc) / $(echo $builds | wc -w) + 1 ))
 TESTS=${VARIANT_TESTS:-}
-if [ -n "$TESTS" ]; then
-  cmake_tests="-DSMLA_BUILD_TESTS=ON -DSMLA_GTEST_SOURCE_DIR=$PWD/.gpu/googletest"; targets="smla_cli smla_gpu_tests"
-else
-  cmake_tests="-DSMLA_BUILD_TESTS=OFF"; targets="smla_cli"
-fi
+targets="smla_cli${TESTS:+ smla_gpu_tests}"
+# Folders built here (scripts/prebuild_variants.sh, carried in .gpu/prebuilt) from this very tree
+# are unpacked instead of built; the rest build in parallel.
+to_build=
 for v in $builds; do
-  ( cmake -S . -B "$(dir "$v")" -G Ninja -DSMLA_CUDA=ON $cmake_tests -DCMAKE_CUDA_FLAGS="$TL $(define "$v")" \
-      > "$OUT/$(dir "$v").log" 2>&1 && cmake --build "$(dir "$v")" -j $jobs --target $targets >> "$OUT/$(dir "$v").log" 2>&1 \
-      || echo "variant $v: build failed" ) &
+  if unpack_prebuilt "$v" "$targets" 2>> "$OUT/prebuilt.log"; then
+    echo "variant $v: prebuilt ($(cat "$(dir "$v")/SOURCE_STAMP"))" | tee -a "$OUT/prebuilt.log"
+    export LD_LIBRARY_PATH=$(prebuilt_library_path)
+  else
+    to_build="$to_build $v"
+  fi
+done
+[ -n "$to_build" ] && jobs=$(( $(nproc) / $(echo $to_build | wc -w) + 1 ))
+for v in $to_build; do
+  ( build_variant "$v" "$targets" $jobs "$OUT/$(dir "$v").log" || echo "variant $v: build failed" ) &
 done
 wait
 if [ -n "$TESTS" ]; then
