@@ -47,8 +47,16 @@ unpack_prebuilt() {
     return 1
   fi
   tar -xJf "$pack" || return 1
-  LD_LIBRARY_PATH=$(prebuilt_library_path) "$(dir "$v")/tools/smla" --help > /dev/null 2>&1 || {
+  local lib
+  lib=$(prebuilt_library_path)
+  LD_LIBRARY_PATH=$lib "$(dir "$v")/tools/smla" --help > /dev/null 2>&1 || {
     echo "prebuilt $(dir "$v"): its CLI does not load here: building it" >&2
     return 1
   }
+  if [[ $2 == *smla_gpu_tests* ]]; then
+    LD_LIBRARY_PATH=$lib "$(dir "$v")/tests/smla_gpu_tests" --gtest_list_tests > /dev/null 2>&1 || {
+      echo "prebuilt $(dir "$v"): its test suite does not load here: building it" >&2
+      return 1
+    }
+  fi
 }

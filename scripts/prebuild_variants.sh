@@ -26,6 +26,7 @@ for v in $1; do
     tail -30 "$log"
     exit 1
   fi
+  rm -f "$log"
   echo "$stamp" > "$d/SOURCE_STAMP"
   files=("$d/SOURCE_STAMP" "$d/tools/smla")
   [[ $targets == *tests* ]] && files+=("$d/tests/smla_gpu_tests")

@@ -234,8 +234,9 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
   constexpr bool kSplitTail = (kTailSplit > 1 || kTailMerge) && kEnds;
   const int parts = !kSplitTail ? 1 : kTailMerge ? max(p.tail_parts, 1) : kTailSplit;
   const int grid_units = p.unit_gx * gy * p.unit_gz;
-  const int whole = kSplitTail && parts > 1 ? meta::tail_walk_whole(grid_units, static_cast<int>(gridDim.x)) : grid_units;
-  const int units = whole + (grid_units - whole) * parts;  // meta::tail_walk_steps
+  const bool split = kSplitTail && parts > 1;
+  const int whole = split ? meta::tail_walk_whole(grid_units, static_cast<int>(gridDim.x)) : grid_units;
+  const int units = split ? meta::tail_walk_steps(grid_units, static_cast<int>(gridDim.x), parts) : grid_units;
   // Each role walks the units itself, inside the branch that set its register budget (ptxas
   // holds a role's code to its setmaxnreg only there).
   int unit_k = 0;  // kUnitTimeline: the CTA's count of units started (timeline.cuh unit_mark)
