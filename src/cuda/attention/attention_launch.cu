@@ -342,36 +342,38 @@ sparse_decode_family::TailSplit prefill_tail(const AttnParams& p, const Attentio
       q, plan.rows, dim3(p.b, p.h_kv * plan.tiles_per_kv, plan.token_groups));
 }
 
-// Partial rows of a tail split: one per part, token and head (the same layout as split-KV's).
-size_t tail_rows(const sparse_decode_family::TailSplit& t, const AttnParams& p) {
-  return static_cast<size_t>(t.units) * t.parts * p.s_q * p.h_q;
+// Partial rows of a tail split: one per part, token and head of the tail's one head tile.
+size_t tail_rows(const sparse_decode_family::TailSplit& t, const AttnParams& p, const AttentionPlan& plan) {
+  return static_cast<size_t>(t.units) * t.parts * p.s_q * plan.heads_tile;
 }
 
 // Its workspace: part_lse, part_max, part_o (0: no split).
-size_t tail_bytes(const sparse_decode_family::TailSplit& t, const AttnParams& p) {
+size_t tail_bytes(const sparse_decode_family::TailSplit& t, const AttnParams& p, const AttentionPlan& plan) {
   if (t.parts < 2) return 0;
-  const size_t rows = tail_rows(t, p);
+  const size_t rows = tail_rows(t, p, plan);
   return 2 * align_up(rows * sizeof(float)) + rows * kDv * sizeof(float);
 }
 
 }  // namespace
 
 size_t prefill_tail_workspace_bytes(const AttnParams& p, const AttentionPlan& plan) {
-  return tail_bytes(prefill_tail(p, plan), p);
+  return tail_bytes(prefill_tail(p, plan), p, plan);
 }
 
 void launch_prefill(AttnParams p, const AttentionPlan& plan, const Workspace& ws, cudaStream_t stream) {
   const sparse_decode_family::TailSplit t = prefill_tail(p, plan);
-  const size_t need = tail_bytes(t, p);
+  const size_t need = tail_bytes(t, p, plan);
   // A workspace too small (or none: callers that skip the size query) keeps the kernel unsplit.
   const bool split = need > 0 && ws.data != nullptr && ws.bytes >= need && reinterpret_cast<uintptr_t>(ws.data) % 16 == 0;
   if (split) {
-    const size_t rows = tail_rows(t, p);
+    const size_t rows = tail_rows(t, p, plan);
     auto* base = static_cast<uint8_t*>(ws.data);
     p.part_lse = reinterpret_cast<float*>(base);
     p.part_max = reinterpret_cast<float*>(base + align_up(rows * sizeof(float)));
     p.part_o = reinterpret_cast<float*>(base + 2 * align_up(rows * sizeof(float)));
     p.tail_parts = t.parts;
+    p.heads_tile = plan.heads_tile;  // (launch_attention sets it too; the combine below reads it)
+    p.comb_h0 = t.head0;
   }
   launch_attention(p, plan, ws, stream);
   if (!split) return;
@@ -381,7 +383,6 @@ void launch_prefill(AttnParams p, const AttentionPlan& plan, const Workspace& ws
   AttnParams c = p;
   c.b = t.units;
   c.uniform_splits = t.parts;
-  c.comb_h0 = t.head0;
   c.out = static_cast<uint16_t*>(p.out) + static_cast<int64_t>(t.first_token) * p.o_sb;
   c.lse = p.lse + static_cast<int64_t>(t.first_token) * p.l_sb;
   if (p.max_logits != nullptr) c.max_logits = p.max_logits + static_cast<int64_t>(t.first_token) * p.m_sb;

@@ -96,9 +96,10 @@ struct AttnParams {
   CUtensorMap o_map;
   int o_tma = 0;
   // Sparse prefill's tail split (sparse_decode config.h kTailMerge): the persistent walk's units
-  // past its last whole round run as tail_parts parts each (0: no split), whose max logits go to
-  // part_max [parts, s_q, h_q] beside part_o and part_lse; the combine of those units merges
-  // the heads of one tile, from comb_h0. Last, so that no other field moves.
+  // past its last whole round run as tail_parts parts each (0: no split), whose partial rows hold
+  // the heads of their one tile, from comb_h0 (part_o, part_lse and their max logits in part_max:
+  // [parts, s_q, heads_tile]); the combine of those units merges that tile's heads. Last, so that
+  // no other field moves.
   int tail_parts = 0;
   float* part_max = nullptr;
   int comb_h0 = 0;

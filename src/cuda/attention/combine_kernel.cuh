@@ -57,7 +57,11 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(cons
   const int sub = warp % kWarpsPerHead;
   const int h = (kTail ? p.comb_h0 : 0) + blockIdx.z * kHeadsPerCta + warp / kWarpsPerHead;
   const bool real = h < p.h_q;
-  auto part_row = [&](int j) { return (static_cast<int64_t>(first + j) * p.s_q + t) * p.h_q + h; };
+  // (kTail: the rows hold the tail's head tile only, sparse_decode epilogue.cuh part_row)
+  auto part_row = [&](int j) {
+    return kTail ? (static_cast<int64_t>(first + j) * p.s_q + t) * p.heads_tile + h - p.comb_h0
+                 : (static_cast<int64_t>(first + j) * p.s_q + t) * p.h_q + h;
+  };
 
   // kPre: this warp's first splits' rows, loaded before the lse reduction needs them
   static_assert(kPre == 0 || kWarpsPerHead > 1, "the prefetch serves several warps a head");

@@ -33,7 +33,11 @@ __device__ __forceinline__ RowResult finish_row(const AttnParams& p, const Work&
 }
 
 // A split's partial row of `head` (part_o / part_lse / part_max rows: split slot, token, head).
+// A prefill tail part (config.h kTailMerge; a launch with tail_parts has no other splits): the
+// heads of its tile only, from comb_h0.
 __device__ __forceinline__ int64_t part_row(const AttnParams& p, const Work& w, int head) {
+  if constexpr (kTailMerge)
+    if (p.tail_parts > 0) return (static_cast<int64_t>(w.split_slot) * p.s_q + w.t) * p.heads_tile + head - p.comb_h0;
   return (static_cast<int64_t>(w.split_slot) * p.s_q + w.t) * p.h_q + head;
 }
 
