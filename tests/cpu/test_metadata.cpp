@@ -904,7 +904,7 @@ TEST(MetaSplitSchedule, TailWalkCoversEveryBlockOnce) {
     const int64_t parts = meta::tail_split_parts(units, c.slots, c.tokens, c.blocks);
     const int64_t whole = parts > 1 ? meta::tail_walk_whole(units, ctas) : units;
     const int64_t steps = parts > 1 ? meta::tail_walk_steps(units, ctas, parts) : units;
-    const int64_t tail = units % c.slots, first_token = c.tokens - tail;  // launch.cu's plan
+    const int64_t tail = units - meta::tail_walk_whole(units, c.slots), first_token = c.tokens - tail;  // launch.cu's plan
     split_cases += parts > 1;
     std::vector<int> seen(static_cast<size_t>(units * c.blocks), 0);
     int64_t most = 0;

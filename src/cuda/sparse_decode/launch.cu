@@ -231,7 +231,9 @@ TailSplit prefill_tail_split(const AttnParams& p, int rows, dim3 grid) {
   if (persistent_by_env() == PersistentChoice::never) return t;
   const int64_t parts = meta::tail_split_parts(units, slots, grid.x, meta::ceil_div(p.main.topk, kKeys));
   if (parts == 0) return t;
-  const int64_t tail = units % slots;  // the last round's units: tokens grid.x - tail .. of tile grid.y - 1
+  // The last round's units (the kernel's walk, meta::tail_walk_whole): tokens grid.x - tail .. of
+  // tile grid.y - 1.
+  const int64_t tail = units - meta::tail_walk_whole(units, slots);
   t.parts = static_cast<int>(parts);
   t.units = static_cast<int>(tail);
   t.first_token = static_cast<int>(grid.x - tail);
