@@ -13,6 +13,7 @@ mkdir -p "$OUT"
 SUMMARY=$OUT/summary.md
 export PATH=$PATH:/usr/local/cuda/bin
 STEPS=${STEPS:-build,tests,sanitizer,bench,python,dcp}
+# STEPS may also name ncu (not a default step; below).
 # Narrower runs: BUILD_TARGETS (default: all), GPU_TEST_ARGS (e.g. --gtest_filter=...),
 # SANITIZER_FILTER (gtest filter of the memcheck step), RUN_SET_ARGS (e.g. --only sd_),
 # RUN_MAIN=0 skips `smla run` in the bench step; PYTEST_ARGS replaces the pytest targets;
@@ -94,6 +95,23 @@ if has bench; then
     ./build-gpu/tools/smla run > "$OUT/run.log" 2>&1
     echo "- smla run: rc=$?" >> "$SUMMARY"
   fi
+fi
+
+# Not in the default STEPS (its ncu replays take ~1 minute a row): where the time of each row
+# that misses its target goes, one ncu profile of its attention kernel per row
+# (bench/ncu_rows.py; NCU_KEYS: other rows of bench/run_set.py). The CSVs and logs travel as
+# ncu.tar.gz, the records as ncu_rows.jsonl, a markdown table in the summary.
+OPEN_ROWS="sd_v32_b128_sq1_h64 sd_v32_b128_sq1_h32 sd_v32_b128_sq1_h16 sd_v32_b1_sq1_h128 dd_bf16_b128_sq1_h128_L8k
+dd_bf16_b128_sq2_h128_L8k dd_fp8q_b128_sq2_h128_L8k sp_d576_h128_k2048_s32k sp_d512_h128_k1024_s32k_sink
+sp_d512_h64_k512_s32k_sink spf_ds_mla_d576_h128_k2048"
+if has ncu; then
+  t0=$(date +%s)
+  python3 bench/ncu_rows.py profile ./build-gpu/tools/smla "$OUT/ncu" "$OUT/ncu_rows.jsonl" ${NCU_KEYS:-$OPEN_ROWS} \
+    > "$OUT/ncu_rows.log" 2>&1
+  rc=$?
+  echo "- ncu of $(echo ${NCU_KEYS:-$OPEN_ROWS} | wc -w) rows: rc=$rc in $(( $(date +%s) - t0 )) s" >> "$SUMMARY"
+  [ -s "$OUT/ncu_rows.jsonl" ] && python3 bench/ncu_rows.py markdown "$OUT/ncu_rows.jsonl" >> "$SUMMARY"
+  (cd "$OUT" && tar czf ncu.tar.gz --exclude='*.ncu-rep' ncu && rm -rf ncu)
 fi
 
 if has python; then
