@@ -54,7 +54,9 @@ if [ -n "$TESTS" ]; then
   for v in $builds; do
     t=$(dir "$v")/tests/smla_gpu_tests
     [ -x "$t" ] || { echo "$v | tests | not built" | tee -a "$OUT/variants.txt"; continue; }
-    timeout ${TEST_TIMEOUT:-300} "$t" --gtest_filter="$TESTS" > "$OUT/$(dir "$v")_tests.log" 2>&1
+    # The tail split's build must take it where GpuSparsePrefill.PersistentTail asks (its check).
+    tail=; [[ "+$v+" == *"+SMLA_SD_TAIL_SPLIT=1+"* ]] && tail=1
+    SMLA_EXPECT_TAIL_SPLIT=$tail timeout ${TEST_TIMEOUT:-300} "$t" --gtest_filter="$TESTS" > "$OUT/$(dir "$v")_tests.log" 2>&1
     echo "$v | tests $TESTS | rc=$? $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$OUT/$(dir "$v")_tests.log" | tr '\n' ' ')" | tee -a "$OUT/variants.txt"
   done
 fi

@@ -1,5 +1,5 @@
+#include <deque>
 #include <mutex>
-#include <vector>
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_info.h"
@@ -9,7 +9,7 @@ namespace smla::cuda {
 
 const DeviceInfo& current_device_info() {
   static std::mutex mu;
-  static std::vector<DeviceInfo> cache;
+  static std::deque<DeviceInfo> cache;  // grows at its end only: references handed out stay valid
   int dev = 0;
   SMLA_CUDA_CHECK(cudaGetDevice(&dev));
   std::lock_guard<std::mutex> lock(mu);

@@ -2,9 +2,12 @@
 // independent computations in tests/cpu), on fresh random inputs with hostile indices.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "gpu/gpu_util.h"
@@ -353,7 +356,8 @@ TEST(GpuSparseDecode, TooSmallWorkspaceIsRejected) {
 // ---------------------------------------------------------------- sparse_prefill
 // Keys from bf16 kv rows, or (paged) from the slots of a paged cache in `format` with pages of
 // `page` tokens (s_kv rounded up to whole pages).
-void run_sparse_prefill(int s_q, int h_q, int d_qk, int topk, int s_kv, int check_tokens,
+// Returns the workspace the call asked for (nonzero only where sparse prefill splits a tail).
+size_t run_sparse_prefill(int s_q, int h_q, int d_qk, int topk, int s_kv, int check_tokens,
                         std::optional<CacheFormat> paged = std::nullopt, int page = 64, int scale_spread = 0) {
   SCOPED_TRACE("prefill s_q=" + std::to_string(s_q) + " h_q=" + std::to_string(h_q) + " topk=" + std::to_string(topk) +
                (paged ? std::string(" from ") + format_name(*paged) + " page " + std::to_string(page) : ""));
@@ -414,6 +418,7 @@ void run_sparse_prefill(int s_q, int h_q, int d_qk, int topk, int s_kv, int chec
   expect_out_close(bf16_to_float(out_gpu), to_double(bf16_to_float(out_ref)), "out");
   expect_lse_close(lse_gpu, to_double(lse_ref), "lse");
   expect_lse_close(max_gpu, to_double(max_ref), "max_logits");
+  return ws.bytes;
 }
 
 TEST(GpuSparsePrefill, Shapes) {
@@ -453,8 +458,15 @@ TEST(GpuSparsePrefill, FromPagedCacheScalesAcrossBinades) {
 // second head tile. Every token is checked, the tail's last; lengths of -1 .. topk + 1 give
 // parts without keys.
 TEST(GpuSparsePrefill, PersistentTail) {
-  run_sparse_prefill(140, 64, 512, 256, 4096, 140);
-  run_sparse_prefill(70, 128, 576, 384, 4096, 70);
+  const size_t ws64 = run_sparse_prefill(140, 64, 512, 256, 4096, 140);
+  const size_t ws128 = run_sparse_prefill(70, 128, 576, 384, 4096, 70);
+  // A build with the tail split (SMLA_SD_TAIL_SPLIT=1) must take it here, or the test checks
+  // nothing of it: its variant runs set SMLA_EXPECT_TAIL_SPLIT=1 (bench/sparse_decode_variants.sh).
+  std::printf("[ tail     ] prefill workspace %zu and %zu bytes\n", ws64, ws128);
+  if (const char* e = std::getenv("SMLA_EXPECT_TAIL_SPLIT"); e != nullptr && std::string(e) == "1") {
+    EXPECT_GT(ws64, 0u);
+    EXPECT_GT(ws128, 0u);
+  }
 }
 
 TEST(GpuSparsePrefill, RealShapeSampled) {
@@ -666,6 +678,32 @@ TEST(GpuDenseDecode, UnderflowingScaleProduct) {
 TEST(GpuDenseDecode, LongContextSampled) {
   run_dense_decode({CacheFormat::bf16, DType::bf16, 576, 8, 1, 128, 1, 64, 8192 / 64, true, false, 2});
   run_dense_decode({CacheFormat::bf16, DType::bf16, 576, 2, 2, 16, 1, 64, 32768 / 64, true, true, 1});
+}
+
+// ---------------------------------------------------------------- several devices
+// A process that serves several GPUs launches the same kernels on each: a kernel's dynamic
+// shared-memory limit is an attribute of the function on the device current at the call, and
+// the persistent grid's resident clusters come from a query on that device (per_device.h). So
+// the calls below run on device 1 after device 0 and on device 0 again, each checked.
+TEST(GpuMultiDevice, KernelsOnEveryDevice) {
+  int count = 0;
+  cudaGetDeviceCount(&count);
+  if (count < 2) GTEST_SKIP() << "needs 2 GPUs, this machine has " << count;
+  for (int dev : {0, 1, 0}) {
+    SCOPED_TRACE("device " + std::to_string(dev));
+    ASSERT_EQ(cudaSetDevice(dev), cudaSuccess);
+    // packed head-tile pairs beyond one wave (persistent clusters), 16-row raw-ring tiles, the
+    // bf16-row tiles, dense decode on the TMA tiles and on the generic kernel, persistent prefill
+    SparseCase pairs{CacheFormat::fp8_ds_mla, 576, 140, 1, 128, 256, 64, 600, true, true, false};
+    pairs.check_b = 4;
+    run_sparse_decode(pairs);
+    run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 3, 2, 16, 256, 64, 64, true, true, false});
+    run_sparse_decode({CacheFormat::bf16, 576, 2, 2, 128, 300, 64, 32, true, true, false});
+    run_dense_decode({CacheFormat::bf16, DType::bf16, 576, 5, 2, 128, 1, 64, 16, true, true});
+    run_dense_decode({CacheFormat::fp16, DType::f16, 576, 4, 2, 128, 1, 64, 8, true, false});
+    run_sparse_prefill(140, 64, 512, 256, 4096, 6);
+  }
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
 }
 
 }  // namespace

@@ -5,19 +5,16 @@
 #include "cuda/attention/attention_dispatch.h"
 #include "cuda/attention/attention_kernel.cuh"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/per_device.h"
 
 namespace smla::cuda {
 
 template <int NG, bool F16, int D, int FMT>
 void launch_attention_kernel(const AttnParams& p, dim3 grid, cudaStream_t stream) {
   const size_t smem = attention_smem_bytes(NG, D, F16, FMT, p.raw_stride);
-  // Raised on demand: the dynamic shared-memory limit is an attribute of the function.
-  static size_t configured = 0;
-  if (smem > configured) {
-    SMLA_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<NG, F16, D, FMT>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    configured = smem;
-  }
+  // Raised on demand: the dynamic shared-memory limit is an attribute of the function on each
+  // device (per_device.h).
+  raise_dynamic_smem<attention_kernel<NG, F16, D, FMT>>(smem);
   attention_kernel<NG, F16, D, FMT><<<grid, attention_threads(NG), smem, stream>>>(p);
   SMLA_CUDA_CHECK_LAUNCH();
 }

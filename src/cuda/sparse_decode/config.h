@@ -932,8 +932,9 @@ template <int kRows, int kFmt, bool kPair>
 inline constexpr bool kEmptyHalves =
     kDenseEmptyHalves<kRows, kFmt> || kBf16EmptyHalves<kRows, kFmt, kPair> || kPackedEmptyHalves<kRows, kFmt, kPair>;
 // The parts of a K tile those kernels fill apart: part 2 is boxes 4-7 (64 columns each, the
-// values WG1 alone reads for its P V), part 1 the rest (what WG0 reads: its half of V, and the
-// RoPE box for QK^T); part 0 every box.
+// values of WG1's P V), part 1 the rest (WG0's half of V, the RoPE box); part 0 every box.
+// WG0's QK^T reads every box, part 2's too: a producer stores part 2 only after the wait for
+// WG0's release as well as WG1's (producer.cuh store_and_hand_over waits on empty first).
 template <int kPart>
 __host__ __device__ constexpr bool in_fill_part(int box) {
   return kPart == 0 || ((box >= 4 && box < 8) == (kPart == 2));

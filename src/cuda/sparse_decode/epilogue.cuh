@@ -163,10 +163,12 @@ __device__ __forceinline__ void store_lse(const AttnParams& p, const Work& w, in
 
 // Sparse prefill: a head's largest scaled logit, natural units (-inf: no key).
 // `max_log2`: the maximum in the kernel's log2 domain (logit * softmax scale * log2 e).
-// A part of a tail unit (config.h kTailMerge) writes its own maximum for the combine.
+// A part of a tail unit (config.h kTailMerge) writes its own maximum for the combine. Only a
+// prefill launch with a tail split has part_max; the splits of a decode launch (the bf16-row
+// kernels keep maxima too) have max_logits null and write none.
 __device__ __forceinline__ void store_max_logit(const AttnParams& p, const Work& w, int head, float max_log2) {
   if constexpr (kTailMerge) {
-    if (w.n_splits > 1) {
+    if (p.tail_parts > 0 && w.n_splits > 1) {
       p.part_max[part_row(p, w, head)] = max_log2 * kLn2;
       return;
     }

@@ -8,6 +8,7 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_info.h"
 #include "cuda/common/pdl.cuh"
+#include "cuda/common/per_device.h"
 #include "cuda/sparse_decode/kernel.cuh"
 #include "cuda/sparse_decode/launch.h"
 
@@ -21,12 +22,7 @@ namespace smla::cuda::sparse_decode_family {
 template <auto kKernel, int kRows, int kD, int kFmt, bool kPair, bool kPersist>
 cudaLaunchConfig_t launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttribute (&attrs)[2]) {
   constexpr size_t kSmem = smem_bytes<kRows, kD, kFmt>();
-  static const bool configured = [] {
-    SMLA_CUDA_CHECK(
-        cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
-    return true;
-  }();
-  (void)configured;
+  raise_dynamic_smem<kKernel>(kSmem);  // on each device the process launches on (per_device.h)
   attrs[0] = {};
   attrs[0].id = cudaLaunchAttributeClusterDimension;
   attrs[0].val.clusterDim.x = 1;
@@ -66,20 +62,25 @@ void launch_kernel(const AttnParams& p, dim3 grid, int64_t resident, cudaStream_
   if constexpr (kPersist) print_unit_timeline(stream);  // SMLA_SD_TIMELINE=3 only (timeline.cuh)
 }
 
-// CTAs (pairs: two-CTA clusters) of the persistent kernel resident at once: one per SM.
+// CTAs (pairs: two-CTA clusters) of the persistent kernel resident at once on the current
+// device: one per SM (the count sparse prefill's tail split plans with, launch.cu), or the
+// clusters the occupancy query finds, once per device.
 template <int kRows, int kD, int kFmt, bool kPair, bool kLogits>
 int64_t persistent_slots() {
-  static const int64_t slots = [] {
-    if constexpr (!kPair) return static_cast<int64_t>(current_device_info().sm_count);
-    constexpr auto kernel = sparse_decode_kernel<kRows, kD, kFmt, kPair, true, kLogits>;
-    cudaLaunchAttribute attrs[2];
-    cudaLaunchConfig_t one = launch_config<kernel, kRows, kD, kFmt, kPair, true>(dim3(1, kPairCtas, 1), nullptr, attrs);
-    one.numAttrs = 1;  // the cluster shape alone
-    int clusters = 0;
-    SMLA_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &one));
-    return static_cast<int64_t>(std::max(clusters, 1));
-  }();
-  return slots;
+  if constexpr (!kPair) {
+    return static_cast<int64_t>(current_device_info().sm_count);
+  } else {
+    struct Tag {};
+    return once_per_device<Tag>([] {
+      constexpr auto kernel = sparse_decode_kernel<kRows, kD, kFmt, kPair, true, kLogits>;
+      cudaLaunchAttribute attrs[2];
+      cudaLaunchConfig_t one = launch_config<kernel, kRows, kD, kFmt, kPair, true>(dim3(1, kPairCtas, 1), nullptr, attrs);
+      one.numAttrs = 1;  // the cluster shape alone
+      int clusters = 0;
+      SMLA_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &one));
+      return static_cast<int64_t>(std::max(clusters, 1));
+    });
+  }
 }
 
 // 64-row packed tiles: the persistent kernel when the units exceed one wave (config.h,
