@@ -170,3 +170,20 @@ def test_runs_on_current_stream_cuda():
     torch.cuda.current_stream().wait_stream(s)
     torch.cuda.synchronize()
     assert torch.equal(out, ref_out) and torch.equal(lse, ref_lse)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+def test_every_device_of_the_process():
+    """Calls on cuda:1 while cuda:0 is current, then on cuda:0: the call runs on its tensors'
+    device, and each kernel's shared-memory limit is set on every device it runs on."""
+    for dev in ("cuda:1", "cuda:0", "cuda:1"):
+        for h_q, fmt, d_qk in ((128, "fp8_ds_mla", 576), (16, "fp8_ds_mla", 576), (64, "bf16", 512)):
+            cache = make_cache(fmt, 40, 64, d_qk, device=dev)
+            q = torch.randn(3, 1, h_q, d_qk, dtype=torch.bfloat16, device=dev)
+            idx = random_indices(3, 1, 256, 40 * 64, dev)
+            with torch.cuda.device(0):
+                out, lse = smla.sparse_decode(q, cache, idx)
+            assert out.device == q.device
+            ref_out, ref_lse = sparse_decode_ref(q, cache, fmt, idx)
+            assert_out_close(out, ref_out)
+            assert_lse_close(lse, ref_lse)
