@@ -495,17 +495,24 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
         produce_dense_tma<kRows, kD, true>(p, w, smem);
       }
     } else if constexpr (kRows == 64) {
+      // bf16 pairs (measurement build kBf16Pairs) at d512: staged row 63 would spill past the Q
+      // tile into K stage 0, whose rows this CTA's producer may still be copying to the peer; it
+      // goes to the P tile (free after WG1's last P V) as in persistent CTAs. Elsewhere in sequence.
+      constexpr int kPairRow63 = kPair && kBf16 && kStaged ? kStagedRow63<kD> : 0;
+      static_assert(kPairRow63 == 0 || (63 * kStageRowBytes <= Smem<kRows, kD>::kQBytes &&
+                                        kPairRow63 + 2 * kDv <= Smem<kRows, kD>::scale - Smem<kRows, kD>::q),
+                    "staged rows 0-62 fit the Q tile and row 63 the P tile");
       if (wg == 0) {
         setmaxnreg_to<kRegsWg0, kEntry>();
         if constexpr (kTmaQ) load_q_tma<kD>(p, w, smem);
         else load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), kCpAsyncQ>(p, w, smem);
         if (kTimeline && threadIdx.x == 0) timeline_mark(3);
-        consume_wg0<kD, kPair, kSw, kMaxLogits, kStaged, 0, kTmaQ, kCopiesArrive<kRows, kFmt>>(p, w, smem);
+        consume_wg0<kD, kPair, kSw, kMaxLogits, kStaged, kPairRow63, kTmaQ, kCopiesArrive<kRows, kFmt>>(p, w, smem);
       } else if (wg == 1) {
         setmaxnreg_to<kRegsWg1, kEntry>();
         if constexpr (kTmaQ) load_q_tma<kD>(p, w, smem);
         else load_q<kRows, kD, kFmt == static_cast<int>(CacheFormat::fp8_e4m3), kCpAsyncQ>(p, w, smem);
-        consume_wg1<kD, kPair, kSw, kStaged, 0, kCopiesArrive<kRows, kFmt>, false, NoHook, kEmptyHalves<kRows, kFmt, kPair>>(p, w, smem);
+        consume_wg1<kD, kPair, kSw, kStaged, kPairRow63, kCopiesArrive<kRows, kFmt>, false, NoHook, kEmptyHalves<kRows, kFmt, kPair>>(p, w, smem);
       } else {
         constexpr bool kTwo = kTwoProducers<kRows, kFmt, kPair, kPersist>;
         setmaxnreg_to<producer_regs_wide<kRows, kFmt, kPair, kPersist>(), kEntry>();
