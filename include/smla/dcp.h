@@ -33,7 +33,7 @@ void dcp_rescale(const DcpRescaleArgs& args, const Exec& exec = {});
 //     float32 rescaled partials into out;
 //   all_to_all: every rank sends each rank its heads of out_local (in out_local's dtype) with
 //     their LSEs by ncclSend / ncclRecv in one group, then merge_states of the N received parts
-//     (for a bf16 partial a quarter of reduce_scatter's bytes; smla.dcp_combine's default).
+//     (for a bf16 partial half of reduce_scatter's bytes; smla.dcp_combine's default).
 enum class DcpCombineMethod : uint8_t { reduce_scatter, all_to_all };
 
 // The whole combine on the caller's NCCL communicator (an ncclComm_t, passed as a pointer so

@@ -60,7 +60,7 @@ def dcp_combine(out_local: Tensor, lse_local: Tensor, group: Optional[dist.Proce
 
     - ``"all_to_all"`` (default): one all-to-all that sends every rank its heads of this rank's
       partial, in out_local's dtype, together with their LSEs, then :func:`merge_states` of the
-      N parts (for a bfloat16 partial a quarter of the float32 reduce-scatter's bytes; on two
+      N parts (for a bfloat16 partial half of the float32 reduce-scatter's bytes; on two
       H200s 68-79 µs against 82-92 for V3.2 b64 h128, graph replays);
     - ``"reduce_scatter"``: an all-gather of the LSEs, :func:`dcp_rescale`, and a reduce-scatter
       of the float32 rescaled partials (on gloo an all-reduce and a slice)."""

@@ -354,6 +354,35 @@ TEST_P(GpuDcpMethod, CombineOverOneRankCommunicator) {
   ncclCommDestroy(comm);
 }
 
+// What a rank refuses before its first collective, with the argument named: a misaligned
+// workspace (its floats would fault mid-call), too small a one; and a call without tokens needs
+// none (its size query says 0).
+TEST_P(GpuDcpMethod, RefusesBeforeAnyCollective) {
+  ncclComm_t comm;
+  int dev = 0;
+  ASSERT_EQ(ncclCommInitAll(&comm, 1, &dev), ncclSuccess);
+  const int T = 3, h = 8, d_v = 512;
+  DeviceBuffer d_out_local(T * h * d_v * 2), d_lse_local(T * h * 4), d_out(T * h * d_v * 4), d_lse(T * h * 4);
+  DcpCombineArgs a;
+  a.out_local = make_view(d_out_local.ptr, DType::bf16, {T, h, d_v}, cuda_device(0));
+  a.lse_local = make_view(d_lse_local.ptr, DType::f32, {T, h}, cuda_device(0));
+  a.out = make_view(d_out.ptr, DType::f32, {T, h, d_v}, cuda_device(0));
+  a.lse = make_view(d_lse.ptr, DType::f32, {T, h}, cuda_device(0));
+  a.method = GetParam();
+  const size_t need = dcp_combine_workspace_size(a);
+  DeviceBuffer ws(need + 16);
+  auto* base = static_cast<uint8_t*>(ws.ptr);
+  expect_error([&] { dcp_combine(a, comm, {nullptr, {base + 2, need}}); }, {"workspace must be aligned to 16 bytes", "% 16 = 2"});
+  expect_error([&] { dcp_combine(a, comm, {nullptr, {base, need - 1}}); }, {"workspace must be at least"});
+  DcpCombineArgs none = a;  // no tokens: no workspace
+  none.out_local.shape[0] = none.lse_local.shape[0] = none.out.shape[0] = none.lse.shape[0] = 0;
+  EXPECT_EQ(dcp_combine_workspace_size(none), 0u);
+  dcp_combine(none, comm, {nullptr, {nullptr, 0}});
+  dcp_combine(a, comm, {nullptr, {base, need}});  // and the aligned call still runs
+  GPU_CHECK(cudaDeviceSynchronize());
+  ncclCommDestroy(comm);
+}
+
 // Two GPUs, one thread per rank on communicators from ncclCommInitAll: every rank's combined
 // heads must equal the merge of both partials computed here (dcp_rescale on the CPU, summed).
 TEST_P(GpuDcpMethod, CombineAcrossTwoGpus) {

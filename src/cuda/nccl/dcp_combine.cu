@@ -4,6 +4,7 @@
 // destination, one group of ncclSend / ncclRecv, merge_states of the received parts.
 #include <nccl.h>
 
+#include <cstdint>
 #include <string>
 
 #include "cuda/common/cuda_check.h"
@@ -72,12 +73,21 @@ void combine_all_to_all(const DcpCombineArgs& a, ncclComm_t comm, const Exec& ex
       static_cast<const float*>(a.lse_local.data), send, h, L.hr, L.d_v * elt, static_cast<int64_t>(L.lse_at),
       static_cast<int64_t>(L.message));
   SMLA_CUDA_CHECK_LAUNCH();
+  // The group is closed whatever happens inside it: a group left open would hold back this
+  // thread's later NCCL calls (and hang the peers) instead of reporting the error.
   nccl_check(ncclGroupStart(), "ncclGroupStart");
-  for (int peer = 0; peer < a.world; ++peer) {
-    nccl_check(ncclSend(send + peer * L.message, L.message, ncclUint8, peer, comm, stream), "ncclSend");
-    nccl_check(ncclRecv(recv + peer * L.message, L.message, ncclUint8, peer, comm, stream), "ncclRecv");
+  ncclResult_t first = ncclSuccess;
+  const char* failed = "";
+  for (int peer = 0; peer < a.world && first == ncclSuccess; ++peer) {
+    failed = "ncclSend";
+    first = ncclSend(send + peer * L.message, L.message, ncclUint8, peer, comm, stream);
+    if (first != ncclSuccess) break;
+    failed = "ncclRecv";
+    first = ncclRecv(recv + peer * L.message, L.message, ncclUint8, peer, comm, stream);
   }
-  nccl_check(ncclGroupEnd(), "ncclGroupEnd");
+  const ncclResult_t ended = ncclGroupEnd();
+  nccl_check(first, failed);
+  nccl_check(ended, "ncclGroupEnd");
   // Received part r (from rank r) at recv + r * message: out [T, hr, d_v], then its LSEs.
   const int64_t part_elems = static_cast<int64_t>(L.message / L.elt);
   MergeStatesArgs m;
@@ -103,16 +113,27 @@ size_t dcp_combine_workspace_size(const DcpCombineArgs& a) {
 }
 
 void dcp_combine(const DcpCombineArgs& a, void* nccl_comm, const Exec& exec) {
-  const size_t need = cuda::dcp_combine_workspace_size(a);
-  if (exec.workspace.bytes < need || exec.workspace.data == nullptr)
+  // Everything a rank can refuse is refused here, before its first collective (a rank that
+  // throws once its peers are inside one leaves them waiting).
+  const size_t need = cuda::dcp_combine_workspace_size(a);  // 0 for T = 0: no workspace needed
+  if (exec.workspace.bytes < need || (need > 0 && exec.workspace.data == nullptr))
     throw Error("workspace", "at least " + std::to_string(need) + " bytes (see dcp_combine_workspace_size)",
                 std::to_string(exec.workspace.bytes) + " bytes");
+  if (need > 0 && reinterpret_cast<uintptr_t>(exec.workspace.data) % 16 != 0)
+    throw Error("workspace", "aligned to 16 bytes",
+                "address % 16 = " + std::to_string(reinterpret_cast<uintptr_t>(exec.workspace.data) % 16));
   auto comm = static_cast<ncclComm_t>(nccl_comm);
-  int n = 0, r = 0;
+  int n = 0, r = 0, comm_dev = 0, dev = 0;
   nccl_check(ncclCommCount(comm, &n), "ncclCommCount");
   nccl_check(ncclCommUserRank(comm, &r), "ncclCommUserRank");
+  nccl_check(ncclCommCuDevice(comm, &comm_dev), "ncclCommCuDevice");
+  SMLA_CUDA_CHECK(cudaGetDevice(&dev));
   if (n != a.world) throw Error("world", "the communicator's size " + std::to_string(n), std::to_string(a.world));
   if (r != a.rank) throw Error("rank", "the communicator's rank " + std::to_string(r), std::to_string(a.rank));
+  // The kernels run on the current device and NCCL on the communicator's: they must agree.
+  if (comm_dev != dev)
+    throw Error("nccl_comm", "a communicator of the current device cuda:" + std::to_string(dev),
+                "one of cuda:" + std::to_string(comm_dev));
 
   const int64_t T = a.out_local.shape[0], h = a.out_local.shape[1], d_v = a.out_local.shape[2];
   if (T == 0) return;
