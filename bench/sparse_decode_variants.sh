@@ -40,11 +40,12 @@ to_build=
 for v in $builds; do
   if unpack_prebuilt "$v" "$targets" 2>> "$OUT/prebuilt.log"; then
     echo "variant $v: prebuilt ($(cat "$(dir "$v")/SOURCE_STAMP"))" | tee -a "$OUT/prebuilt.log"
-    export LD_LIBRARY_PATH=$(prebuilt_library_path)
+    prebuilt=1
   else
     to_build="$to_build $v"
   fi
 done
+[ -n "${prebuilt:-}" ] && export LD_LIBRARY_PATH=$(prebuilt_library_path)  # their runtime libraries, once
 [ -n "$to_build" ] && jobs=$(( $(nproc) / $(echo $to_build | wc -w) + 1 ))
 for v in $to_build; do
   ( build_variant "$v" "$targets" $jobs "$OUT/$(dir "$v").log" || echo "variant $v: build failed" ) &
