@@ -262,4 +262,13 @@ void check_each_aligned(std::initializer_list<NamedTensor> tensors, int bytes) {
   for (const auto& [name, t] : tensors) check_aligned(name, *t, bytes);
 }
 
+void check_workspace(const Workspace& ws, size_t need, const char* size_query) {
+  if (need == 0) return;
+  if (ws.bytes < need || ws.data == nullptr)
+    throw Error("workspace", "at least " + std::to_string(need) + " bytes (see " + size_query + ")",
+                std::to_string(ws.bytes) + " bytes" + (ws.data == nullptr ? " at a null address" : ""));
+  const auto misalign = reinterpret_cast<uintptr_t>(ws.data) % 16;
+  if (misalign != 0) throw Error("workspace", "aligned to 16 bytes", "address % 16 = " + std::to_string(misalign));
+}
+
 }  // namespace smla::detail

@@ -11,6 +11,7 @@
 #include "smla/capabilities.h"
 #include "smla/error.h"
 #include "smla/formats.h"
+#include "smla/ops.h"
 #include "smla/tensor.h"
 
 namespace smla::detail {
@@ -73,5 +74,8 @@ void check_softmax_scale(const std::optional<float>& scale);
 void check_outputs_distinct(std::initializer_list<NamedTensor> outputs, std::initializer_list<NamedTensor> inputs);
 // check_aligned on each tensor, in order.
 void check_each_aligned(std::initializer_list<NamedTensor> tensors, int bytes);
+// A caller's workspace for a launch that needs `need` bytes (0: none, anything passes): at least
+// that many, present, 16-byte aligned; `size_query` names the function that reports `need`.
+void check_workspace(const Workspace& ws, size_t need, const char* size_query);
 
 }  // namespace smla::detail

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "api/validate.h"
 #include "common/test_util.h"
 #include "smla/dcp.h"
 #include "smla/metadata.h"
@@ -214,6 +215,29 @@ TEST(WriteCacheLengths, NamesTheArgumentOutOfStep) {
   w.expect(4, 3, 4, "k_pe must be bfloat16 of shape (4, 64), got bfloat16 (3, 64)");
   w.expect(4, 3, 2, "k_pe must be bfloat16 of shape (4, 64), got bfloat16 (3, 64)");  // no two agree: kv_c counts
   write_cache(w.args(4, 4, 4));  // and agreeing lengths pass
+}
+
+// ------------------------------------------------------------------ workspaces
+// The one rule every launch with a workspace applies (attention splits, dcp_combine): enough
+// bytes, a buffer, 16-byte alignment; none needed, anything passes.
+std::string workspace_error(const Workspace& ws, size_t need) {
+  try {
+    detail::check_workspace(ws, need, "x_workspace_size");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(WorkspaceRule, NamesWhatIsMissing) {
+  alignas(16) static uint8_t buf[64];
+  EXPECT_EQ(workspace_error({nullptr, 0}, 0), "");
+  EXPECT_EQ(workspace_error({buf + 1, 0}, 0), "");  // nothing needed: not even alignment
+  EXPECT_EQ(workspace_error({buf, 64}, 64), "");
+  EXPECT_EQ(workspace_error({buf, 63}, 64), "workspace must be at least 64 bytes (see x_workspace_size), got 63 bytes");
+  EXPECT_EQ(workspace_error({nullptr, 64}, 64),
+            "workspace must be at least 64 bytes (see x_workspace_size), got 64 bytes at a null address");
+  EXPECT_EQ(workspace_error({buf + 4, 60}, 48), "workspace must be aligned to 16 bytes, got address % 16 = 4");
 }
 
 // ------------------------------------------------------------------ non-finite inputs

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "api/validate.h"
 #include "cuda/attention/attention_dispatch.h"
 #include "cuda/attention/attention_kernel.cuh"
 #include "cuda/attention/combine_kernel.cuh"
@@ -262,13 +263,7 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
   p.raw_stride = plan.raw_stride;
   dim3 grid(p.b, p.h_kv * plan.tiles_per_kv, plan.token_groups);
   if (plan.split) {
-    const size_t need = attention_workspace_bytes(plan, p.b, p.s_q, p.h_q);
-    if (ws.bytes < need || (need > 0 && ws.data == nullptr))
-      throw Error("workspace", "at least " + std::to_string(need) + " bytes (see *_workspace_size)",
-                  std::to_string(ws.bytes) + " bytes");
-    if (reinterpret_cast<uintptr_t>(ws.data) % 16 != 0)
-      throw Error("workspace", "aligned to 16 bytes", "address % 16 = " +
-                  std::to_string(reinterpret_cast<uintptr_t>(ws.data) % 16));
+    detail::check_workspace(ws, attention_workspace_bytes(plan, p.b, p.s_q, p.h_q), "*_workspace_size");
     auto* base = static_cast<uint8_t*>(ws.data);
     const size_t rows = static_cast<size_t>(plan.max_splits) * p.s_q * p.h_q;
     p.split_offsets = reinterpret_cast<int32_t*>(base);

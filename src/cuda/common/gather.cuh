@@ -45,6 +45,15 @@ __device__ __forceinline__ void prefetch_l2_line_and_512(const void* p, bool sec
       "r"(static_cast<int>(second)));
 }
 
+// The same at `row + off`, the sum formed inside: a loop-invariant `off` then stays one 32-bit
+// register instead of a 64-bit pair that the register allocator may spill.
+__device__ __forceinline__ void prefetch_l2_line_and_512(const void* row, uint32_t off, bool second) {
+  asm volatile(
+      "{\n\t.reg .pred s;\n\t.reg .u64 a;\n\tcvt.u64.u32 a, %1;\n\tadd.u64 a, a, %0;\n\tsetp.ne.b32 s, %2, 0;\n\t"
+      "prefetch.global.L2 [a];\n\t@s prefetch.global.L2 [a+512];\n\t}\n" ::"l"(row),
+      "r"(off), "r"(static_cast<int>(second)));
+}
+
 // `bytes` (a multiple of 16; both addresses 16-byte aligned) global -> shared by the TMA unit,
 // completing as transaction bytes on the mbarrier at shared address `bar`.
 __device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "api/validate.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/cuda_backend.h"
 
@@ -115,13 +116,8 @@ size_t dcp_combine_workspace_size(const DcpCombineArgs& a) {
 void dcp_combine(const DcpCombineArgs& a, void* nccl_comm, const Exec& exec) {
   // Everything a rank can refuse is refused here, before its first collective (a rank that
   // throws once its peers are inside one leaves them waiting).
-  const size_t need = cuda::dcp_combine_workspace_size(a);  // 0 for T = 0: no workspace needed
-  if (exec.workspace.bytes < need || (need > 0 && exec.workspace.data == nullptr))
-    throw Error("workspace", "at least " + std::to_string(need) + " bytes (see dcp_combine_workspace_size)",
-                std::to_string(exec.workspace.bytes) + " bytes");
-  if (need > 0 && reinterpret_cast<uintptr_t>(exec.workspace.data) % 16 != 0)
-    throw Error("workspace", "aligned to 16 bytes",
-                "address % 16 = " + std::to_string(reinterpret_cast<uintptr_t>(exec.workspace.data) % 16));
+  // 0 bytes for T = 0: no workspace needed.
+  detail::check_workspace(exec.workspace, cuda::dcp_combine_workspace_size(a), "dcp_combine_workspace_size");
   auto comm = static_cast<ncclComm_t>(nccl_comm);
   int n = 0, r = 0, comm_dev = 0, dev = 0;
   nccl_check(ncclCommCount(comm, &n), "ncclCommCount");

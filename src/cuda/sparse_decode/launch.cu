@@ -43,15 +43,11 @@ void by_rows(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream) {
       // only in the measurement build kBf16Pairs), one KV head, an even tile count.
       const bool pairs_kernel = !bf16_rows(kFmt) || (kBf16Pairs && kFmt == kBf);
       const bool pair = pairs_kernel && p.h_kv == 1 && grid.y % kPairCtas == 0 && !unpaired_by_env();
-      if (pair && p.dense_cta_order) {
-        // Pairs are clusters along grid.y, which the dense launch order (work.cuh) would split
-        // (bf16 dense decode off the TMA path in the kBf16Pairs build).
-        AttnParams q = p;
-        q.dense_cta_order = false;
-        launch_instance<64, kD, kFmt, kLogits>(q, grid, pair, stream);
-        break;
-      }
-      launch_instance<64, kD, kFmt, kLogits>(p, grid, pair, stream);
+      AttnParams q = p;
+      // Pairs are clusters along grid.y, which the dense launch order (work.cuh) would split
+      // (bf16 dense decode off the TMA path in the kBf16Pairs build).
+      if (pair) q.dense_cta_order = false;
+      launch_instance<64, kD, kFmt, kLogits>(q, grid, pair, stream);
     }
   }
 }

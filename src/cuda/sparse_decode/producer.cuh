@@ -69,7 +69,7 @@ struct PackedRow<static_cast<int>(CacheFormat::fp8_ds_mla)> {
     // line, so lanes 0 and 1's second lines (r + 512, r + 640) hold bytes 512 .. 655 (a cache
     // aligned less only misses a line: a prefetch is a hint, and each address is in the row).
     static_assert(L::bytes_per_token == 656, "the paired prefetch's lines");
-    if constexpr (kPaired) prefetch_l2_line_and_512(r + q * 128, q < 2);
+    if constexpr (kPaired) prefetch_l2_line_and_512(r, static_cast<uint32_t>(q) * 128u, q < 2);
     else {
       prefetch_l2_line(r + q * 128);
       prefetch_l2_line(r + min((q + 4) * 128, L::bytes_per_token - 1));
@@ -240,7 +240,9 @@ __device__ __forceinline__ void publish_valid(uint32_t* valid_stage, const PeerS
                                               bool ok) {
   const unsigned bal = __ballot_sync(0xffffffffu, ok);
   if (pl.lane == 0) {
-    const int word = round * 4 + pl.warp;
+    // round * 4 + warp, as lane 0's row in the block / 8: the producer keeps that row in a
+    // register for its loads, where a word of its own was spilled at 80 registers.
+    const int word = (round * 32 + pl.key) >> 3;
     valid_stage[word] = bal;
     if constexpr (kPeer) st_async_b32(peer.valid + 4 * word, bal, peer.full);
   }
