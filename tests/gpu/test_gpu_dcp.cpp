@@ -378,6 +378,25 @@ TEST_P(GpuDcpMethod, RefusesBeforeAnyCollective) {
   none.out_local.shape[0] = none.lse_local.shape[0] = none.out.shape[0] = none.lse.shape[0] = 0;
   EXPECT_EQ(dcp_combine_workspace_size(none), 0u);
   dcp_combine(none, comm, {nullptr, {nullptr, 0}});
+  // An error the caller left behind (here a failed allocation) is reported before the first
+  // collective, not by the rescale's launch check between them: out stays as it was.
+  GPU_CHECK(cudaMemset(d_out.ptr, 0xff, T * h * d_v * 4));
+  GPU_CHECK(cudaDeviceSynchronize());
+  void* huge = nullptr;
+  ASSERT_NE(cudaMalloc(&huge, size_t{1} << 62), cudaSuccess);
+  bool threw = false;
+  try {
+    dcp_combine(a, comm, {nullptr, {base, need}});
+  } catch (const RuntimeError& e) {
+    threw = true;
+    EXPECT_NE(std::string(e.what()).find("cudaPeekAtLastError"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(threw) << "a stale CUDA error was not reported";
+  EXPECT_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);  // reported, not cleared: still the caller's
+  GPU_CHECK(cudaDeviceSynchronize());
+  std::vector<uint32_t> out_bits(static_cast<size_t>(T) * h * d_v);
+  GPU_CHECK(cudaMemcpy(out_bits.data(), d_out.ptr, out_bits.size() * 4, cudaMemcpyDeviceToHost));
+  EXPECT_TRUE(std::all_of(out_bits.begin(), out_bits.end(), [](uint32_t v) { return v == 0xffffffffu; }));
   dcp_combine(a, comm, {nullptr, {base, need}});  // and the aligned call still runs
   GPU_CHECK(cudaDeviceSynchronize());
   ncclCommDestroy(comm);

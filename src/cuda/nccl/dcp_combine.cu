@@ -133,6 +133,9 @@ void dcp_combine(const DcpCombineArgs& a, void* nccl_comm, const Exec& exec) {
 
   const int64_t T = a.out_local.shape[0], h = a.out_local.shape[1], d_v = a.out_local.shape[2];
   if (T == 0) return;
+  // An error left by the caller's earlier work would be reported by the rescale's launch
+  // check, between the two collectives of reduce_scatter: report it before the first.
+  SMLA_CUDA_CHECK(cudaPeekAtLastError());
   if (a.method == DcpCombineMethod::all_to_all) {
     combine_all_to_all(a, comm, exec);
     return;
