@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # nvcc is often installed outside PATH.
 export PATH := $(PATH):/usr/local/cuda/bin
 
-.PHONY: deps build run test ctest python pytest sanitize measurement-builds clean
+.PHONY: deps build run test ctest python pytest sanitize measurement-builds spills clean
 
 deps:
 	@PYTHON=$(PYTHON) bash scripts/install_deps.sh
@@ -46,6 +46,9 @@ sanitize: deps
 # The sparse-decode family's measurement builds (config.h switches) still compile: a few cubins.
 measurement-builds:
 	JOBS=$(JOBS) bash scripts/check_measurement_builds.sh
+
+spills:
+	JOBS=$(JOBS) bash scripts/check_spills.sh
 
 clean:
 	rm -rf $(BUILD) build-python build-sanitize

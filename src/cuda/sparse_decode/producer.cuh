@@ -235,14 +235,15 @@ struct PeerStage {
 
 // The round's valid keys: the warp's ballot (low byte = keys 8 * warp .. 8 * warp + 7 of the
 // round), in this CTA and, for a pair, in the peer.
-template <bool kPeer>
+// kWordFromRow: the word's index (round * 4 + warp) formed as lane 0's row in the block / 8, a
+// value the producer keeps in a register for its loads, where ptxas spilled a word of its own
+// at 80 registers (kWordFromRowIn); elsewhere the same value as before, the SASS unchanged.
+template <bool kPeer, bool kWordFromRow = false>
 __device__ __forceinline__ void publish_valid(uint32_t* valid_stage, const PeerStage& peer, const ProducerLane& pl, int round,
                                               bool ok) {
   const unsigned bal = __ballot_sync(0xffffffffu, ok);
   if (pl.lane == 0) {
-    // round * 4 + warp, as lane 0's row in the block / 8: the producer keeps that row in a
-    // register for its loads, where a word of its own was spilled at 80 registers.
-    const int word = (round * 32 + pl.key) >> 3;
+    const int word = kWordFromRow ? (round * 32 + pl.key) >> 3 : round * 4 + pl.warp;
     valid_stage[word] = bal;
     if constexpr (kPeer) st_async_b32(peer.valid + 4 * word, bal, peer.full);
   }
@@ -414,6 +415,13 @@ struct PackedRound {
   }
 };
 
+// The packed producers that form publish_valid's word from the row (ptxas -v, nvcc 13.0: each
+// spilled one word at 80 registers otherwise): the one-unit unpaired 64-row CTAs and the
+// 32-row fp8_model1 tiles.
+template <int kRows, int kFmt, bool kAloneFirst>
+inline constexpr bool kWordFromRowIn =
+    kAloneFirst || (kRows == 32 && kFmt == static_cast<int>(CacheFormat::fp8_model1));
+
 // Rounds of every block a producer thread takes (see the lane mapping above).
 template <int kRows>
 constexpr int producer_rounds(bool pair) { return kRows == 64 && !pair ? 2 : 1; }
@@ -461,12 +469,12 @@ struct EarlyRows {
   }
   // kHalves (config.h kPackedEmptyHalves): WG0's boxes now (the stage's "empty" passed), WG1's
   // once empty_b passes for block n too.
-  template <bool kHalves, int kRows, int kD>
+  template <bool kHalves, bool kWordFromRow, int kRows, int kD>
   __device__ void store(const Round (&cur)[kRounds], const Stage<kRows, kD>& st, const PeerStage& peer,
                         const ProducerLane& pl, int n) const {
 #pragma unroll
     for (int r = 0; r < kRounds; ++r) {
-      publish_valid<kPeer>(st.valid, peer, pl, pl.round + r, cur[r].ok);
+      publish_valid<kPeer, kWordFromRow>(st.valid, peer, pl, pl.round + r, cur[r].ok);
       Round::template store_chunks<kPeer, 0, kE>(out[r], st.tile, peer, pl, pl.row_in_block(r));
       cur[r].template store_rest<kPeer, kE, kHalves ? 1 : 0>(route[r], st.tile, peer, pl, pl.row_in_block(r));
     }
@@ -487,7 +495,8 @@ inline constexpr uint32_t kPeerTxBytes = (kProducerIdle ? 0 : 32 * kD * 2) + 4 *
 // peer's bytes).
 // kHalves (config.h kPackedEmptyHalves): the rows' boxes 4-7 wait for WG1's part of the stage
 // (empty_b), the rest only for WG0's ("empty").
-template <int kRows, int kD, int kRounds, bool kPeer, bool kRoute, int kEarly, bool kHalves, typename Round>
+template <int kRows, int kD, int kRounds, bool kPeer, bool kRoute, int kEarly, bool kHalves, bool kWordFromRow,
+          typename Round>
 __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, const Work& w, const ProducerLane& pl,
                                                     const Round (&cur)[kRounds], int n) {
   static_assert(!(kHalves && kPeer), "pairs free their tiles at once");
@@ -501,12 +510,12 @@ __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, 
     EarlyRows<Round, kRounds, kPeer, kEarly> e;
     e.template convert<kRoute>(cur);
     st.wait_empty(n);
-    e.template store<kHalves>(cur, st, peer, pl, n);
+    e.template store<kHalves, kWordFromRow>(cur, st, peer, pl, n);
   } else {
     st.wait_empty(n);
 #pragma unroll
     for (int r = 0; r < kRounds; ++r) {
-      publish_valid<kPeer>(st.valid, peer, pl, pl.round + r, cur[r].ok);
+      publish_valid<kPeer, kWordFromRow>(st.valid, peer, pl, pl.round + r, cur[r].ok);
       cur[r].template store<kPeer, kRoute, kHalves ? 1 : 0>(st.tile, peer, pl, pl.row_in_block(r));
     }
     if constexpr (kHalves && kPackedPart2Early && Round::F::kLatentChunks >= 8 && !kProducerIdle && !kNoConvert &&
@@ -588,7 +597,8 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
       load_next();
       ahead();
     }
-    store_and_hand_over<kRows, kD, kRounds, kPeer, kRoute, kEarly, kHalves>(st, w, pl, cur, n);
+    store_and_hand_over<kRows, kD, kRounds, kPeer, kRoute, kEarly, kHalves, kWordFromRowIn<kRows, kFmt, kAloneFirst>>(
+        st, w, pl, cur, n);
     if constexpr (kFirst) {
 #pragma unroll
       for (int r = 0; r < kRounds; ++r)
