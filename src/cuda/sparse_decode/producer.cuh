@@ -416,11 +416,11 @@ struct PackedRound {
 };
 
 // The packed producers that form publish_valid's word from the row (ptxas -v, nvcc 13.0: each
-// spilled one word at 80 registers otherwise): the one-unit unpaired 64-row CTAs and the
-// 32-row fp8_model1 tiles.
+// spilled one word at 80 registers otherwise; scripts/check_spills.sh): the one-unit unpaired
+// 64-row fp8_ds_mla CTAs and the 32-row fp8_model1 tiles.
 template <int kRows, int kFmt, bool kAloneFirst>
-inline constexpr bool kWordFromRowIn =
-    kAloneFirst || (kRows == 32 && kFmt == static_cast<int>(CacheFormat::fp8_model1));
+inline constexpr bool kWordFromRowIn = (kAloneFirst && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)) ||
+                                       (kRows == 32 && kFmt == static_cast<int>(CacheFormat::fp8_model1));
 
 // Rounds of every block a producer thread takes (see the lane mapping above).
 template <int kRows>
