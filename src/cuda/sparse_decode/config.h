@@ -511,6 +511,16 @@ inline constexpr int kStageRowWords = 260;
 #define SMLA_SD_FIRST_BLOCK_ALONE 1
 #endif
 inline constexpr bool kFirstBlockAlone = SMLA_SD_FIRST_BLOCK_ALONE != 0;
+// SMLA_SD_LANE_OPAQUE (measurement build): the one-unit unpaired 64-row fp8_ds_mla producer
+// takes its lane's fields from a shuffled thread index (producer.cuh ProducerLane), which ptxas
+// keeps in registers where it re-read the index with four S2R a block (~7% of the kernel's stall
+// samples, ncu of f3d98e8). Its persistent sibling would spill (20 bytes), so it keeps S2R.
+#ifndef SMLA_SD_LANE_OPAQUE
+#define SMLA_SD_LANE_OPAQUE 0
+#endif
+template <int kFmt, bool kAloneFirst>
+inline constexpr bool kLaneOpaque =
+    SMLA_SD_LANE_OPAQUE != 0 && kAloneFirst && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
 inline constexpr int kIndexQueue = 4;
 inline constexpr int kPairIndexQueue = SMLA_SD_PAIR_QUEUE;
 inline constexpr int kPairPrefetch = SMLA_SD_PAIR_PREFETCH;

@@ -152,8 +152,12 @@ struct IndexQueue {
 struct ProducerLane {
   int lane, warp, q, round, key;  // key: the lane's key within a 32-key round
   int first_thread;               // the CTA's first producer thread
-  __device__ ProducerLane(const Work& w, int consumer_threads) : first_thread(consumer_threads) {
-    const int pt = static_cast<int>(threadIdx.x) - consumer_threads;
+  // opaque (config.h kLaneOpaque): the thread index taken through a shuffle, which ptxas cannot
+  // repeat, so the lane's fields stay in registers instead of being re-derived from S2R (a
+  // short-scoreboard wait) inside the loop.
+  __device__ ProducerLane(const Work& w, int consumer_threads, bool opaque = false) : first_thread(consumer_threads) {
+    const int tid = static_cast<int>(threadIdx.x);
+    const int pt = (opaque ? __shfl_sync(0xffffffffu, tid, tid & 31) : tid) - consumer_threads;
     lane = pt & 31;
     warp = (pt >> 5) & 3;
     q = lane >> 3;
@@ -774,7 +778,7 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
 // the unpaired CTA's rows stored in two parts (config.h kPackedEmptyHalves).
 template <int kRows, int kFmt, bool kTwo, bool kRoute, bool kAloneFirst = false, int kEarlyWide = 0, bool kHalves = false>
 __device__ void produce_packed(const AttnParams& p, const Work& w, uint8_t* smem, int n0 = 0) {
-  const ProducerLane pl(w, consumer_threads(kRows));
+  const ProducerLane pl(w, consumer_threads(kRows), kLaneOpaque<kFmt, kAloneFirst>);
   if (w.kb_begin >= w.kb_end) return;
   constexpr int kAlone = kTwo ? 1 : producer_rounds<kRows>(false);
   if constexpr (kRows == 64) {  // only 64-row tiles pair (launch.cu)
