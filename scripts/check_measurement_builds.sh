@@ -22,6 +22,7 @@ builds=(
   "-DSMLA_SD_VARIANT=7|sparse_decode_fp8_model1_512"
   "-DSMLA_SD_VARIANT=8|sparse_decode_bf16_576"        # the producer hands its tiles over unloaded
   "-DSMLA_SD_PACKED_EMPTY_HALVES=2|sparse_decode_fp8_ds_mla_576"
+  "-DSMLA_SD_LANE_OPAQUE=1|sparse_decode_fp8_ds_mla_576"   # the h64 producer's lane fields kept in registers
   "-DSMLA_SD_PACKED_EMPTY_HALVES=3|sparse_decode_fp8_e4m3_576"
   "-DSMLA_SD_CONVERT_EARLY_WIDE=6|sparse_decode_fp8_model1_512"   # early chunks past WG0's part
   "-DSMLA_SD_BF16_PAIRS=1 -DSMLA_SD_BF16_PERSISTENT=0|sparse_decode_bf16_576"   # bf16 head-tile pairs (one-unit CTAs only)
