@@ -6,11 +6,8 @@
 #   bash scripts/check_measurement_builds.sh     (make measurement-builds; JOBS)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="$PATH:/usr/local/cuda/bin"
-if ! command -v nvcc > /dev/null; then
-  echo "check_measurement_builds: no nvcc, nothing to compile"
-  exit 0
-fi
+source scripts/cubin.sh  # require_nvcc, lib_cubin
+require_nvcc check_measurement_builds
 JOBS=${JOBS:-$(nproc)}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -38,9 +35,8 @@ compile() {
   tag=$(echo "$flags-$name" | tr -c 'A-Za-z0-9_\n' '_')
   local src="src/cuda/sparse_decode/instantiations/$name.cu"
   [[ $name == */* ]] && src=$name  # a path: a file other than an instantiation
-  if nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -I src -I include \
-      -DSMLA_WITH_CUDA=1 $flags -cubin -o "$out/$tag.cubin" "$src" \
-      > "$out/$tag.log" 2>&1; then
+  # shellcheck disable=SC2086  # $flags: several words
+  if lib_cubin "$src" "$out/$tag.cubin" $flags > "$out/$tag.log" 2>&1; then
     echo "ok      $flags $name"
   else
     echo "FAILED  $flags $name"
@@ -48,6 +44,6 @@ compile() {
     return 1
   fi
 }
-export -f compile
+export -f compile lib_cubin
 export out
 printf '%s\n' "${builds[@]}" | xargs -P "$JOBS" -I{} bash -c 'compile "$@"' _ {}

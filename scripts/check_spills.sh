@@ -7,11 +7,8 @@
 #   bash scripts/check_spills.sh     (make spills; JOBS)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="$PATH:/usr/local/cuda/bin"
-if ! command -v nvcc > /dev/null; then
-  echo "check_spills: no nvcc, nothing to compile"
-  exit 0
-fi
+source scripts/cubin.sh  # require_nvcc, lib_cubin
+require_nvcc check_spills
 JOBS=${JOBS:-$(nproc)}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -26,9 +23,9 @@ declare -A allowed=(
   [64,512,4,0,1,1]=280 [64,512,4,1,1,1]=12
 )
 
-ls src/cuda/sparse_decode/instantiations/*.cu | xargs -P "$JOBS" -I{} sh -c \
-  'nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -I src -I include \
-     -DSMLA_WITH_CUDA=1 -Xptxas -v -cubin -o /dev/null {} > "$0/$(basename {} .cu).log" 2>&1 || { cat "$0/$(basename {} .cu).log"; exit 1; }' "$out"
+export -f lib_cubin
+ls src/cuda/sparse_decode/instantiations/*.cu | xargs -P "$JOBS" -I{} bash -c \
+  'log="$0/$(basename {} .cu).log"; lib_cubin {} /dev/null -Xptxas -v > "$log" 2>&1 || { cat "$log"; exit 1; }' "$out"
 
 fail=0 n=0
 while read -r key bytes; do
