@@ -304,12 +304,20 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
     return v ? std::atoi(v) : 0;
   }();
   if (combine_env == 1 || combine_env == kCombineWarps) combine_warps_per_head = combine_env;
-  if (plan.family == AttentionPlan::Family::sparse_decode) {
+  // Timing-only measurement knob (wrong results): SMLA_MEASURE_SKIP=1 launches no attention
+  // kernel, 2 no combine, 3 neither, so that a small call's time splits into its launches.
+  // Read once per process.
+  static const int skip_env = [] {
+    const char* v = std::getenv("SMLA_MEASURE_SKIP");
+    return v ? std::atoi(v) : 0;
+  }();
+  if (skip_env & 1) {
+  } else if (plan.family == AttentionPlan::Family::sparse_decode) {
     sparse_decode_family::launch(p, plan.rows, grid, stream);
   } else {
     dispatch(plan, p, grid, stream);
   }
-  if (p.split_offsets != nullptr || p.uniform_splits > 0) {
+  if ((p.split_offsets != nullptr || p.uniform_splits > 0) && !(skip_env & 2)) {
     const unsigned heads_z = static_cast<unsigned>((p.h_q * combine_warps_per_head + kCombineWarps - 1) / kCombineWarps);
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(p.b, p.s_q, heads_z);
