@@ -511,6 +511,28 @@ inline constexpr int kStageRowWords = 260;
 #define SMLA_SD_FIRST_BLOCK_ALONE 1
 #endif
 inline constexpr bool kFirstBlockAlone = SMLA_SD_FIRST_BLOCK_ALONE != 0;
+// The narrow tiles' epilogue (narrow_softmax.cuh narrow_epilogue) ends each head's row with the
+// MUFU unit's approximations, branch-free (epilogue.cuh finish_row_fast), and merges the consumer
+// warpgroups' states with ex2.approx.ftz: in SASS every head's end was ~190 instructions of
+// log2f's polynomial, a division's slow-path check and call, and exp2f's subnormal fix-ups, one
+// head after another. A b = 1 h128 CTA took ~1.3 µs from both warpgroups' states to O^T in shared
+// memory (timeline, 2026-12-02), a kernel of one block ~10 µs in all (topk 64, 2026-12-05).
+// SMLA_SD_NARROW_FAST_END=0 (a measurement build): the exact library functions.
+#ifndef SMLA_SD_NARROW_FAST_END
+#define SMLA_SD_NARROW_FAST_END 1
+#endif
+inline constexpr bool kNarrowFastEnd = SMLA_SD_NARROW_FAST_END != 0;
+// SMLA_SD_RAW_PREFETCH=D (a measurement build; 0 default, none): the raw ring's producer lanes
+// also prefetch their row of block i + D into L2 (prefetch.global.L2, every 128-byte line of it)
+// after issuing block i's copy, so that more of the gathers are in flight than the ring's slots
+// hold. A topk sweep of b128 h16 (2026-12-05, µs: topk 512 30.0, 1024 44.9, 2048 68.1, 4096
+// 112.8) costs ~1.4 µs a block at the margin but ~1.9 a block inside a 32-block run (timeline,
+// 2026-12-01), the pace of two slots in flight against a loaded DRAM latency of ~3.5 µs.
+// (The TMA unit's cp.async.bulk.prefetch.L2 of the rows was far slower: producer_raw_ring.cuh.)
+#ifndef SMLA_SD_RAW_PREFETCH
+#define SMLA_SD_RAW_PREFETCH 0
+#endif
+inline constexpr int kRawPrefetch = SMLA_SD_RAW_PREFETCH;
 // SMLA_SD_LANE_OPAQUE (measurement build): the one-unit unpaired 64-row fp8_ds_mla producer
 // takes its lane's fields from a shuffled thread index (producer.cuh ProducerLane), which ptxas
 // keeps in registers where it re-read the index with four S2R a block (~7% of the kernel's stall

@@ -32,6 +32,24 @@ __device__ __forceinline__ RowResult finish_row(const AttnParams& p, const Work&
   return r;
 }
 
+// finish_row by the MUFU unit's approximations and no branch (lg2.approx for lse: absolute error
+// ~3e-6 at most over the l of 1 .. 2^17 a row can sum to, against SPEC §6's 1e-5 + 1e-4 |lse|;
+// rcp.approx for 1 / l and the sink's factor: ~2 ulp), where log2f's polynomial, the division's
+// slow-path check and call, and expf keep each head's end a long chain of its own, one head after
+// another (narrow tiles end four to eight heads a thread: config.h kNarrowFastEnd).
+__device__ __forceinline__ RowResult finish_row_fast(const AttnParams& p, const Work& w, int head, float m, float l,
+                                                     bool real = true) {
+  const bool empty = !(l > 0.f);
+  RowResult r;
+  r.lse = empty ? -INFINITY : (m + __log2f(l)) * kLn2;
+  r.factor = empty ? 0.f : __fdividef(p.out_scale, l);
+  if (real && w.n_splits == 1 && p.sink && !empty) {
+    const float s = __ldg(p.sink + head * p.sink_st);
+    r.factor *= s == INFINITY ? 0.f : s == -INFINITY ? 1.f : __fdividef(1.f, 1.f + __expf(s - r.lse));
+  }
+  return r;
+}
+
 // A split's partial row of `head` (part_o / part_lse / part_max rows: split slot, token, head).
 // A prefill tail part (config.h kTailMerge; a launch with tail_parts has no other splits): the
 // heads of its tile only, from comb_h0.

@@ -207,8 +207,8 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
         const float m_o = heads[(1 - cw) * 32 + h], l_o = heads[64 + (1 - cw) * 32 + h];
         m = fmaxf(m_run[j][e], m_o);
         const float m_use = m == -INFINITY ? 0.f : m;
-        mine = exp2f(m_run[j][e] - m_use);
-        l = l * mine + l_o * exp2f(m_o - m_use);
+        mine = kNarrowFastEnd ? exp2_ftz(m_run[j][e] - m_use) : exp2f(m_run[j][e] - m_use);
+        l = l * mine + l_o * (kNarrowFastEnd ? exp2_ftz(m_o - m_use) : exp2f(m_o - m_use));
       } else {  // every warpgroup's state (its own included, read back: the same values)
         float mw[kWgs];
 #pragma unroll
@@ -220,7 +220,7 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
         for (int v = 0; v < kWgs; ++v) l += heads[(kWgs + v) * 32 + h] * exp2f(mw[v] - m_use);
       }
       const bool real = h < w.heads;
-      const RowResult res = finish_row(p, w, w.head0 + h, m, l, real);
+      const RowResult res = kNarrowFastEnd ? finish_row_fast(p, w, w.head0 + h, m, l, real) : finish_row(p, w, w.head0 + h, m, l, real);
       if (real && cw == 0 && wq == 0 && g == 0) store_lse(p, w, w.head0 + h, res.lse);
       if (kMaxLogits && real && cw == 0 && wq == 0 && g == 0) store_max_logit(p, w, w.head0 + h, m);
       const float f = res.factor * mine;

@@ -43,6 +43,9 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
   uint8_t* ok_bytes = smem + S::ok;
   uint8_t* ring = smem + S::ring;
   int32_t idx = blocks > 0 ? load_key_index<R::kDense>(p, w, w.kb_begin * kKeys + row) : -1;
+  // kRawPrefetch: the index of the row this lane prefetches next (block i + kRawPrefetch)
+  int32_t pidx = kRawPrefetch > 0 && kRawPrefetch < blocks
+                     ? load_key_index<R::kDense>(p, w, (w.kb_begin + kRawPrefetch) * kKeys + row) : -1;
   for (int i = 0; i < blocks; ++i) {
     const int slot = i % S::kRing;
     const int v = (w.kb_begin + i) * kKeys + row;
@@ -80,6 +83,19 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
     } else {
       mbar_arrive_expect_tx(full + slot, ok ? R::kBytes : 0);
       if (ok) bulk_copy_g2s(smem_addr(dst), R::row(a), R::kBytes, smem_addr(full + slot));
+    }
+    if constexpr (kRawPrefetch > 0) {
+      if (i + kRawPrefetch < blocks) {
+        const int vp = v + kRawPrefetch * kKeys;
+        const KeyAddr pa = key_addr(p, w, vp, pidx);
+        if (i + kRawPrefetch + 1 < blocks) pidx = load_key_index<R::kDense>(p, w, vp + kKeys);
+        if (pa.page != nullptr) {
+          const uint8_t* src = R::row(pa);
+#pragma unroll
+          for (int o = 0; o < R::kBytes; o += 128) prefetch_l2_line(src + o);
+          prefetch_l2_line(src + R::kBytes - 1);
+        }
+      }
     }
     if (kTimeline && pt == 0 && i == 0) timeline_mark(7);
     if (kBlockTimeline && pt == 0) block_event(3, i);
