@@ -517,9 +517,12 @@ inline constexpr bool kFirstBlockAlone = SMLA_SD_FIRST_BLOCK_ALONE != 0;
 // log2f's polynomial, a division's slow-path check and call, and exp2f's subnormal fix-ups, one
 // head after another. A b = 1 h128 CTA took ~1.3 µs from both warpgroups' states to O^T in shared
 // memory (timeline, 2026-12-02), a kernel of one block ~10 µs in all (topk 64, 2026-12-05).
-// SMLA_SD_NARROW_FAST_END=0 (a measurement build): the exact library functions.
+// SMLA_SD_NARROW_FAST_END=1: a measurement build, prepared (compiles, no spills; the 16-row
+// fp8_ds_mla kernel 3472 -> 3072 instructions, 32-row 4192 -> 3520, their loops rescheduled by
+// the register allocator) but not yet timed or tested on a device. 0 (default): the exact
+// library functions.
 #ifndef SMLA_SD_NARROW_FAST_END
-#define SMLA_SD_NARROW_FAST_END 1
+#define SMLA_SD_NARROW_FAST_END 0
 #endif
 inline constexpr bool kNarrowFastEnd = SMLA_SD_NARROW_FAST_END != 0;
 // SMLA_SD_RAW_PREFETCH=D (a measurement build; 0 default, none): the raw ring's producer lanes
