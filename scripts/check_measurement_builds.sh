@@ -29,6 +29,8 @@ builds=(
   "-DSMLA_SD_TAIL_SPLIT=1|src/cuda/sparse_decode/launch.cu"
   "-DSMLA_SD_NARROW_FAST_END=1|sparse_decode_fp8_ds_mla_576"   # narrow tiles' rows ended by MUFU approximations
   "-DSMLA_SD_NARROW_FAST_END=1|sparse_decode_fp8_model1_512"
+  "-DSMLA_SD_WIDE_FAST_END=1|sparse_decode_bf16_512"   # the 64-row consumers' rows ended the same way
+  "-DSMLA_SD_WIDE_FAST_END=1|sparse_decode_fp8_e4m3_576"
   "-DSMLA_SD_RAW_PREFETCH=4|sparse_decode_fp8_ds_mla_576"   # raw-ring rows prefetched into L2 ahead of the copies
   "-DSMLA_SD_RAW_PREFETCH=4|sparse_decode_fp8_e4m3_576"
 )

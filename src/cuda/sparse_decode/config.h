@@ -525,6 +525,15 @@ inline constexpr bool kFirstBlockAlone = SMLA_SD_FIRST_BLOCK_ALONE != 0;
 #define SMLA_SD_NARROW_FAST_END 0
 #endif
 inline constexpr bool kNarrowFastEnd = SMLA_SD_NARROW_FAST_END != 0;
+// The same row end in the 64-row consumers (consumer_wide.cuh, consumer_alt.cuh,
+// consumer_fp8.cuh: two rows a thread, once a unit). SMLA_SD_WIDE_FAST_END=1: a measurement build,
+// prepared (compiles), not yet timed: persistent prefill CTAs end ~32 units each (d512 h64 k512:
+// 17.9 µs a unit), where each unit's two row ends are a chain on warpgroup 0 while warpgroup 1
+// waits for their factors.
+#ifndef SMLA_SD_WIDE_FAST_END
+#define SMLA_SD_WIDE_FAST_END 0
+#endif
+inline constexpr bool kWideFastEnd = SMLA_SD_WIDE_FAST_END != 0;
 // SMLA_SD_RAW_PREFETCH=D (a measurement build; 0 default, none): the raw ring's producer lanes
 // also prefetch their row of block i + D into L2 (prefetch.global.L2, every 128-byte line of it)
 // after issuing block i's copy, so that more of the gathers are in flight than the ring's slots

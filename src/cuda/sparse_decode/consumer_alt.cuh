@@ -75,8 +75,8 @@ __device__ __forceinline__ void two_half_epilogue(const AttnParams& p, const Wor
   }
   named_bar_sync(kBarFinal, kConsumerThreads);
   const float t0 = s_l[r0] + s_l[64 + r0], t1 = s_l[r1] + s_l[64 + r1];
-  const RowResult res0 = finish_row(p, w, w.head0 + r0, m0, t0, r0 < w.heads);
-  const RowResult res1 = finish_row(p, w, w.head0 + r1, m1, t1, r1 < w.heads);
+  const RowResult res0 = finish_row_as<kWideFastEnd>(p, w, w.head0 + r0, m0, t0, r0 < w.heads);
+  const RowResult res1 = finish_row_as<kWideFastEnd>(p, w, w.head0 + r1, m1, t1, r1 < w.heads);
   if (r0 < w.heads) {
     store_o_row(p, w, w.head0 + r0, 256 * wg, o, 0, res0.factor);
     if (wg == 0 && c == 0) store_lse(p, w, w.head0 + r0, res0.lse);

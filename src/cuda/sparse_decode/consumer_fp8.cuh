@@ -159,8 +159,8 @@ inline __device__ void consume_fp8_wg0(const AttnParams& p, const Work& w, uint8
   if (w.kb_end > w.kb_begin) named_bar_sync(kBarPFree, kConsumerThreads);  // WG1 is past its last P
   st0.l = quad_sum(st0.l);
   st1.l = quad_sum(st1.l);
-  const RowResult res0 = finish_row(p, w, w.head0 + r0, st0.m, st0.l, r0 < w.heads);
-  const RowResult res1 = finish_row(p, w, w.head0 + r1, st1.m, st1.l, r1 < w.heads);
+  const RowResult res0 = finish_row_as<kWideFastEnd>(p, w, w.head0 + r0, st0.m, st0.l, r0 < w.heads);
+  const RowResult res1 = finish_row_as<kWideFastEnd>(p, w, w.head0 + r1, st1.m, st1.l, r1 < w.heads);
   const float f0 = res0.factor / kFp8PScale, f1 = res1.factor / kFp8PScale;  // O is 256 times P V
   if (c == 0) {
     s_factor[r0] = f0;

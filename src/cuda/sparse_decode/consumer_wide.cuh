@@ -284,8 +284,8 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   if (kUnitTimeline && threadIdx.x == 0) timeline_mark(10);
   st0.l = quad_sum(st0.l);
   st1.l = quad_sum(st1.l);
-  const RowResult res0 = finish_row(p, w, w.head0 + r0, st0.m, st0.l, r0 < w.heads);
-  const RowResult res1 = finish_row(p, w, w.head0 + r1, st1.m, st1.l, r1 < w.heads);
+  const RowResult res0 = finish_row_as<kWideFastEnd>(p, w, w.head0 + r0, st0.m, st0.l, r0 < w.heads);
+  const RowResult res1 = finish_row_as<kWideFastEnd>(p, w, w.head0 + r1, st1.m, st1.l, r1 < w.heads);
   if (c == 0) {
     s_factor[r0] = res0.factor;
     s_factor[r1] = res1.factor;

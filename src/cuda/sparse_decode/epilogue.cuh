@@ -50,6 +50,14 @@ __device__ __forceinline__ RowResult finish_row_fast(const AttnParams& p, const 
   return r;
 }
 
+// finish_row or (kFast) finish_row_fast: the measurement switches' one call site per consumer.
+template <bool kFast>
+__device__ __forceinline__ RowResult finish_row_as(const AttnParams& p, const Work& w, int head, float m, float l,
+                                                   bool real = true) {
+  if constexpr (kFast) return finish_row_fast(p, w, head, m, l, real);
+  else return finish_row(p, w, head, m, l, real);
+}
+
 // A split's partial row of `head` (part_o / part_lse / part_max rows: split slot, token, head).
 // A prefill tail part (config.h kTailMerge; a launch with tail_parts has no other splits): the
 // heads of its tile only, from comb_h0.

@@ -220,7 +220,7 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
         for (int v = 0; v < kWgs; ++v) l += heads[(kWgs + v) * 32 + h] * exp2f(mw[v] - m_use);
       }
       const bool real = h < w.heads;
-      const RowResult res = kNarrowFastEnd ? finish_row_fast(p, w, w.head0 + h, m, l, real) : finish_row(p, w, w.head0 + h, m, l, real);
+      const RowResult res = finish_row_as<kNarrowFastEnd>(p, w, w.head0 + h, m, l, real);
       if (real && cw == 0 && wq == 0 && g == 0) store_lse(p, w, w.head0 + h, res.lse);
       if (kMaxLogits && real && cw == 0 && wq == 0 && g == 0) store_max_logit(p, w, w.head0 + h, m);
       const float f = res.factor * mine;
