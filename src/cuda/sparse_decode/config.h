@@ -517,10 +517,14 @@ inline constexpr bool kFirstBlockAlone = SMLA_SD_FIRST_BLOCK_ALONE != 0;
 // log2f's polynomial, a division's slow-path check and call, and exp2f's subnormal fix-ups, one
 // head after another. A b = 1 h128 CTA took ~1.3 µs from both warpgroups' states to O^T in shared
 // memory (timeline, 2026-12-02), a kernel of one block ~10 µs in all (topk 64, 2026-12-05).
-// SMLA_SD_NARROW_FAST_END=1: a measurement build, prepared (compiles, no spills; the 16-row
-// fp8_ds_mla kernel 3472 -> 3072 instructions, 32-row 4192 -> 3520, their loops rescheduled by
-// the register allocator) but not yet timed or tested on a device. 0 (default): the exact
-// library functions.
+// It also reads the tile's O^T rows out of shared memory eight 16-byte pieces a thread at a time
+// before storing them (the default's loop waits for each read before its store: ~0.9 µs from O^T
+// in shared memory to stored in that timeline).
+// SMLA_SD_NARROW_FAST_END=1: a measurement build, prepared (compiles; the 16-row fp8_ds_mla
+// kernel 3472 -> 3072 instructions, 32-row 4192 -> 3520, their loops rescheduled by the register
+// allocator) but not yet timed or tested on a device. Before it can be the default: ptxas then
+// spills 8 bytes inside the 32-row fp8_model1 kernel's producer loop (make spills: 0 allowed).
+// 0 (default): the exact library functions.
 #ifndef SMLA_SD_NARROW_FAST_END
 #define SMLA_SD_NARROW_FAST_END 0
 #endif
