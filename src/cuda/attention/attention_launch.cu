@@ -28,6 +28,13 @@ constexpr int64_t kMaxKeys = 0x7fffffff;  // lengths are already clamped by requ
 constexpr size_t kAlign = 256;
 size_t align_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
+// A measurement knob's value: environment variable `var` as an integer, 0 when unset (callers
+// read it once per process).
+int env_int(const char* var) {
+  const char* v = std::getenv(var);
+  return v ? std::atoi(v) : 0;
+}
+
 __device__ int request_keys(const AttnParams& p, int req) {
   if (p.dense) {
     int64_t cap = static_cast<int64_t>(p.max_blocks) * p.main.page_size;
@@ -217,10 +224,7 @@ AttentionPlan plan_sparse_decode(int b, int s_q, int h_q, int format, int64_t ke
   pl.rows = sparse_decode_family::tile_rows(h_q);
   // Measurement knob: SMLA_SD_ROWS=16 or 32 runs more heads on narrower tiles, 64 keeps 64-row
   // tiles above 32 heads (narrow_floor off). Read once per process.
-  static const int rows_env = [] {
-    const char* v = std::getenv("SMLA_SD_ROWS");
-    return v ? std::atoi(v) : 0;
-  }();
+  static const int rows_env = env_int("SMLA_SD_ROWS");
   if (rows_env == 16 || rows_env == 32) {
     pl.rows = std::min(pl.rows, rows_env);
   } else if (const int narrow = rows_env == 64 ? 0 : narrow_floor(b, s_q, h_q, format, keys); narrow > 0) {
@@ -237,10 +241,7 @@ AttentionPlan plan_sparse_decode(int b, int s_q, int h_q, int format, int64_t ke
     pl.num_units = static_cast<int>(sparse_decode_units(b, static_cast<int64_t>(pl.tiles_per_kv) * pl.token_groups));
     // Measurement knob (bench/sparse_decode_variants.sh): SMLA_SPLIT_UNITS=n schedules splits
     // for n work units instead (fewer units, fewer and longer splits). Read once per process.
-    static const int units_env = [] {
-      const char* v = std::getenv("SMLA_SPLIT_UNITS");
-      return v ? std::atoi(v) : 0;
-    }();
+    static const int units_env = env_int("SMLA_SPLIT_UNITS");
     if (units_env > 0) pl.num_units = units_env;
     pl.max_splits = max_total_splits(b, pl.num_units);
   }
@@ -299,23 +300,15 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
     combine_warps_per_head = plan.max_splits >= 8 * static_cast<int64_t>(p.b) ? kCombineWarps : 1;
   }
   // Measurement knob: SMLA_COMBINE_WARPS=1 or 4 forces the warps per head. Read once per process.
-  static const int combine_env = [] {
-    const char* v = std::getenv("SMLA_COMBINE_WARPS");
-    return v ? std::atoi(v) : 0;
-  }();
+  static const int combine_env = env_int("SMLA_COMBINE_WARPS");
   if (combine_env == 1 || combine_env == kCombineWarps) combine_warps_per_head = combine_env;
   // Timing-only measurement knob (wrong results): SMLA_MEASURE_SKIP=1 launches no attention
   // kernel, 2 no combine, 3 neither, so that a small call's time splits into its launches.
   // Read once per process.
-  static const int skip_env = [] {
-    const char* v = std::getenv("SMLA_MEASURE_SKIP");
-    return v ? std::atoi(v) : 0;
-  }();
-  if (skip_env & 1) {
-  } else if (plan.family == AttentionPlan::Family::sparse_decode) {
-    sparse_decode_family::launch(p, plan.rows, grid, stream);
-  } else {
-    dispatch(plan, p, grid, stream);
+  static const int skip_env = env_int("SMLA_MEASURE_SKIP");
+  if (!(skip_env & 1)) {
+    if (plan.family == AttentionPlan::Family::sparse_decode) sparse_decode_family::launch(p, plan.rows, grid, stream);
+    else dispatch(plan, p, grid, stream);
   }
   if ((p.split_offsets != nullptr || p.uniform_splits > 0) && !(skip_env & 2)) {
     const unsigned heads_z = static_cast<unsigned>((p.h_q * combine_warps_per_head + kCombineWarps - 1) / kCombineWarps);

@@ -258,7 +258,7 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
         if (h < w.heads) store_o4(p, w, w.head0 + h, 4 * (idx % (kDv / 4)), v[it]);
       }
     }
-  } else {
+  } else {  // (one read-and-sum helper for both orders moved two default kernels' SASS: kept apart)
     for (int idx = threadIdx.x; idx < w.heads * (kDv / 4); idx += kT) {
       const int h = idx / (kDv / 4), cl = 4 * (idx % (kDv / 4));
       float4 v = *reinterpret_cast<const float4*>(obuf + h * kStride + cl);
