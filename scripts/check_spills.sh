@@ -4,7 +4,8 @@
 # producer's loop puts a local-memory reload before every block (the unpaired 64-row fp8_ds_mla
 # kernel reloaded a 64-bit prefetch offset behind its row loads: V3.2 b128 h64 119.7 -> 115.7 µs
 # without it, docs/PERF.md forty-fourth pass). A kernel that spills more than its entry fails.
-#   bash scripts/check_spills.sh     (make spills; JOBS)
+#   bash scripts/check_spills.sh [nvcc flags]     (make spills; JOBS)
+# Flags compile a measurement build instead (-DSMLA_SD_NARROW_FAST_END=1): the same allowances.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/cubin.sh  # require_nvcc, lib_cubin
@@ -25,7 +26,7 @@ declare -A allowed=(
 
 export -f lib_cubin
 ls src/cuda/sparse_decode/instantiations/*.cu | xargs -P "$JOBS" -I{} bash -c \
-  'log="$0/$(basename {} .cu).log"; lib_cubin {} /dev/null -Xptxas -v > "$log" 2>&1 || { cat "$log"; exit 1; }' "$out"
+  'log="$0/$(basename {} .cu).log"; lib_cubin {} /dev/null -Xptxas -v "${@:1}" > "$log" 2>&1 || { cat "$log"; exit 1; }' "$out" "$@"
 
 fail=0 n=0
 while read -r key bytes; do
@@ -38,5 +39,5 @@ while read -r key bytes; do
 done < <(cat "$out"/*.log | grep -E "Function properties for|spill stores" | paste - - |
   sed -nE 's/.*sparse_decode_kernelILi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELb([01])ELb([01])ELb([01])E.*, ([0-9]+) bytes spill stores.*/\1,\2,\3,\4,\5,\6 \7/p')
 (( n > 0 )) || { echo "check_spills: no kernel found in ptxas's report"; exit 1; }
-(( fail == 0 )) && echo "check_spills: $n kernels, none spills more than it may"
+(( fail == 0 )) && echo "check_spills: $n kernels${*:+ ($*)}, none spills more than it may"
 exit $fail

@@ -522,13 +522,23 @@ inline constexpr bool kFirstBlockAlone = SMLA_SD_FIRST_BLOCK_ALONE != 0;
 // in shared memory to stored in that timeline).
 // SMLA_SD_NARROW_FAST_END=1: a measurement build, prepared (compiles; the 16-row fp8_ds_mla
 // kernel 3472 -> 3072 instructions, 32-row 4192 -> 3520, their loops rescheduled by the register
-// allocator) but not yet timed or tested on a device. Before it can be the default: ptxas then
-// spills 8 bytes inside the 32-row fp8_model1 kernel's producer loop (make spills: 0 allowed).
+// allocator) but not yet timed or tested on a device (its 32-row fp8_model1 kernel: registers
+// below).
 // 0 (default): the exact library functions.
 #ifndef SMLA_SD_NARROW_FAST_END
 #define SMLA_SD_NARROW_FAST_END 0
 #endif
 inline constexpr bool kNarrowFastEnd = SMLA_SD_NARROW_FAST_END != 0;
+// A narrow wgmma kernel's consumer and producer registers (setmaxnreg). With the fast end the
+// 32-row fp8_model1 consumer fits 200 (its row ends hold fewer values), and its producers take
+// the 8 released: at 144 ptxas spilled 8 bytes inside their loop (make spills), at 152 none.
+template <int kRows, int kFmt>
+inline constexpr int kRegsConsumerNarrowOf =
+    kNarrowFastEnd && kRows == 32 && kFmt == static_cast<int>(CacheFormat::fp8_model1) ? 200 : kRegsConsumerNarrow;
+template <int kRows, int kFmt>
+inline constexpr int kRegsProducerNarrowOf =
+    (cta_threads(kRows) / 128 * launch_regs(cta_threads(kRows)) - kRegsConsumerNarrowOf<kRows, kFmt>) / 2;
+static_assert(kRegsProducerNarrowOf<16, 0> == kRegsProducerNarrow, "the default narrow budget is config.h's");
 // The same row end in the 64-row consumers (consumer_wide.cuh, consumer_alt.cuh,
 // consumer_fp8.cuh: two rows a thread, once a unit). SMLA_SD_WIDE_FAST_END=1: a measurement build,
 // prepared (compiles), not yet timed: persistent prefill CTAs end ~32 units each (d512 h64 k512:

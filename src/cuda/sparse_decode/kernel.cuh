@@ -536,12 +536,12 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
       }
     } else {
       if (wg < consumer_threads(kRows) / 128) {
-        setmaxnreg_to<kRegsConsumerNarrow, kEntry>();
+        setmaxnreg_to<kRegsConsumerNarrowOf<kRows, kFmt>, kEntry>();
         load_q<kRows, kD>(p, w, smem);
         if (kTimeline && threadIdx.x == 0) timeline_mark(3);
         consume_narrow_wgmma<kRows, kD, kRaw, kSw, kMaxLogits>(p, w, smem);
       } else {
-        setmaxnreg_to<kRegsProducerNarrow, kEntry>();
+        setmaxnreg_to<kRegsProducerNarrowOf<kRows, kFmt>, kEntry>();
         if constexpr (kTma) produce_dense_tma<kRows, kD>(p, w, smem);
         else if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
         else if constexpr (kRaw > 0) produce_narrow_bulk<kRows, kFmt>(p, w, smem);
