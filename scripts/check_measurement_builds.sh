@@ -33,6 +33,9 @@ builds=(
   "-DSMLA_SD_WIDE_FAST_END=1|sparse_decode_fp8_e4m3_576"
   "-DSMLA_SD_RAW_PREFETCH=4|sparse_decode_fp8_ds_mla_576"   # raw-ring rows prefetched into L2 ahead of the copies
   "-DSMLA_SD_RAW_PREFETCH=4|sparse_decode_fp8_e4m3_576"
+  "-DSMLA_COMBINE_EARLY=1|sparse_decode_fp8_ds_mla_576"   # the combine reads a head once its splits' lse are in
+  "-DSMLA_COMBINE_EARLY=1|src/cuda/attention/attention_launch.cu"
+  "-DSMLA_COMBINE_EARLY=1|src/cuda/sparse_decode/launch.cu"
 )
 
 compile() {

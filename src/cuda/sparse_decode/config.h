@@ -303,6 +303,19 @@ inline constexpr bool kRawConsumer =
     (SMLA_SD_RAW_CONSUMER != 0 && kRows < 64 && kFmt == static_cast<int>(CacheFormat::fp8_e4m3)) ||
     (SMLA_SD_DS_RAW_CONSUMER != 0 && kRows == 16 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)) ||
     (SMLA_SD_DS_RAW32 != 0 && kRows == 32 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla));
+// SMLA_COMBINE_EARLY=1 (a measurement build; 0 default): the split-KV combine after the 16/32-row
+// fp8_ds_mla tiles reads a head's partial rows as soon as its splits' lse slots are written,
+// instead of after the whole attention grid (griddepcontrol.wait; common/split_ready.cuh): each
+// CTA marks its heads' slots unwritten before it lets the combine launch, and stores their lse
+// last, with release semantics, after every partial row. V3.2 b1 h128 spends ~2.75 µs after its
+// attention kernel in the combine (docs/PERF.md, forty-fifth pass); how much of that is the
+// grid's hand-off is what bench/micro/pdl_handoff.cu measures. Prepared, not yet run.
+#ifndef SMLA_COMBINE_EARLY
+#define SMLA_COMBINE_EARLY 0
+#endif
+inline constexpr bool kCombineEarly = SMLA_COMBINE_EARLY != 0;
+template <int kRows, int kFmt>
+inline constexpr bool kEarlyLse = kCombineEarly && kRawConsumer<kRows, kFmt> && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
 // Raw-ring tiles whose consumer warpgroups split the value columns (and share one softmax state).
 template <int kRows, int kFmt>
 inline constexpr bool kRawSplitDv = kRawConsumer<kRows, kFmt> && kRows == 32 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
