@@ -331,9 +331,10 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
     cudaLaunchAttribute pdl = pdl_attribute();  // its launch hides behind the attention kernel's tail
     cfg.attrs = &pdl;
     cfg.numAttrs = 1;
-    // (sparse_decode config.h SMLA_COMBINE_EARLY: after kernels that store each split's lse last)
+    // (sparse_decode config.h SMLA_COMBINE_EARLY: after kernels that store each split's lse last;
+    // uniform splits only, whose combine reads nothing before its polls' acquire)
     if (sparse_decode_family::kCombineEarly && plan.family == AttentionPlan::Family::sparse_decode &&
-        sparse_decode_family::stores_lse_last(p, plan.rows)) {
+        p.uniform_splits > 0 && sparse_decode_family::stores_lse_last(p, plan.rows)) {
       launch_combine<sparse_decode_family::kCombineEarly>(cfg, p, combine_warps_per_head);
     } else {
       launch_combine<false>(cfg, p, combine_warps_per_head);

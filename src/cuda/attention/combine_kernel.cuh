@@ -46,8 +46,9 @@ __device__ __forceinline__ float warp_sum(float v) {
 // kPre: the splits each warp loads before the lse reduction (0 or 4; kWarpsPerHead > 1 only).
 // kTail: sparse prefill's tail split (sparse_decode config.h kTailMerge): heads from p.comb_h0,
 // and max_logits too, the largest of the parts' (p.part_max).
-// kEarly (sparse_decode config.h SMLA_COMBINE_EARLY): each warp reads its head's rows once its
-// splits' lse slots are written (split_ready.cuh), not after the whole attention grid.
+// kEarly (sparse_decode config.h SMLA_COMBINE_EARLY; uniform splits, so that nothing is read
+// before the polls' acquire): each warp reads its head's rows once its splits' lse slots are
+// written (split_ready.cuh), not after the whole attention grid.
 template <int kWarpsPerHead, int kPre, bool kTail, bool kEarly>
 __device__ __forceinline__ void combine_splits(const AttnParams& p) {
   constexpr int kHeadsPerCta = kCombineWarps / kWarpsPerHead;
