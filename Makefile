@@ -49,7 +49,7 @@ measurement-builds:
 
 spills:
 	JOBS=$(JOBS) bash scripts/check_spills.sh
-	JOBS=$(JOBS) bash scripts/check_spills.sh -DSMLA_SD_NARROW_FAST_END=1
+	JOBS=$(JOBS) bash scripts/check_spills.sh -DSMLA_SD_NARROW_FAST_END=0
 
 clean:
 	rm -rf $(BUILD) build-python build-sanitize

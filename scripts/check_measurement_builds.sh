@@ -27,15 +27,12 @@ builds=(
   "-DSMLA_SD_TAIL_SPLIT=1|sparse_decode_bf16_576"   # the tail split with its merge: the kernel,
   "-DSMLA_SD_TAIL_SPLIT=1|src/cuda/attention/attention_launch.cu"   # its launch and combine
   "-DSMLA_SD_TAIL_SPLIT=1|src/cuda/sparse_decode/launch.cu"
-  "-DSMLA_SD_NARROW_FAST_END=1|sparse_decode_fp8_ds_mla_576"   # narrow tiles' rows ended by MUFU approximations
-  "-DSMLA_SD_NARROW_FAST_END=1|sparse_decode_fp8_model1_512"
+  "-DSMLA_SD_NARROW_FAST_END=0|sparse_decode_fp8_ds_mla_576"   # narrow tiles' rows ended by the exact functions
+  "-DSMLA_SD_NARROW_FAST_END=0|sparse_decode_fp8_model1_512"
   "-DSMLA_SD_WIDE_FAST_END=1|sparse_decode_bf16_512"   # the 64-row consumers' rows ended the same way
   "-DSMLA_SD_WIDE_FAST_END=1|sparse_decode_fp8_e4m3_576"
   "-DSMLA_SD_RAW_PREFETCH=4|sparse_decode_fp8_ds_mla_576"   # raw-ring rows prefetched into L2 ahead of the copies
   "-DSMLA_SD_RAW_PREFETCH=4|sparse_decode_fp8_e4m3_576"
-  "-DSMLA_COMBINE_EARLY=1|sparse_decode_fp8_ds_mla_576"   # the combine reads a head once its splits' lse are in
-  "-DSMLA_COMBINE_EARLY=1|src/cuda/attention/attention_launch.cu"
-  "-DSMLA_COMBINE_EARLY=1|src/cuda/sparse_decode/launch.cu"
 )
 
 compile() {

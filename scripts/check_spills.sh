@@ -5,7 +5,7 @@
 # kernel reloaded a 64-bit prefetch offset behind its row loads: V3.2 b128 h64 119.7 -> 115.7 µs
 # without it, docs/PERF.md forty-fourth pass). A kernel that spills more than its entry fails.
 #   bash scripts/check_spills.sh [nvcc flags]     (make spills; JOBS)
-# Flags compile a measurement build instead (-DSMLA_SD_NARROW_FAST_END=1): the same allowances.
+# Flags compile a measurement build instead (-DSMLA_SD_NARROW_FAST_END=0): the same allowances.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/cubin.sh  # require_nvcc, lib_cubin

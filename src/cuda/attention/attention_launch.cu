@@ -145,18 +145,6 @@ bool combine_prefetch(dim3 grid) {
   }
 }
 
-// The split-KV combine (combine_kernel.cuh) on `cfg`, its warps per head and kEarly as chosen.
-template <bool kEarly>
-void launch_combine(const cudaLaunchConfig_t& cfg, const AttnParams& p, int warps_per_head) {
-  if (warps_per_head == 1) {
-    SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, combine_splits_kernel<1, 0, false, kEarly>, p));
-  } else if (combine_prefetch(cfg.gridDim)) {
-    SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, combine_splits_kernel<kCombineWarps, kCombinePre, false, kEarly>, p));
-  } else {
-    SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, combine_splits_kernel<kCombineWarps, 0, false, kEarly>, p));
-  }
-}
-
 }  // namespace
 
 AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, int d_qk, bool tokens_share_keys, bool f16,
@@ -331,13 +319,12 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
     cudaLaunchAttribute pdl = pdl_attribute();  // its launch hides behind the attention kernel's tail
     cfg.attrs = &pdl;
     cfg.numAttrs = 1;
-    // (sparse_decode config.h SMLA_COMBINE_EARLY: after kernels that store each split's lse last;
-    // uniform splits only, whose combine reads nothing before its polls' acquire)
-    if (sparse_decode_family::kCombineEarly && plan.family == AttentionPlan::Family::sparse_decode &&
-        p.uniform_splits > 0 && sparse_decode_family::stores_lse_last(p, plan.rows)) {
-      launch_combine<sparse_decode_family::kCombineEarly>(cfg, p, combine_warps_per_head);
+    if (combine_warps_per_head == 1) {
+      SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, combine_splits_kernel<1>, p));
+    } else if (combine_prefetch(cfg.gridDim)) {
+      SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, combine_splits_kernel<kCombineWarps, kCombinePre>, p));
     } else {
-      launch_combine<false>(cfg, p, combine_warps_per_head);
+      SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, combine_splits_kernel<kCombineWarps>, p));
     }
   }
 }

@@ -10,7 +10,6 @@
 #include "cuda/attention/split_lookup.cuh"
 #include "cuda/common/pdl.cuh"
 #include "cuda/common/sink.cuh"
-#include "cuda/common/split_ready.cuh"
 #include "smla/formats.h"
 
 namespace smla::cuda {
@@ -46,12 +45,10 @@ __device__ __forceinline__ float warp_sum(float v) {
 // kPre: the splits each warp loads before the lse reduction (0 or 4; kWarpsPerHead > 1 only).
 // kTail: sparse prefill's tail split (sparse_decode config.h kTailMerge): heads from p.comb_h0,
 // and max_logits too, the largest of the parts' (p.part_max).
-// kEarly (sparse_decode config.h SMLA_COMBINE_EARLY; uniform splits, so that nothing is read
-// before the polls' acquire): each warp reads its head's rows once its splits' lse slots are
-// written (split_ready.cuh), not after the whole attention grid.
-template <int kWarpsPerHead, int kPre, bool kTail, bool kEarly>
-__device__ __forceinline__ void combine_splits(const AttnParams& p) {
+template <int kWarpsPerHead, int kPre = 0, bool kTail = false>
+__global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(const AttnParams p) {
   constexpr int kHeadsPerCta = kCombineWarps / kWarpsPerHead;
+  pdl_wait();  // launched as a programmatic dependent of the attention kernel
   const int req = blockIdx.x, t = blockIdx.y;
   int first, n;
   request_splits(p, req, first, n);
@@ -65,7 +62,6 @@ __device__ __forceinline__ void combine_splits(const AttnParams& p) {
     return kTail ? (static_cast<int64_t>(first + j) * p.s_q + t) * p.heads_tile + h - p.comb_h0
                  : (static_cast<int64_t>(first + j) * p.s_q + t) * p.h_q + h;
   };
-  if constexpr (kEarly) await_splits([&](int j) { return p.part_lse + part_row(j); }, n, real, lane);
 
   // kPre: this warp's first splits' rows, loaded before the lse reduction needs them
   static_assert(kPre == 0 || kWarpsPerHead > 1, "the prefetch serves several warps a head");
@@ -163,16 +159,6 @@ __device__ __forceinline__ void combine_splits(const AttnParams& p) {
       p.max_logits[req * p.m_sb + t * p.m_st + h * p.m_sh] = mx;
     }
   }
-}
-
-// Launched as a programmatic dependent of the attention kernel: its reads wait for that grid
-// (kEarly: for their splits' lse slots, and the grid at the end, so that later work still
-// follows the attention kernel).
-template <int kWarpsPerHead, int kPre = 0, bool kTail = false, bool kEarly = false>
-__global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(const AttnParams p) {
-  if constexpr (!kEarly) pdl_wait();
-  combine_splits<kWarpsPerHead, kPre, kTail, kEarly>(p);
-  if constexpr (kEarly) pdl_wait();
 }
 
 }  // namespace smla::cuda

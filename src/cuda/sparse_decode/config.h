@@ -303,19 +303,6 @@ inline constexpr bool kRawConsumer =
     (SMLA_SD_RAW_CONSUMER != 0 && kRows < 64 && kFmt == static_cast<int>(CacheFormat::fp8_e4m3)) ||
     (SMLA_SD_DS_RAW_CONSUMER != 0 && kRows == 16 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)) ||
     (SMLA_SD_DS_RAW32 != 0 && kRows == 32 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla));
-// SMLA_COMBINE_EARLY=1 (a measurement build; 0 default): the split-KV combine after the 16/32-row
-// fp8_ds_mla tiles reads a head's partial rows as soon as its splits' lse slots are written,
-// instead of after the whole attention grid (griddepcontrol.wait; common/split_ready.cuh): each
-// CTA marks its heads' slots unwritten before it lets the combine launch, and stores their lse
-// last, with release semantics, after every partial row. V3.2 b1 h128 spends ~2.75 µs after its
-// attention kernel in the combine (docs/PERF.md, forty-fifth pass); how much of that is the
-// grid's hand-off is what bench/micro/pdl_handoff.cu measures. Prepared, not yet run.
-#ifndef SMLA_COMBINE_EARLY
-#define SMLA_COMBINE_EARLY 0
-#endif
-inline constexpr bool kCombineEarly = SMLA_COMBINE_EARLY != 0;
-template <int kRows, int kFmt>
-inline constexpr bool kEarlyLse = kCombineEarly && kRawConsumer<kRows, kFmt> && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
 // Raw-ring tiles whose consumer warpgroups split the value columns (and share one softmax state).
 template <int kRows, int kFmt>
 inline constexpr bool kRawSplitDv = kRawConsumer<kRows, kFmt> && kRows == 32 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
@@ -533,18 +520,20 @@ inline constexpr bool kFirstBlockAlone = SMLA_SD_FIRST_BLOCK_ALONE != 0;
 // It also reads the tile's O^T rows out of shared memory eight 16-byte pieces a thread at a time
 // before storing them (the default's loop waits for each read before its store: ~0.9 µs from O^T
 // in shared memory to stored in that timeline).
-// SMLA_SD_NARROW_FAST_END=1: a measurement build, prepared (compiles; the 16-row fp8_ds_mla
-// kernel 3472 -> 3072 instructions, 32-row 4192 -> 3520, their loops rescheduled by the register
-// allocator) but not yet timed or tested on a device (its 32-row fp8_model1 kernel: registers
-// below).
-// 0 (default): the exact library functions.
+// The 16-row fp8_ds_mla kernel has 3472 -> 3072 instructions, the 32-row 4192 -> 3520. Same-call
+// A/B on one H100 (2026-12-05, µs, exact -> fast; GPU suite 39 / 39 and memcheck clean on it):
+// V3.2 b1 h128 17.15 -> 16.88 (and 17.17 -> 16.72), b1 h64 15.16 -> 14.85, b2 h128 21.47 ->
+// 21.17, b1 h32 17.68 -> 17.22, b128 h16 91.97 -> 91.40, h32 98.30 -> 97.46, s_q2 h16 162.35 ->
+// 161.67, V4 b128 h32 49.84 -> 49.39; b8 h128, V4 b1 and dense fp8 level. Default since then.
+// SMLA_SD_NARROW_FAST_END=0 (a measurement build): the exact library functions.
 #ifndef SMLA_SD_NARROW_FAST_END
-#define SMLA_SD_NARROW_FAST_END 0
+#define SMLA_SD_NARROW_FAST_END 1
 #endif
 inline constexpr bool kNarrowFastEnd = SMLA_SD_NARROW_FAST_END != 0;
 // A narrow wgmma kernel's consumer and producer registers (setmaxnreg). With the fast end the
-// 32-row fp8_model1 consumer fits 200 (its row ends hold fewer values), and its producers take
-// the 8 released: at 144 ptxas spilled 8 bytes inside their loop (make spills), at 152 none.
+// 32-row fp8_model1 consumer fits 200 (its row ends hold fewer values; the exact ones spilled 44
+// bytes there), and its producers take the 8 released: at 144 ptxas spilled 8 bytes inside their
+// loop (make spills), at 152 none.
 template <int kRows, int kFmt>
 inline constexpr int kRegsConsumerNarrowOf =
     kNarrowFastEnd && kRows == 32 && kFmt == static_cast<int>(CacheFormat::fp8_model1) ? 200 : kRegsConsumerNarrow;

@@ -224,7 +224,7 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
   }
   const int col0 = 4 * (8 * wq + g);
   auto col = [&](int mi, int hf) { return 128 * (mi >> 1) + col0 + 2 * (mi & 1) + hf; };
-  narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits, decltype(col), wg.kWgs, 1, kEarlyLse<kRows, kFmt>>(
+  narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits, decltype(col), wg.kWgs>(
       p, w, reinterpret_cast<float*>(s_p), reinterpret_cast<float*>(smem + S::ring), o, m_run, l_run, wq, g, c, col, wg.cw,
       reinterpret_cast<float*>(smem + S::heads));
   if (kTimeline && threadIdx.x == 0) timeline_mark(6);

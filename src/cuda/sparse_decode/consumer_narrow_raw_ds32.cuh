@@ -371,7 +371,7 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
   }
   const int col0 = 256 * cw + 4 * (8 * wq + g);
   auto col = [&](int mi, int hf) { return 128 * (mi >> 1) + col0 + 2 * (mi & 1) + hf; };
-  narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits, decltype(col), 1, 2, kEarlyLse<kRows, kFmt>>(
+  narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits, decltype(col), 1, 2>(
       p, w, reinterpret_cast<float*>(wg.p), reinterpret_cast<float*>(smem + S::ring), o, m_run, l_run, wq, g, c, col, cw);
 }
 

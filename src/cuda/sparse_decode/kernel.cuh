@@ -17,7 +17,6 @@
 #include "cuda/common/cluster.cuh"
 #include "cuda/common/gather.cuh"
 #include "cuda/common/pdl.cuh"
-#include "cuda/common/split_ready.cuh"
 #include "cuda/sparse_decode/config.h"
 #include "cuda/sparse_decode/consumer_alt.cuh"
 #include "cuda/sparse_decode/consumer_fp8.cuh"
@@ -442,21 +441,13 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
   if (kTimeline && threadIdx.x == 0) timeline_mark(0);
   pdl_wait();                // the split schedule, and q / the cache / indices of earlier work
   if (kTimeline && threadIdx.x == 0) timeline_mark(1);
-  if constexpr (!kEarlyLse<kRows, kFmt>) pdl_launch_dependents();  // the combine may launch once every CTA of this grid has started
+  pdl_launch_dependents();   // the combine may launch once every CTA of this grid has started
   if constexpr (kPersist) {
     static_assert(has_persistent(kRows, kFmt), "no persistent kernel for this tile");
     persistent_units<kRows, kD, kFmt, kPair, kMaxLogits>(p, smem);
     return;
   }
   Work w = make_work<serves_dense(kFmt)>(p);
-  if constexpr (kEarlyLse<kRows, kFmt>) {  // its heads' lse slots marked unwritten first (config.h)
-    if (w.active && w.n_splits > 1 && static_cast<int>(threadIdx.x) < w.heads) {
-      mark_lse_unwritten(p.part_lse + part_row(p, w, w.head0 + static_cast<int>(threadIdx.x)));
-      __threadfence();
-    }
-    __syncthreads();
-    pdl_launch_dependents();
-  }
   if (!w.active) return;  // uniform across the CTA (and across a pair: both own the same keys)
   if constexpr (kFmt == kDenseE4m3Fp8) {
     fp8_tile_roles<kRows, kFmt>(p, w, smem);

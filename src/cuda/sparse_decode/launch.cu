@@ -194,9 +194,6 @@ void launch(const AttnParams& p_in, int rows, dim3 grid, cudaStream_t stream) {
   else by_rows<512, kBf>(p, rows, grid, stream);
 }
 
-bool stores_lse_last(const AttnParams& p, int rows) {
-  return p.main.format == kDs && !p.dense && ((rows == 16 && kEarlyLse<16, kDs>) || (rows == 32 && kEarlyLse<32, kDs>));
-}
 
 bool disabled_by_env() {
   static const bool off = env_is("SMLA_SPARSE_DECODE_KERNEL", "generic");

@@ -25,10 +25,6 @@ bool takes_prefill(const uint8_t* kv, int64_t row_stride_bytes, int d_qk);
 // y: head tiles, z: query tokens); a dense decode whose pages the TMA unit can load goes to the
 // kDenseTma kernels (config.h), SMLA_DENSE_DECODE_KERNEL=gather keeps it on cp.async gathers.
 void launch(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream);
-// Whether that launch's kernel marks its splits' lse slots unwritten and stores each lse last,
-// with release semantics (config.h kEarlyLse: the measurement build SMLA_COMBINE_EARLY=1), so
-// that the combine may read a head as soon as its splits are in.
-bool stores_lse_last(const AttnParams& p, int rows);
 // Fills p.q_map with q for the TMA unit's Q load where the unit can read it (launch.cu); false
 // where it cannot (the kernel then loads Q by cp.async).
 bool q_tma_map(AttnParams& p);

@@ -9,7 +9,6 @@
 
 #include "cuda/common/barriers.cuh"
 #include "cuda/common/online_softmax.cuh"
-#include "cuda/common/split_ready.cuh"
 #include "cuda/sparse_decode/config.h"
 #include "cuda/sparse_decode/epilogue.cuh"
 #include "cuda/sparse_decode/timeline.cuh"
@@ -157,9 +156,8 @@ __device__ __forceinline__ void scale_tile(float (&t)[kNJ][4], float f) {
 // factor times 2^(m_cw - m) into obuf[cw] (obuf + cw * kRows * (512 + 4)), and all threads
 // write the sums of the buffers. kDvWgs 2 (kWgs 1): two warpgroups with the same state that
 // hold disjoint value columns (col) of O^T write them into one obuf between two barriers over
-// both, and all their threads write it out. kEarly (config.h kEarlyLse): a split's lse is stored
-// last, released, once every thread's partial rows are (common/split_ready.cuh).
-template <int kNJ, int kMT, int kThreads, bool kMaxLogits, class Col, int kWgs = 1, int kDvWgs = 1, bool kEarly = false>
+// both, and all their threads write it out.
+template <int kNJ, int kMT, int kThreads, bool kMaxLogits, class Col, int kWgs = 1, int kDvWgs = 1>
 __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work& w, float* s_l, float* obuf,
                                                 const float (&o)[kMT][kNJ][4], const float (&m_run)[kNJ][2],
                                                 const float (&l_run)[kNJ][2], int wq, int g, int c, Col col,
@@ -197,7 +195,6 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
   static_assert(kDvWgs == 1 || kWgs == 1, "value columns split among warpgroups that share one state");
   if constexpr (kDvWgs > 1) named_bar_sync(kBarFinal, kDvWgs * kThreads);  // both are past their ring reads
   float* ob = obuf + (kWgs > 1 ? cw * kRows * kStride : 0);
-  [[maybe_unused]] float lse_last[kEarly ? kNJ : 1][2];  // kEarly: a split's lse, stored after its rows
 #pragma unroll
   for (int j = 0; j < kNJ; ++j)
 #pragma unroll
@@ -224,8 +221,7 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
       }
       const bool real = h < w.heads;
       const RowResult res = finish_row_as<kNarrowFastEnd>(p, w, w.head0 + h, m, l, real);
-      if constexpr (kEarly) lse_last[j][e] = res.lse;
-      if (real && cw == 0 && wq == 0 && g == 0 && !(kEarly && w.n_splits > 1)) store_lse(p, w, w.head0 + h, res.lse);
+      if (real && cw == 0 && wq == 0 && g == 0) store_lse(p, w, w.head0 + h, res.lse);
       if (kMaxLogits && real && cw == 0 && wq == 0 && g == 0) store_max_logit(p, w, w.head0 + h, m);
       const float f = res.factor * mine;
 #pragma unroll
@@ -272,19 +268,6 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
         v.x += u.x, v.y += u.y, v.z += u.z, v.w += u.w;
       }
       store_o4(p, w, w.head0 + h, cl, v);
-    }
-  }
-  if constexpr (kEarly) {
-    if (w.n_splits > 1) {  // uniform
-      named_bar_sync(kBarFinal, kT);  // every thread's partial rows are stored
-      if (cw == 0 && wq == 0 && g == 0) {
-        fence_release_gpu();
-#pragma unroll
-        for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e)
-            if (head_of(j, e) < w.heads) store_lse_relaxed(p.part_lse + part_row(p, w, w.head0 + head_of(j, e)), lse_last[j][e]);
-      }
     }
   }
   if (marker) timeline_mark(13);
