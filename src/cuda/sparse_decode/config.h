@@ -543,9 +543,8 @@ inline constexpr int kRegsProducerNarrowOf =
 static_assert(kRegsProducerNarrowOf<16, 0> == kRegsProducerNarrow, "the default narrow budget is config.h's");
 // The same row end in the 64-row consumers (consumer_wide.cuh, consumer_alt.cuh,
 // consumer_fp8.cuh: two rows a thread, once a unit). SMLA_SD_WIDE_FAST_END=1: a measurement build,
-// prepared (compiles), not yet timed: persistent prefill CTAs end ~32 units each (d512 h64 k512:
-// 17.9 µs a unit), where each unit's two row ends are a chain on warpgroup 0 while warpgroup 1
-// waits for their factors.
+// level in a same-call A/B on an H100 (2026-12-05, µs: prefill d512 h64 620.7 -> 619.2, d512 h128
+// 2218 -> 2215, V3.2 b128 h64 123.9 -> 123.9, dense bf16 h128 506 -> 504), so not the default.
 #ifndef SMLA_SD_WIDE_FAST_END
 #define SMLA_SD_WIDE_FAST_END 0
 #endif
@@ -556,7 +555,10 @@ inline constexpr bool kWideFastEnd = SMLA_SD_WIDE_FAST_END != 0;
 // hold. A topk sweep of b128 h16 (2026-12-05, µs: topk 512 30.0, 1024 44.9, 2048 68.1, 4096
 // 112.8) costs ~1.4 µs a block at the margin but ~1.9 a block inside a 32-block run (timeline,
 // 2026-12-01), the pace of two slots in flight against a loaded DRAM latency of ~3.5 µs.
-// (The TMA unit's cp.async.bulk.prefetch.L2 of the rows was far slower: producer_raw_ring.cuh.)
+// Measured slower (same call on an H100, 2026-12-05, µs, D = 0 / 2 / 4 / 8): b128 h16 91.9 / 98.8
+// / 123.5 / 135.5, h32 98.3 / 102.7 / 133.1 / 144.7, dense fp8 h16 231.9 / 230.3 / 269.0 / 379.5:
+// the prefetches compete with the ring's own copies. (The TMA unit's cp.async.bulk.prefetch.L2
+// of the rows was far slower still: producer_raw_ring.cuh.)
 #ifndef SMLA_SD_RAW_PREFETCH
 #define SMLA_SD_RAW_PREFETCH 0
 #endif
