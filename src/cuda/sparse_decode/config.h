@@ -517,26 +517,27 @@ inline constexpr bool kFirstBlockAlone = SMLA_SD_FIRST_BLOCK_ALONE != 0;
 // log2f's polynomial, a division's slow-path check and call, and exp2f's subnormal fix-ups, one
 // head after another. A b = 1 h128 CTA took ~1.3 µs from both warpgroups' states to O^T in shared
 // memory (timeline, 2026-12-02), a kernel of one block ~10 µs in all (topk 64, 2026-12-05).
-// It also reads the tile's O^T rows out of shared memory eight 16-byte pieces a thread at a time
-// before storing them (the default's loop waits for each read before its store: ~0.9 µs from O^T
-// in shared memory to stored in that timeline).
-// The 16-row fp8_ds_mla kernel has 3472 -> 3072 instructions, the 32-row 4192 -> 3520. Same-call
-// A/B on one H100 (2026-12-05, µs, exact -> fast; GPU suite 39 / 39 and memcheck clean on it):
+// With it the epilogue came to read the tile's O^T rows out of shared memory eight 16-byte pieces
+// a thread at a time before storing them (the loop before waited for each read before its store:
+// ~0.9 µs from O^T in shared memory to stored in that timeline); that read-back is now every
+// build's. The 16-row fp8_ds_mla kernel has 3472 -> 3072 instructions, the 32-row 4192 -> 3520.
+// Same-call A/B on one H100 (2026-12-05, µs, exact and the old read-back -> fast and batched; GPU
+// suite 39 / 39 and memcheck clean on it):
 // V3.2 b1 h128 17.15 -> 16.88 (and 17.17 -> 16.72), b1 h64 15.16 -> 14.85, b2 h128 21.47 ->
 // 21.17, b1 h32 17.68 -> 17.22, b128 h16 91.97 -> 91.40, h32 98.30 -> 97.46, s_q2 h16 162.35 ->
 // 161.67, V4 b128 h32 49.84 -> 49.39; b8 h128, V4 b1 and dense fp8 level. Default since then.
-// SMLA_SD_NARROW_FAST_END=0 (a measurement build): the exact library functions.
+// SMLA_SD_NARROW_FAST_END=0 (a measurement build): the exact library functions (batched read-back).
 #ifndef SMLA_SD_NARROW_FAST_END
 #define SMLA_SD_NARROW_FAST_END 1
 #endif
 inline constexpr bool kNarrowFastEnd = SMLA_SD_NARROW_FAST_END != 0;
-// A narrow wgmma kernel's consumer and producer registers (setmaxnreg). With the fast end the
-// 32-row fp8_model1 consumer fits 200 (its row ends hold fewer values; the exact ones spilled 44
-// bytes there), and its producers take the 8 released: at 144 ptxas spilled 8 bytes inside their
-// loop (make spills), at 152 none.
+// A narrow wgmma kernel's consumer and producer registers (setmaxnreg). With the batched read-back
+// above the 32-row fp8_model1 consumer fits 200 (with the loop before it spilled 44 bytes there),
+// and its producers take the 8 released: at 144 ptxas spilled 8 bytes inside their loop (make
+// spills), at 152 none, with either row end.
 template <int kRows, int kFmt>
 inline constexpr int kRegsConsumerNarrowOf =
-    kNarrowFastEnd && kRows == 32 && kFmt == static_cast<int>(CacheFormat::fp8_model1) ? 200 : kRegsConsumerNarrow;
+    kRows == 32 && kFmt == static_cast<int>(CacheFormat::fp8_model1) ? 200 : kRegsConsumerNarrow;
 template <int kRows, int kFmt>
 inline constexpr int kRegsProducerNarrowOf =
     (cta_threads(kRows) / 128 * launch_regs(cta_threads(kRows)) - kRegsConsumerNarrowOf<kRows, kFmt>) / 2;

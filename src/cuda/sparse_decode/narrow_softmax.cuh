@@ -234,40 +234,27 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
   else merge_bar_sync<kWgs>(cw, kThreads);
   if (marker) timeline_mark(12);
   constexpr int kT = kWgs * kDvWgs * kThreads;  // the threads here: 0 .. kT - 1
-  if constexpr (kNarrowFastEnd) {
-    // The tile's rows read eight 16-byte pieces a thread at a time (rows past w.heads are in
-    // obuf too, and not stored), so that the reads' latencies overlap; then their stores.
-    constexpr int kIters = kRows * (kDv / 4) / kT, kBatch = kIters < 8 ? kIters : 8;
-    static_assert(kIters % kBatch == 0, "the tile's rows in whole rounds of the threads");
+  // The tile's rows read eight 16-byte pieces a thread at a time (rows past w.heads are in obuf
+  // too, and not stored), so that the reads' latencies overlap; then their stores.
+  constexpr int kIters = kRows * (kDv / 4) / kT, kBatch = kIters < 8 ? kIters : 8;
+  static_assert(kIters % kBatch == 0, "the tile's rows in whole rounds of the threads");
 #pragma unroll
-    for (int i0 = 0; i0 < kIters; i0 += kBatch) {
-      float4 v[kBatch];
+  for (int i0 = 0; i0 < kIters; i0 += kBatch) {
+    float4 v[kBatch];
 #pragma unroll
-      for (int it = 0; it < kBatch; ++it) {
-        const int idx = static_cast<int>(threadIdx.x) + (i0 + it) * kT, h = idx / (kDv / 4), cl = 4 * (idx % (kDv / 4));
-        v[it] = *reinterpret_cast<const float4*>(obuf + h * kStride + cl);
-#pragma unroll
-        for (int b = 1; b < kWgs; ++b) {
-          const float4 u = *reinterpret_cast<const float4*>(obuf + b * kRows * kStride + h * kStride + cl);
-          v[it].x += u.x, v[it].y += u.y, v[it].z += u.z, v[it].w += u.w;
-        }
-      }
-#pragma unroll
-      for (int it = 0; it < kBatch; ++it) {
-        const int idx = static_cast<int>(threadIdx.x) + (i0 + it) * kT, h = idx / (kDv / 4);
-        if (h < w.heads) store_o4(p, w, w.head0 + h, 4 * (idx % (kDv / 4)), v[it]);
-      }
-    }
-  } else {  // (one read-and-sum helper for both orders moved two default kernels' SASS: kept apart)
-    for (int idx = threadIdx.x; idx < w.heads * (kDv / 4); idx += kT) {
-      const int h = idx / (kDv / 4), cl = 4 * (idx % (kDv / 4));
-      float4 v = *reinterpret_cast<const float4*>(obuf + h * kStride + cl);
+    for (int it = 0; it < kBatch; ++it) {
+      const int idx = static_cast<int>(threadIdx.x) + (i0 + it) * kT, h = idx / (kDv / 4), cl = 4 * (idx % (kDv / 4));
+      v[it] = *reinterpret_cast<const float4*>(obuf + h * kStride + cl);
 #pragma unroll
       for (int b = 1; b < kWgs; ++b) {
         const float4 u = *reinterpret_cast<const float4*>(obuf + b * kRows * kStride + h * kStride + cl);
-        v.x += u.x, v.y += u.y, v.z += u.z, v.w += u.w;
+        v[it].x += u.x, v[it].y += u.y, v[it].z += u.z, v[it].w += u.w;
       }
-      store_o4(p, w, w.head0 + h, cl, v);
+    }
+#pragma unroll
+    for (int it = 0; it < kBatch; ++it) {
+      const int idx = static_cast<int>(threadIdx.x) + (i0 + it) * kT, h = idx / (kDv / 4);
+      if (h < w.heads) store_o4(p, w, w.head0 + h, 4 * (idx % (kDv / 4)), v[it]);
     }
   }
   if (marker) timeline_mark(13);
