@@ -564,6 +564,17 @@ inline constexpr bool kWideFastEnd = SMLA_SD_WIDE_FAST_END != 0;
 #define SMLA_SD_RAW_PREFETCH 0
 #endif
 inline constexpr int kRawPrefetch = SMLA_SD_RAW_PREFETCH;
+// SMLA_SD_ROWS_EVICT_FIRST (measurement build; 0 default): the bulk row copies of the 16/32-row
+// tiles (raw ring and kNarrowBulk) and the dense page walk's boxes (dense_page_walk.cuh) carry
+// an L2 evict_first policy, so the rows, read once,
+// replace each other in L2 rather than the lines earlier work left there. The benchmarks' L2
+// flush is a 512 MB memset (as FlashMLA's figures were measured), which leaves L2 full of dirty
+// lines: each row line that evicts one costs a DRAM write beside its read
+// (bench/micro/l2_dirty_lines.cu).
+#ifndef SMLA_SD_ROWS_EVICT_FIRST
+#define SMLA_SD_ROWS_EVICT_FIRST 0
+#endif
+inline constexpr bool kRowsEvictFirst = SMLA_SD_ROWS_EVICT_FIRST != 0;
 // SMLA_SD_LANE_OPAQUE (measurement build): the one-unit unpaired 64-row fp8_ds_mla producer
 // takes its lane's fields from a shuffled thread index (producer.cuh ProducerLane), which ptxas
 // keeps in registers where it re-read the index with four S2R a block (~7% of the kernel's stall

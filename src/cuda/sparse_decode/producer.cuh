@@ -169,6 +169,12 @@ struct ProducerLane {
   __device__ bool first() const { return static_cast<int>(threadIdx.x) == first_thread; }
 };
 
+// One row's bulk copy into shared memory, with an L2 evict_first policy where kRowsEvictFirst.
+__device__ __forceinline__ void copy_row_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  if constexpr (kRowsEvictFirst) bulk_copy_g2s(dst, src, bytes, bar, l2_evict_first_policy());
+  else bulk_copy_g2s(dst, src, bytes, bar);
+}
+
 // The shared::cluster address of `p` (this CTA's shared memory) in the pair's other CTA.
 __device__ __forceinline__ uint32_t in_peer(const Work& w, const void* p) {
   return map_to_cta(smem_addr(p), static_cast<uint32_t>(w.rank ^ 1));
@@ -718,8 +724,8 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
     raw_ok[slot * kKeys + row] = ok;
     mbar_arrive_expect_tx(raw_full + slot, ok ? R::kBytes : 0);
     if (ok)
-      bulk_copy_g2s(smem_addr(raw + slot * S::kRawBlockBytes + row * R::kBytes), R::row(a), R::kBytes,
-                    smem_addr(raw_full + slot));
+      copy_row_g2s(smem_addr(raw + slot * S::kRawBlockBytes + row * R::kBytes), R::row(a), R::kBytes,
+                   smem_addr(raw_full + slot));
   };
   int32_t next = -1;
   if (row >= 0) {

@@ -1,0 +1,175 @@
+// Microbenchmark: what the dirty lines a 512 MB memset leaves in L2 cost the gathers after it,
+// and whether an L2 evict_first policy on the gathers avoids that cost. The benchmarks flush L2
+// with a memset before every timed call (docs/BENCHMARKS.md), as FlashMLA's figures were
+// measured: L2 then holds up to its whole size in dirty lines, and every line a kernel brings in
+// evicts one of them first, a DRAM write beside each read. Gathers marked evict_first replace
+// each other in a set before they replace a dirty line, so the write-backs wait for later work.
+//
+// The gather: the raw ring of the 16-row sparse-decode tiles (src/cuda/sparse_decode/
+// producer_raw_ring.cuh): one CTA per SM (up to 128), a ring of 4 slots of 64 random 656-byte
+// rows of a 2.75 GB cache, one cp.async.bulk per row, nothing converted. Also a sequential read
+// of 256 MB (16-byte loads) as the dense streams do.
+// Flushes: memset (dirty L2), a read of 512 MB (clean L2, other lines), or none.
+// Build and run on the GPU machine:
+//   nvcc -O3 -std=c++17 -arch=sm_90a -I src -I include bench/micro/l2_dirty_lines.cu -o l2_dirty && ./l2_dirty
+// Prints one JSON line per (kernel, blocks, flush, policy): µs (median of 25) and GB/s of rows.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "cuda/common/barriers.cuh"
+#include "cuda/common/cuda_check.h"
+
+namespace {
+
+using namespace smla::cuda;
+
+constexpr int kRowBytes = 656;
+constexpr int kStride = 672;  // the ring's row pitch
+constexpr int kKeys = 64;
+constexpr int kRing = 4;
+constexpr int kSlotBytes = kKeys * kStride;
+constexpr int kSmem = kRing * kSlotBytes + 64;
+constexpr int64_t kCacheRows = 128LL * 32768;  // b128's cache: 2.75 GB
+constexpr int kMaxBlocks = 128;
+constexpr size_t kFlushBytes = size_t(512) << 20;
+constexpr size_t kSeqBytes = size_t(256) << 20;
+
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+
+template <bool kHint>
+__device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar, uint64_t pol) {
+  if constexpr (kHint)
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
+            dst),
+        "l"(src), "r"(bytes), "r"(bar), "l"(pol)
+        : "memory");
+  else
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+
+// Threads 0..63 copy one row each of block b into slot b % kRing (thread 0 arms it); every
+// thread then reads a word of the slot and a CTA barrier frees it.
+template <bool kHint>
+__global__ void __launch_bounds__(128, 1) ring_kernel(const uint8_t* cache, const int* slots, int blocks, uint32_t* sink) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + kRing * kSlotBytes);
+  const int t = threadIdx.x;
+  const int* my = slots + static_cast<int64_t>(blockIdx.x) * kMaxBlocks * kKeys;
+  const uint64_t pol = kHint ? evict_first_policy() : 0;
+  if (t == 0)
+    for (int s = 0; s < kRing; ++s) mbar_init(bars + s, 1);
+  __syncthreads();
+  auto issue = [&](int b, int idx) {
+    if (t >= kKeys) return;
+    if (t == 0) mbar_arrive_expect_tx(bars + b % kRing, kKeys * kRowBytes);
+    const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(bars + b % kRing));
+    const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem + (b % kRing) * kSlotBytes + t * kStride));
+    bulk_g2s<kHint>(dst, cache + static_cast<int64_t>(idx) * kRowBytes, kRowBytes, bar, pol);
+  };
+  for (int b = 0; b < kRing && b < blocks; ++b) issue(b, t < kKeys ? __ldg(my + b * kKeys + t) : 0);
+  uint32_t x = 0;
+  for (int b = 0; b < blocks; ++b) {
+    mbar_wait(bars + b % kRing, (b / kRing) & 1);
+    x ^= *reinterpret_cast<const uint32_t*>(smem + (b % kRing) * kSlotBytes + (t & 63) * kStride + (t >> 6) * 16);
+    __syncthreads();
+    if (b + kRing < blocks) issue(b + kRing, t < kKeys ? __ldg(my + (b + kRing) * kKeys + t) : 0);
+  }
+  if (x == 0x12345678u) sink[blockIdx.x] = x;
+}
+
+// A grid-stride read of `bytes` with 16-byte non-coherent loads, evict_first or not.
+template <bool kHint>
+__global__ void __launch_bounds__(512) read_kernel(const uint4* p, size_t n, uint32_t* sink) {
+  const uint64_t pol = kHint ? evict_first_policy() : 0;
+  uint32_t x = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint4 v;
+    if constexpr (kHint)
+      asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+                   : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                   : "l"(p + i), "l"(pol));
+    else
+      asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                   : "l"(p + i));
+    x ^= v.x ^ v.w;
+  }
+  if (x == 0x12345678u) sink[0] = x;
+}
+
+}  // namespace
+
+int main() {
+  int sms = 0;
+  SMLA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  int l2 = 0;
+  SMLA_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+  const int ctas = std::min(sms, 128);
+  uint8_t *cache = nullptr, *flush = nullptr, *seq = nullptr;
+  SMLA_CUDA_CHECK(cudaMalloc(&cache, kCacheRows * kRowBytes));
+  SMLA_CUDA_CHECK(cudaMalloc(&flush, kFlushBytes));
+  SMLA_CUDA_CHECK(cudaMalloc(&seq, kSeqBytes));
+  SMLA_CUDA_CHECK(cudaMemset(cache, 0x11, kCacheRows * kRowBytes));
+  SMLA_CUDA_CHECK(cudaMemset(seq, 0x22, kSeqBytes));
+  std::vector<int> h(static_cast<size_t>(ctas) * kMaxBlocks * kKeys);
+  std::mt19937_64 rng(7);
+  for (auto& v : h) v = static_cast<int>(rng() % kCacheRows);
+  int* slots = nullptr;
+  uint32_t* sink = nullptr;
+  SMLA_CUDA_CHECK(cudaMalloc(&slots, h.size() * sizeof(int)));
+  SMLA_CUDA_CHECK(cudaMalloc(&sink, sms * sizeof(uint32_t)));
+  SMLA_CUDA_CHECK(cudaMemcpy(slots, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
+  SMLA_CUDA_CHECK(cudaFuncSetAttribute(ring_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  SMLA_CUDA_CHECK(cudaFuncSetAttribute(ring_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  cudaEvent_t e0, e1;
+  SMLA_CUDA_CHECK(cudaEventCreate(&e0));
+  SMLA_CUDA_CHECK(cudaEventCreate(&e1));
+  const char* flushes[] = {"memset", "read", "none"};
+  std::printf("{\"l2_bytes\": %d, \"sms\": %d, \"ctas\": %d}\n", l2, sms, ctas);
+  // kernel 0: ring gather of `blocks` blocks a CTA; kernel 1: sequential read of 256 MB.
+  for (int kernel = 0; kernel < 2; ++kernel)
+    for (int blocks : {8, 32, 128}) {
+      if (kernel == 1 && blocks != 32) continue;
+      for (int f = 0; f < 3; ++f)
+        for (int hint = 0; hint < 2; ++hint) {
+          std::vector<float> ms;
+          for (int rep = 0; rep < 26; ++rep) {
+            if (f == 0) SMLA_CUDA_CHECK(cudaMemsetAsync(flush, 0, kFlushBytes));
+            if (f == 1) read_kernel<false><<<sms * 4, 512>>>(reinterpret_cast<const uint4*>(flush), kFlushBytes / 16, sink);
+            SMLA_CUDA_CHECK(cudaEventRecord(e0));
+            if (kernel == 0) {
+              if (hint) ring_kernel<true><<<ctas, 128, kSmem>>>(cache, slots, blocks, sink);
+              else ring_kernel<false><<<ctas, 128, kSmem>>>(cache, slots, blocks, sink);
+            } else {
+              if (hint) read_kernel<true><<<sms * 4, 512>>>(reinterpret_cast<const uint4*>(seq), kSeqBytes / 16, sink);
+              else read_kernel<false><<<sms * 4, 512>>>(reinterpret_cast<const uint4*>(seq), kSeqBytes / 16, sink);
+            }
+            SMLA_CUDA_CHECK(cudaEventRecord(e1));
+            SMLA_CUDA_CHECK(cudaEventSynchronize(e1));
+            SMLA_CUDA_CHECK(cudaGetLastError());
+            float m = 0;
+            SMLA_CUDA_CHECK(cudaEventElapsedTime(&m, e0, e1));
+            if (rep > 0) ms.push_back(m);
+          }
+          std::sort(ms.begin(), ms.end());
+          const double s = ms[ms.size() / 2] * 1e-3;
+          const double bytes = kernel == 0 ? static_cast<double>(ctas) * blocks * kKeys * kRowBytes : double(kSeqBytes);
+          std::printf("{\"kernel\": \"%s\", \"blocks\": %d, \"flush\": \"%s\", \"evict_first\": %d, \"us\": %.2f, \"GBps\": %.0f}\n",
+                      kernel == 0 ? "ring gather" : "sequential read", kernel == 0 ? blocks : 0, flushes[f], hint, s * 1e6,
+                      bytes / s * 1e-9);
+        }
+    }
+  return 0;
+}
