@@ -39,9 +39,13 @@ constexpr int kMaxBlocks = 128;
 constexpr size_t kFlushBytes = size_t(512) << 20;
 constexpr size_t kSeqBytes = size_t(256) << 20;
 
+// Policy 1: every line evict_first; 2: half of them; 3: a quarter (the rest normal).
+template <int kPolicy>
 __device__ __forceinline__ uint64_t evict_first_policy() {
   uint64_t p;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+  if constexpr (kPolicy == 1) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+  if constexpr (kPolicy == 2) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 0.5;\n" : "=l"(p));
+  if constexpr (kPolicy == 3) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 0.25;\n" : "=l"(p));
   return p;
 }
 
@@ -61,13 +65,14 @@ __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t
 
 // Threads 0..63 copy one row each of block b into slot b % kRing (thread 0 arms it); every
 // thread then reads a word of the slot and a CTA barrier frees it.
-template <bool kHint>
+template <int kPolicy>
 __global__ void __launch_bounds__(128, 1) ring_kernel(const uint8_t* cache, const int* slots, int blocks, uint32_t* sink) {
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + kRing * kSlotBytes);
   const int t = threadIdx.x;
   const int* my = slots + static_cast<int64_t>(blockIdx.x) * kMaxBlocks * kKeys;
-  const uint64_t pol = kHint ? evict_first_policy() : 0;
+  uint64_t pol = 0;
+  if constexpr (kPolicy > 0) pol = evict_first_policy<kPolicy>();
   if (t == 0)
     for (int s = 0; s < kRing; ++s) mbar_init(bars + s, 1);
   __syncthreads();
@@ -76,7 +81,7 @@ __global__ void __launch_bounds__(128, 1) ring_kernel(const uint8_t* cache, cons
     if (t == 0) mbar_arrive_expect_tx(bars + b % kRing, kKeys * kRowBytes);
     const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(bars + b % kRing));
     const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem + (b % kRing) * kSlotBytes + t * kStride));
-    bulk_g2s<kHint>(dst, cache + static_cast<int64_t>(idx) * kRowBytes, kRowBytes, bar, pol);
+    bulk_g2s<(kPolicy > 0)>(dst, cache + static_cast<int64_t>(idx) * kRowBytes, kRowBytes, bar, pol);
   };
   for (int b = 0; b < kRing && b < blocks; ++b) issue(b, t < kKeys ? __ldg(my + b * kKeys + t) : 0);
   uint32_t x = 0;
@@ -92,7 +97,8 @@ __global__ void __launch_bounds__(128, 1) ring_kernel(const uint8_t* cache, cons
 // A grid-stride read of `bytes` with 16-byte non-coherent loads, evict_first or not.
 template <bool kHint>
 __global__ void __launch_bounds__(512) read_kernel(const uint4* p, size_t n, uint32_t* sink) {
-  const uint64_t pol = kHint ? evict_first_policy() : 0;
+  uint64_t pol = 0;
+  if constexpr (kHint) pol = evict_first_policy<1>();
   uint32_t x = 0;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     uint4 v;
@@ -131,27 +137,28 @@ int main() {
   SMLA_CUDA_CHECK(cudaMalloc(&slots, h.size() * sizeof(int)));
   SMLA_CUDA_CHECK(cudaMalloc(&sink, sms * sizeof(uint32_t)));
   SMLA_CUDA_CHECK(cudaMemcpy(slots, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
-  SMLA_CUDA_CHECK(cudaFuncSetAttribute(ring_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  SMLA_CUDA_CHECK(cudaFuncSetAttribute(ring_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  using Ring = void (*)(const uint8_t*, const int*, int, uint32_t*);
+  const Ring rings[] = {ring_kernel<0>, ring_kernel<1>, ring_kernel<2>, ring_kernel<3>};
+  for (Ring r : rings) SMLA_CUDA_CHECK(cudaFuncSetAttribute(r, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   cudaEvent_t e0, e1;
   SMLA_CUDA_CHECK(cudaEventCreate(&e0));
   SMLA_CUDA_CHECK(cudaEventCreate(&e1));
   const char* flushes[] = {"memset", "read", "none"};
+  const char* fractions[] = {"0", "1.0", "0.5", "0.25"};  // the share of lines marked evict_first
   std::printf("{\"l2_bytes\": %d, \"sms\": %d, \"ctas\": %d}\n", l2, sms, ctas);
   // kernel 0: ring gather of `blocks` blocks a CTA; kernel 1: sequential read of 256 MB.
   for (int kernel = 0; kernel < 2; ++kernel)
-    for (int blocks : {8, 32, 128}) {
+    for (int blocks : {32, 128}) {
       if (kernel == 1 && blocks != 32) continue;
       for (int f = 0; f < 3; ++f)
-        for (int hint = 0; hint < 2; ++hint) {
+        for (int hint = 0; hint < (kernel == 0 ? 4 : 2); ++hint) {
           std::vector<float> ms;
           for (int rep = 0; rep < 26; ++rep) {
             if (f == 0) SMLA_CUDA_CHECK(cudaMemsetAsync(flush, 0, kFlushBytes));
             if (f == 1) read_kernel<false><<<sms * 4, 512>>>(reinterpret_cast<const uint4*>(flush), kFlushBytes / 16, sink);
             SMLA_CUDA_CHECK(cudaEventRecord(e0));
             if (kernel == 0) {
-              if (hint) ring_kernel<true><<<ctas, 128, kSmem>>>(cache, slots, blocks, sink);
-              else ring_kernel<false><<<ctas, 128, kSmem>>>(cache, slots, blocks, sink);
+              rings[hint]<<<ctas, 128, kSmem>>>(cache, slots, blocks, sink);
             } else {
               if (hint) read_kernel<true><<<sms * 4, 512>>>(reinterpret_cast<const uint4*>(seq), kSeqBytes / 16, sink);
               else read_kernel<false><<<sms * 4, 512>>>(reinterpret_cast<const uint4*>(seq), kSeqBytes / 16, sink);
@@ -166,8 +173,8 @@ int main() {
           std::sort(ms.begin(), ms.end());
           const double s = ms[ms.size() / 2] * 1e-3;
           const double bytes = kernel == 0 ? static_cast<double>(ctas) * blocks * kKeys * kRowBytes : double(kSeqBytes);
-          std::printf("{\"kernel\": \"%s\", \"blocks\": %d, \"flush\": \"%s\", \"evict_first\": %d, \"us\": %.2f, \"GBps\": %.0f}\n",
-                      kernel == 0 ? "ring gather" : "sequential read", kernel == 0 ? blocks : 0, flushes[f], hint, s * 1e6,
+          std::printf("{\"kernel\": \"%s\", \"blocks\": %d, \"flush\": \"%s\", \"evict_first\": %s, \"us\": %.2f, \"GBps\": %.0f}\n",
+                      kernel == 0 ? "ring gather" : "sequential read", kernel == 0 ? blocks : 0, flushes[f], fractions[hint], s * 1e6,
                       bytes / s * 1e-9);
         }
     }

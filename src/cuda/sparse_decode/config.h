@@ -575,6 +575,13 @@ inline constexpr int kRawPrefetch = SMLA_SD_RAW_PREFETCH;
 #define SMLA_SD_ROWS_EVICT_FIRST 0
 #endif
 inline constexpr bool kRowsEvictFirst = SMLA_SD_ROWS_EVICT_FIRST != 0;
+// SMLA_SD_LOADS_EVICT_FIRST (measurement build; 0 default): the same policy on the packed
+// producers' row loads (64-row tiles: PackedRound::load). Their lines are brought in earlier by
+// plain L2 prefetches, so this asks whether a hit with the policy makes them first to go.
+#ifndef SMLA_SD_LOADS_EVICT_FIRST
+#define SMLA_SD_LOADS_EVICT_FIRST 0
+#endif
+inline constexpr bool kLoadsEvictFirst = SMLA_SD_LOADS_EVICT_FIRST != 0;
 // SMLA_SD_LANE_OPAQUE (measurement build): the one-unit unpaired 64-row fp8_ds_mla producer
 // takes its lane's fields from a shuffled thread index (producer.cuh ProducerLane), which ptxas
 // keeps in registers where it re-read the index with four S2R a block (~7% of the kernel's stall
