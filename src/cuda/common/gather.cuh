@@ -24,22 +24,6 @@ __device__ __forceinline__ uint4 ldg_nc_v4_l2_256(const void* p) {
   return v;
 }
 
-// The two loads above with an L2 policy (l2_evict_first_policy below).
-__device__ __forceinline__ uint4 ldg_nc_v4(const void* p, uint64_t pol) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p), "l"(pol));
-  return v;
-}
-__device__ __forceinline__ uint4 ldg_nc_v4_l2_256(const void* p, uint64_t pol) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p), "l"(pol));
-  return v;
-}
-
 __device__ __forceinline__ uint2 ldg_nc_v2(const void* p) {
   uint2 v;
   asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(p));
@@ -80,16 +64,10 @@ __device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uin
 
 // An L2 policy that makes the lines it brings in the first to be evicted from their set: rows
 // read once then replace each other, not the lines (dirty ones included) other work left in L2.
-// SMLA_L2_EVICT_FIRST_FRACTION (measurement builds): the share of the lines that get it (the
-// rest keep the normal priority).
-#ifndef SMLA_L2_EVICT_FIRST_FRACTION
-#define SMLA_L2_EVICT_FIRST_FRACTION 1.0
-#endif
-#define SMLA_GATHER_STR2(x) #x
-#define SMLA_GATHER_STR(x) SMLA_GATHER_STR2(x)
+// (Giving it to a fraction of the lines only, 0.5 or 0.25, gained nothing: l2_dirty_lines.cu.)
 __device__ __forceinline__ uint64_t l2_evict_first_policy() {
   uint64_t pol;  // not volatile: one per loop, hoisted
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, " SMLA_GATHER_STR(SMLA_L2_EVICT_FIRST_FRACTION) ";\n" : "=l"(pol));
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
   return pol;
 }
 

@@ -564,24 +564,23 @@ inline constexpr bool kWideFastEnd = SMLA_SD_WIDE_FAST_END != 0;
 #define SMLA_SD_RAW_PREFETCH 0
 #endif
 inline constexpr int kRawPrefetch = SMLA_SD_RAW_PREFETCH;
-// SMLA_SD_ROWS_EVICT_FIRST (measurement build; 0 default): the bulk row copies of the 16/32-row
-// tiles (raw ring and kNarrowBulk) and the dense page walk's boxes (dense_page_walk.cuh) carry
-// an L2 evict_first policy, so the rows, read once,
-// replace each other in L2 rather than the lines earlier work left there. The benchmarks' L2
-// flush is a 512 MB memset (as FlashMLA's figures were measured), which leaves L2 full of dirty
-// lines: each row line that evicts one costs a DRAM write beside its read
-// (bench/micro/l2_dirty_lines.cu).
+// SMLA_SD_ROWS_EVICT_FIRST (default 1): the bulk row copies of the 16/32-row tiles (raw ring and
+// kNarrowBulk) carry an L2 evict_first policy (gather.cuh), so the rows, read once, replace each
+// other in L2 rather than the lines earlier work left there; 2 also gives it to the dense page
+// walk's boxes (dense_page_walk.cuh, a measurement build); 0: no policy. On an H200
+// (bench/micro/l2_dirty_lines.cu, 128 CTAs gathering 656-byte rows into a 4-slot ring, 32 blocks
+// each): 54.4 -> 50.1 µs after a flush that leaves L2 clean, 61.3 -> 57.8 after the benchmarks'
+// memset flush, whose dirty lines cost ~7 µs of write-backs without the policy; a fraction of
+// 0.5 or 0.25 of the lines gains nothing. Same-call A/Bs (2026-12-05, two H200s, µs): V3.2 b128
+// h16 67.5 -> 64.8 and 69.0 -> 66.5, h32 85.2 -> 84.3, dense fp8 h16 178.8 -> 176.8 and 179.3 ->
+// 175.2, b1 / b8 h128 and V4 h32 level, s_q2 h16 118.6 -> 119.1 and 120.3 -> 121.5 (slower);
+// with 2, dense bf16 h16 level to -1%, h128 478.8 -> 480.1. The packed 64-row producers' loads
+// with the policy (their lines come in by plain L2 prefetches first) were level on six rows.
 #ifndef SMLA_SD_ROWS_EVICT_FIRST
-#define SMLA_SD_ROWS_EVICT_FIRST 0
+#define SMLA_SD_ROWS_EVICT_FIRST 1
 #endif
-inline constexpr bool kRowsEvictFirst = SMLA_SD_ROWS_EVICT_FIRST != 0;
-// SMLA_SD_LOADS_EVICT_FIRST (measurement build; 0 default): the same policy on the packed
-// producers' row loads (64-row tiles: PackedRound::load). Their lines are brought in earlier by
-// plain L2 prefetches, so this asks whether a hit with the policy makes them first to go.
-#ifndef SMLA_SD_LOADS_EVICT_FIRST
-#define SMLA_SD_LOADS_EVICT_FIRST 0
-#endif
-inline constexpr bool kLoadsEvictFirst = SMLA_SD_LOADS_EVICT_FIRST != 0;
+inline constexpr bool kRowsEvictFirst = SMLA_SD_ROWS_EVICT_FIRST >= 1;
+inline constexpr bool kBoxesEvictFirst = SMLA_SD_ROWS_EVICT_FIRST >= 2;
 // SMLA_SD_LANE_OPAQUE (measurement build): the one-unit unpaired 64-row fp8_ds_mla producer
 // takes its lane's fields from a shuffled thread index (producer.cuh ProducerLane), which ptxas
 // keeps in registers where it re-read the index with four S2R a block (~7% of the kernel's stall

@@ -296,18 +296,10 @@ struct PackedRound {
     if (ok) {
       const uint8_t* r = F::row(a);
 #pragma unroll
-      for (int i = 0; i < F::kLatentChunks; ++i) {
-        if constexpr (kLoadsEvictFirst) lat[i] = ldg_nc_v4_l2_256(r + i * 64 + pl.q * 16, l2_evict_first_policy());
-        else lat[i] = ldg_nc_v4_l2_256(r + i * 64 + pl.q * 16);
-      }
+      for (int i = 0; i < F::kLatentChunks; ++i) lat[i] = ldg_nc_v4_l2_256(r + i * 64 + pl.q * 16);
       if constexpr (F::kRope) {
-        if constexpr (kLoadsEvictFirst) {
-          rope[0] = ldg_nc_v4(F::rope(r) + pl.q * 32, l2_evict_first_policy());
-          rope[1] = ldg_nc_v4(F::rope(r) + pl.q * 32 + 16, l2_evict_first_policy());
-        } else {
-          rope[0] = ldg_nc_v4(F::rope(r) + pl.q * 32);
-          rope[1] = ldg_nc_v4(F::rope(r) + pl.q * 32 + 16);
-        }
+        rope[0] = ldg_nc_v4(F::rope(r) + pl.q * 32);
+        rope[1] = ldg_nc_v4(F::rope(r) + pl.q * 32 + 16);
       }
       sc = F::load_scales(a, r);
     } else {  // zeros convert to zeros: store() needs no branch per chunk
