@@ -8,8 +8,8 @@
 //
 // The gather: the raw ring of the 16-row sparse-decode tiles (src/cuda/sparse_decode/
 // producer_raw_ring.cuh): one CTA per SM (up to 128), a ring of 4 slots of 64 random 656-byte
-// rows of a 2.75 GB cache, one cp.async.bulk per row, nothing converted. Also a sequential read
-// of 256 MB (16-byte loads) as the dense streams do.
+// rows of a 2.75 GB cache, one cp.async.bulk per row, nothing converted; also twice as many
+// CTAs, two waves of them. And a sequential read of 256 MB (16-byte loads) as the dense streams do.
 // Flushes: memset (dirty L2), a read of 512 MB (clean L2, other lines), or none.
 // Build and run on the GPU machine:
 //   nvcc -O3 -std=c++17 -arch=sm_90a -I src -I include bench/micro/l2_dirty_lines.cu -o l2_dirty && ./l2_dirty
@@ -134,7 +134,7 @@ int main() {
   SMLA_CUDA_CHECK(cudaMalloc(&seq, kSeqBytes));
   SMLA_CUDA_CHECK(cudaMemset(cache, 0x11, kCacheRows * kRowBytes));
   SMLA_CUDA_CHECK(cudaMemset(seq, 0x22, kSeqBytes));
-  std::vector<int> h(static_cast<size_t>(ctas) * kMaxBlocks * kKeys);
+  std::vector<int> h(static_cast<size_t>(2 * ctas) * kMaxBlocks * kKeys);  // two waves' worth
   std::mt19937_64 rng(7);
   for (auto& v : h) v = static_cast<int>(rng() % kCacheRows);
   int* slots = nullptr;
@@ -151,10 +151,12 @@ int main() {
   const char* flushes[] = {"memset", "read", "none"};
   const char* fractions[] = {"0", "1.0", "0.5", "0.25"};  // the share of lines marked evict_first
   std::printf("{\"l2_bytes\": %d, \"sms\": %d, \"ctas\": %d}\n", l2, sms, ctas);
-  // kernel 0: ring gather of `blocks` blocks a CTA; kernel 1: sequential read of 256 MB.
-  for (int kernel = 0; kernel < 2; ++kernel)
+  // kernel 0: ring gather of `blocks` blocks a CTA; 1: sequential read of 256 MB; 2: the ring
+  // gather in two waves of CTAs (as 256 CTAs of the 16-row tiles run V3.2 b128 s_q2 h16).
+  for (int kernel = 0; kernel < 3; ++kernel)
     for (int blocks : {32, 128}) {
-      if (kernel == 1 && blocks != 32) continue;
+      if (kernel != 0 && blocks != 32) continue;
+      const int grid = kernel == 2 ? 2 * ctas : ctas;
       for (int f = 0; f < 3; ++f)
         for (int hint = 0; hint < (kernel == 0 ? 4 : 2); ++hint) {
           std::vector<float> ms;
@@ -162,8 +164,8 @@ int main() {
             if (f == 0) SMLA_CUDA_CHECK(cudaMemsetAsync(flush, 0, kFlushBytes));
             if (f == 1) read_kernel<false><<<sms * 4, 512>>>(reinterpret_cast<const uint4*>(flush), kFlushBytes / 16, sink);
             SMLA_CUDA_CHECK(cudaEventRecord(e0));
-            if (kernel == 0) {
-              rings[hint]<<<ctas, 128, kSmem>>>(cache, slots, blocks, sink);
+            if (kernel != 1) {
+              rings[hint]<<<grid, 128, kSmem>>>(cache, slots, blocks, sink);
             } else {
               if (hint) read_kernel<true><<<sms * 4, 512>>>(reinterpret_cast<const uint4*>(seq), kSeqBytes / 16, sink);
               else read_kernel<false><<<sms * 4, 512>>>(reinterpret_cast<const uint4*>(seq), kSeqBytes / 16, sink);
@@ -177,10 +179,12 @@ int main() {
           }
           std::sort(ms.begin(), ms.end());
           const double s = ms[ms.size() / 2] * 1e-3;
-          const double bytes = kernel == 0 ? static_cast<double>(ctas) * blocks * kKeys * kRowBytes : double(kSeqBytes);
-          std::printf("{\"kernel\": \"%s\", \"blocks\": %d, \"flush\": \"%s\", \"evict_first\": %s, \"us\": %.2f, \"GBps\": %.0f}\n",
-                      kernel == 0 ? "ring gather" : "sequential read", kernel == 0 ? blocks : 0, flushes[f], fractions[hint], s * 1e6,
-                      bytes / s * 1e-9);
+          const double bytes = kernel != 1 ? static_cast<double>(grid) * blocks * kKeys * kRowBytes : double(kSeqBytes);
+          std::printf(
+              "{\"kernel\": \"%s\", \"ctas\": %d, \"blocks\": %d, \"flush\": \"%s\", \"evict_first\": %s, \"us\": %.2f, "
+              "\"GBps\": %.0f}\n",
+              kernel == 1 ? "sequential read" : "ring gather", kernel == 1 ? 0 : grid, kernel == 1 ? 0 : blocks, flushes[f],
+              fractions[hint], s * 1e6, bytes / s * 1e-9);
         }
     }
   return 0;
