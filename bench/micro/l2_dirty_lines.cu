@@ -44,13 +44,15 @@ constexpr int kMaxBlocks = 128;
 constexpr size_t kFlushBytes = size_t(512) << 20;
 constexpr size_t kSeqBytes = size_t(256) << 20;
 
-// Policy 1: every line evict_first; 2: half of them; 3: a quarter (the rest normal).
+// Policy 1: every line evict_first; 2: half of them; 3: a quarter (the rest normal); 4 (the
+// ring's choice, not here): every line of a CTA's first half of blocks, none after.
 template <int kPolicy>
 __device__ __forceinline__ uint64_t evict_first_policy() {
   uint64_t p;
   if constexpr (kPolicy == 1) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
   if constexpr (kPolicy == 2) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 0.5;\n" : "=l"(p));
   if constexpr (kPolicy == 3) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 0.25;\n" : "=l"(p));
+  if constexpr (kPolicy == 4) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
   return p;
 }
 
@@ -86,7 +88,8 @@ __global__ void __launch_bounds__(128, 1) ring_kernel(const uint8_t* cache, cons
     if (t == 0) mbar_arrive_expect_tx(bars + b % kRing, kKeys * kRowBytes);
     const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(bars + b % kRing));
     const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem + (b % kRing) * kSlotBytes + t * kStride));
-    bulk_g2s<(kPolicy > 0)>(dst, cache + static_cast<int64_t>(idx) * kRowBytes, kRowBytes, bar, pol);
+    if (kPolicy == 4 && 2 * b >= blocks) bulk_g2s<false>(dst, cache + static_cast<int64_t>(idx) * kRowBytes, kRowBytes, bar, pol);
+    else bulk_g2s<(kPolicy > 0)>(dst, cache + static_cast<int64_t>(idx) * kRowBytes, kRowBytes, bar, pol);
   };
   for (int b = 0; b < kRing && b < blocks; ++b) issue(b, t < kKeys ? __ldg(my + b * kKeys + t) : 0);
   uint32_t x = 0;
@@ -143,13 +146,14 @@ int main() {
   SMLA_CUDA_CHECK(cudaMalloc(&sink, sms * sizeof(uint32_t)));
   SMLA_CUDA_CHECK(cudaMemcpy(slots, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
   using Ring = void (*)(const uint8_t*, const int*, int, uint32_t*);
-  const Ring rings[] = {ring_kernel<0>, ring_kernel<1>, ring_kernel<2>, ring_kernel<3>};
+  const Ring rings[] = {ring_kernel<0>, ring_kernel<1>, ring_kernel<2>, ring_kernel<3>, ring_kernel<4>};
   for (Ring r : rings) SMLA_CUDA_CHECK(cudaFuncSetAttribute(r, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   cudaEvent_t e0, e1;
   SMLA_CUDA_CHECK(cudaEventCreate(&e0));
   SMLA_CUDA_CHECK(cudaEventCreate(&e1));
   const char* flushes[] = {"memset", "read", "none"};
-  const char* fractions[] = {"0", "1.0", "0.5", "0.25"};  // the share of lines marked evict_first
+  // the share of lines marked evict_first
+  const char* fractions[] = {"0", "1.0", "0.5", "0.25", "\"first half of the blocks\""};
   std::printf("{\"l2_bytes\": %d, \"sms\": %d, \"ctas\": %d}\n", l2, sms, ctas);
   // kernel 0: ring gather of `blocks` blocks a CTA; 1: sequential read of 256 MB; 2: the ring
   // gather in two waves of CTAs (as 256 CTAs of the 16-row tiles run V3.2 b128 s_q2 h16).
@@ -158,7 +162,8 @@ int main() {
       if (kernel != 0 && blocks != 32) continue;
       const int grid = kernel == 2 ? 2 * ctas : ctas;
       for (int f = 0; f < 3; ++f)
-        for (int hint = 0; hint < (kernel == 0 ? 4 : 2); ++hint) {
+        for (int hint = 0; hint < (kernel == 1 ? 2 : 5); ++hint) {
+          if (kernel == 2 && (hint == 2 || hint == 3)) continue;
           std::vector<float> ms;
           for (int rep = 0; rep < 26; ++rep) {
             if (f == 0) SMLA_CUDA_CHECK(cudaMemsetAsync(flush, 0, kFlushBytes));
