@@ -35,6 +35,8 @@ builds=(
   "-DSMLA_SD_RAW_PREFETCH=4|sparse_decode_fp8_e4m3_576"
   "-DSMLA_SD_ROWS_EVICT_FIRST=0|sparse_decode_fp8_ds_mla_576"   # row copies without the L2 evict_first policy
   "-DSMLA_SD_ROWS_EVICT_FIRST=2|sparse_decode_dense_tma_576"    # the dense page walk's boxes with it too
+  "-DSMLA_SD_ROWS_EVICT_FIRST=3|sparse_decode_fp8_ds_mla_576"   # the policy on a unit's first half of blocks only
+  "-DSMLA_SD_ROWS_EVICT_FIRST=3|sparse_decode_fp8_model1_512"
 )
 
 compile() {

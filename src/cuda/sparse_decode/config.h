@@ -567,7 +567,7 @@ inline constexpr int kRawPrefetch = SMLA_SD_RAW_PREFETCH;
 // SMLA_SD_ROWS_EVICT_FIRST (default 1): the bulk row copies of the 16/32-row tiles (raw ring and
 // kNarrowBulk) carry an L2 evict_first policy (gather.cuh), so the rows, read once, replace each
 // other in L2 rather than the lines earlier work left there; 2 also gives it to the dense page
-// walk's boxes (dense_page_walk.cuh, a measurement build); 0: no policy. On an H200
+// walk's boxes (dense_page_walk.cuh, a measurement build); 0: no policy; 3: below. On an H200
 // (bench/micro/l2_dirty_lines.cu, 128 CTAs gathering 656-byte rows into a 4-slot ring, 32 blocks
 // each): 54.4 -> 50.1 µs after a flush that leaves L2 clean, 61.3 -> 57.8 after the benchmarks'
 // memset flush, whose dirty lines cost ~7 µs of write-backs without the policy; a fraction of
@@ -580,7 +580,12 @@ inline constexpr int kRawPrefetch = SMLA_SD_RAW_PREFETCH;
 #define SMLA_SD_ROWS_EVICT_FIRST 1
 #endif
 inline constexpr bool kRowsEvictFirst = SMLA_SD_ROWS_EVICT_FIRST >= 1;
-inline constexpr bool kBoxesEvictFirst = SMLA_SD_ROWS_EVICT_FIRST >= 2;
+inline constexpr bool kBoxesEvictFirst = SMLA_SD_ROWS_EVICT_FIRST == 2;
+// SMLA_SD_ROWS_EVICT_FIRST=3 (a measurement build, prepared, not timed): the policy on the row
+// copies of a unit's first half of blocks only, so that the lines the flush (or earlier work)
+// left are not all kept through a long run or a second wave of CTAs (V3.2 b128 s_q2 h16 lost
+// 1% with the policy on every copy; bench/micro/l2_dirty_lines.cu times the same choice).
+inline constexpr bool kRowsEvictFirstHalf = SMLA_SD_ROWS_EVICT_FIRST == 3;
 // SMLA_SD_LANE_OPAQUE (measurement build): the one-unit unpaired 64-row fp8_ds_mla producer
 // takes its lane's fields from a shuffled thread index (producer.cuh ProducerLane), which ptxas
 // keeps in registers where it re-read the index with four S2R a block (~7% of the kernel's stall

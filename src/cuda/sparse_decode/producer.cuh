@@ -169,9 +169,10 @@ struct ProducerLane {
   __device__ bool first() const { return static_cast<int>(threadIdx.x) == first_thread; }
 };
 
-// One row's bulk copy into shared memory, with an L2 evict_first policy where kRowsEvictFirst.
-__device__ __forceinline__ void copy_row_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  if constexpr (kRowsEvictFirst) bulk_copy_g2s(dst, src, bytes, bar, l2_evict_first_policy());
+// One row's bulk copy into shared memory for block i of a unit's `blocks`, with an L2
+// evict_first policy where kRowsEvictFirst (kRowsEvictFirstHalf: in the unit's first half only).
+__device__ __forceinline__ void copy_row_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar, int i, int blocks) {
+  if (kRowsEvictFirst && (!kRowsEvictFirstHalf || 2 * i < blocks)) bulk_copy_g2s(dst, src, bytes, bar, l2_evict_first_policy());
   else bulk_copy_g2s(dst, src, bytes, bar);
 }
 
@@ -725,7 +726,7 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
     mbar_arrive_expect_tx(raw_full + slot, ok ? R::kBytes : 0);
     if (ok)
       copy_row_g2s(smem_addr(raw + slot * S::kRawBlockBytes + row * R::kBytes), R::row(a), R::kBytes,
-                   smem_addr(raw_full + slot));
+                   smem_addr(raw_full + slot), i, blocks);
   };
   int32_t next = -1;
   if (row >= 0) {
