@@ -86,11 +86,11 @@ struct DensePageWalk {
       if (cur < 0) return;
 #pragma unroll
       for (int b = 0; b < kBoxes; ++b)
-        if (b >= b0 && b < b1 && (!kHalves || (second ? in_fill_part<2>(b) : in_fill_part<1>(b))))
-          if constexpr (kBoxesEvictFirst)
-            tma_load_3d(t + b * kBoxBytes + lane * rows * kRowBytes, &p.kv_map, 64 * b, row0, cur, bar, l2_evict_first_policy());
-          else
-            tma_load_3d(t + b * kBoxBytes + lane * rows * kRowBytes, &p.kv_map, 64 * b, row0, cur, bar);
+        if (b >= b0 && b < b1 && (!kHalves || (second ? in_fill_part<2>(b) : in_fill_part<1>(b)))) {
+          const uint32_t dst = t + b * kBoxBytes + lane * rows * kRowBytes;
+          if constexpr (kBoxesEvictFirst) tma_load_3d(dst, &p.kv_map, 64 * b, row0, cur, bar, l2_evict_first_policy());
+          else tma_load_3d(dst, &p.kv_map, 64 * b, row0, cur, bar);
+        }
     };
     boxes(false);
     if constexpr (kHalves) {
