@@ -564,9 +564,10 @@ inline constexpr bool kWideFastEnd = SMLA_SD_WIDE_FAST_END != 0;
 #define SMLA_SD_RAW_PREFETCH 0
 #endif
 inline constexpr int kRawPrefetch = SMLA_SD_RAW_PREFETCH;
-// SMLA_SD_ROWS_EVICT_FIRST (default 1): the bulk row copies of the 16/32-row tiles (raw ring and
-// kNarrowBulk) carry an L2 evict_first policy (gather.cuh), so the rows, read once, replace each
-// other in L2 rather than the lines earlier work left there; 2 also gives it to the dense page
+// SMLA_SD_ROWS_EVICT_FIRST (default 1): the bulk row copies of the 16/32-row decode tiles (raw
+// ring and kNarrowBulk; not prefill from the paged cache, whose rows other queries' CTAs read
+// again) carry an L2 evict_first policy (gather.cuh), so the rows, read once, replace each other
+// in L2 rather than the lines earlier work left there; 2 also gives it to the dense page
 // walk's boxes (dense_page_walk.cuh, a measurement build); 0: no policy; 3: below. On an H200
 // (bench/micro/l2_dirty_lines.cu, 128 CTAs gathering 656-byte rows into a 4-slot ring, 32 blocks
 // each): 54.4 -> 50.1 µs after a flush that leaves L2 clean, 61.3 -> 57.8 after the benchmarks'

@@ -532,7 +532,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
         else consume_narrow_raw<kRows>(p, w, smem);
       } else {
         setmaxnreg_to<kRegsRawProducer<kRows, kFmt>, kEntry>();
-        produce_raw_ring<kRows, kFmt>(p, w, smem);
+        produce_raw_ring<kRows, kFmt, !kMaxLogits>(p, w, smem);
       }
     } else {
       if (wg < consumer_threads(kRows) / 128) {
@@ -544,7 +544,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
         setmaxnreg_to<kRegsProducerNarrowOf<kRows, kFmt>, kEntry>();
         if constexpr (kTma) produce_dense_tma<kRows, kD>(p, w, smem);
         else if constexpr (kBf16) produce_bf16<kRows, kD>(p, w, smem);
-        else if constexpr (kRaw > 0) produce_narrow_bulk<kRows, kFmt>(p, w, smem);
+        else if constexpr (kRaw > 0) produce_narrow_bulk<kRows, kFmt, !kMaxLogits>(p, w, smem);
         else produce_packed<kRows, kFmt, false, kBf16Route<kRows, kFmt, false, false>>(p, w, smem);
       }
     }

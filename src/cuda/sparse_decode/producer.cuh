@@ -170,9 +170,12 @@ struct ProducerLane {
 };
 
 // One row's bulk copy into shared memory for block i of a unit's `blocks`, with an L2
-// evict_first policy where kRowsEvictFirst (kRowsEvictFirstHalf: in the unit's first half only).
+// evict_first policy where kReadOnce (decode: each row read by one CTA; prefill's rows are read
+// again by other queries' CTAs) and kRowsEvictFirst (kRowsEvictFirstHalf: the unit's first half).
+template <bool kReadOnce>
 __device__ __forceinline__ void copy_row_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar, int i, int blocks) {
-  if (kRowsEvictFirst && (!kRowsEvictFirstHalf || 2 * i < blocks)) bulk_copy_g2s(dst, src, bytes, bar, l2_evict_first_policy());
+  if (kReadOnce && kRowsEvictFirst && (!kRowsEvictFirstHalf || 2 * i < blocks))
+    bulk_copy_g2s(dst, src, bytes, bar, l2_evict_first_policy());
   else bulk_copy_g2s(dst, src, bytes, bar);
 }
 
@@ -687,7 +690,7 @@ struct RawRow<static_cast<int>(CacheFormat::fp8_e4m3)> {
 // i + kSlots (kBulkEarlyFree: before the K tile is written), whose index each copying thread
 // loaded one block earlier. The thread waits until the consumers released block i - 1 (one K
 // tile; two K tiles: block i - 2), stores block i and hands it over.
-template <int kRows, int kFmt>
+template <int kRows, int kFmt, bool kReadOnce>
 __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t* smem) {
   using R = RawRow<kFmt>;
   constexpr int kD = R::kD;
@@ -725,8 +728,8 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
     raw_ok[slot * kKeys + row] = ok;
     mbar_arrive_expect_tx(raw_full + slot, ok ? R::kBytes : 0);
     if (ok)
-      copy_row_g2s(smem_addr(raw + slot * S::kRawBlockBytes + row * R::kBytes), R::row(a), R::kBytes,
-                   smem_addr(raw_full + slot), i, blocks);
+      copy_row_g2s<kReadOnce>(smem_addr(raw + slot * S::kRawBlockBytes + row * R::kBytes), R::row(a), R::kBytes,
+                              smem_addr(raw_full + slot), i, blocks);
   };
   int32_t next = -1;
   if (row >= 0) {

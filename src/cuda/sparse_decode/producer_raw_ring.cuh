@@ -25,7 +25,9 @@
 
 namespace smla::cuda::sparse_decode_family {
 
-template <int kRows, int kFmt>
+// kReadOnce: each row is read by this CTA alone (decode), so its copy may carry the L2
+// evict_first policy (producer.cuh copy_row_g2s).
+template <int kRows, int kFmt, bool kReadOnce>
 __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* smem) {
   using S = RingSmem<kRows, kFmt>;
   using R = RawRow<kFmt>;
@@ -79,11 +81,11 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
       const uint32_t m = __ballot_sync(kMask, cont);
       const int len = ok && !cont ? __ffs(~(m >> (ln + 1))) : 0;
       mbar_arrive_expect_tx(full + slot, len * R::kBytes);
-      if (len > 0) copy_row_g2s(smem_addr(dst), reinterpret_cast<const void*>(src), len * R::kBytes, smem_addr(full + slot), i,
-                                 blocks);
+      if (len > 0)
+        copy_row_g2s<kReadOnce>(smem_addr(dst), reinterpret_cast<const void*>(src), len * R::kBytes, smem_addr(full + slot), i, blocks);
     } else {
       mbar_arrive_expect_tx(full + slot, ok ? R::kBytes : 0);
-      if (ok) copy_row_g2s(smem_addr(dst), R::row(a), R::kBytes, smem_addr(full + slot), i, blocks);
+      if (ok) copy_row_g2s<kReadOnce>(smem_addr(dst), R::row(a), R::kBytes, smem_addr(full + slot), i, blocks);
     }
     if constexpr (kRawPrefetch > 0) {
       if (i + kRawPrefetch < blocks) {
