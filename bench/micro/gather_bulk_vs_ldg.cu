@@ -108,12 +108,6 @@ __global__ void __launch_bounds__(kThreads, 1) ldg_kernel(const uint8_t* cache, 
   if (x == 0x12345678u) sink[blockIdx.x] = x;  // keeps the loads
 }
 
-__device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
-}
-
 // Ways 2-4: threads 0..63 each copy one row of block b into ring slot b % kRing; thread 0 arms
 // the slot's barrier for 64 rows. After the wait every thread reads its share from the slot
 // (same lane mapping as above), converts and stores it; a CTA barrier frees the slot.
@@ -134,7 +128,7 @@ __global__ void __launch_bounds__(kThreads, 1) bulk_kernel(const uint8_t* cache,
     const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(bars + b % kRing));
     if (t == 0) mbar_arrive_expect_tx(bars + b % kRing, kBlockBytes);
     const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(ring + (b % kRing) * kBlockBytes + t * kRowBytes));
-    bulk_g2s(dst, cache + static_cast<int64_t>(slot_index) * kRowBytes, kRowBytes, bar);
+    bulk_copy_g2s(dst, cache + static_cast<int64_t>(slot_index) * kRowBytes, kRowBytes, bar);
   };
   int next = t < kKeys ? __ldg(my + kRing * kKeys + t) : 0;  // index of block kRing, one step ahead
   for (int b = 0; b < kRing; ++b) issue(b, t < kKeys ? __ldg(my + b * kKeys + t) : 0);
@@ -183,7 +177,7 @@ __global__ void __launch_bounds__(kThreads, 1) bulk_half_kernel(const uint8_t* c
     if (t == 0) mbar_arrive_expect_tx(bars + h % kRing, kSlotBytes);
     const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(bars + h % kRing));
     const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(ring + (h % kRing) * kSlotBytes + t * kRowBytes));
-    bulk_g2s(dst, cache + static_cast<int64_t>(slot_index) * kRowBytes, kRowBytes, bar);
+    bulk_copy_g2s(dst, cache + static_cast<int64_t>(slot_index) * kRowBytes, kRowBytes, bar);
   };
   int next = t < kSlotKeys ? __ldg(my + kRing * kSlotKeys + t) : 0;
   for (int h = 0; h < kRing; ++h) issue(h, t < kSlotKeys ? __ldg(my + h * kSlotKeys + t) : 0);

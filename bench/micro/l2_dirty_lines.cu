@@ -28,6 +28,7 @@
 
 #include "cuda/common/barriers.cuh"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/gather.cuh"
 
 namespace {
 
@@ -44,30 +45,16 @@ constexpr int kMaxBlocks = 128;
 constexpr size_t kFlushBytes = size_t(512) << 20;
 constexpr size_t kSeqBytes = size_t(256) << 20;
 
-// Policy 1: every line evict_first; 2: half of them; 3: a quarter (the rest normal); 4 (the
-// ring's choice, not here): every line of a CTA's first half of blocks, none after.
+// Policy 1: every line evict_first (the library's, gather.cuh); 2: half of them; 3: a quarter
+// (the rest normal); 4 (the ring's choice, not here): every line of a CTA's first half of blocks,
+// none after.
 template <int kPolicy>
 __device__ __forceinline__ uint64_t evict_first_policy() {
   uint64_t p;
-  if constexpr (kPolicy == 1) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
   if constexpr (kPolicy == 2) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 0.5;\n" : "=l"(p));
-  if constexpr (kPolicy == 3) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 0.25;\n" : "=l"(p));
-  if constexpr (kPolicy == 4) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+  else if constexpr (kPolicy == 3) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 0.25;\n" : "=l"(p));
+  else p = l2_evict_first_policy();
   return p;
-}
-
-template <bool kHint>
-__device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar, uint64_t pol) {
-  if constexpr (kHint)
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
-            dst),
-        "l"(src), "r"(bytes), "r"(bar), "l"(pol)
-        : "memory");
-  else
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-                 "l"(src), "r"(bytes), "r"(bar)
-                 : "memory");
 }
 
 // Threads 0..63 copy one row each of block b into slot b % kRing (thread 0 arms it); every
@@ -88,8 +75,9 @@ __global__ void __launch_bounds__(128, 1) ring_kernel(const uint8_t* cache, cons
     if (t == 0) mbar_arrive_expect_tx(bars + b % kRing, kKeys * kRowBytes);
     const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(bars + b % kRing));
     const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem + (b % kRing) * kSlotBytes + t * kStride));
-    if (kPolicy == 4 && 2 * b >= blocks) bulk_g2s<false>(dst, cache + static_cast<int64_t>(idx) * kRowBytes, kRowBytes, bar, pol);
-    else bulk_g2s<(kPolicy > 0)>(dst, cache + static_cast<int64_t>(idx) * kRowBytes, kRowBytes, bar, pol);
+    const uint8_t* src = cache + static_cast<int64_t>(idx) * kRowBytes;
+    if (kPolicy == 0 || (kPolicy == 4 && 2 * b >= blocks)) bulk_copy_g2s(dst, src, kRowBytes, bar);
+    else bulk_copy_g2s(dst, src, kRowBytes, bar, pol);
   };
   for (int b = 0; b < kRing && b < blocks; ++b) issue(b, t < kKeys ? __ldg(my + b * kKeys + t) : 0);
   uint32_t x = 0;
