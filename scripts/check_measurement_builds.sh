@@ -37,6 +37,7 @@ builds=(
   "-DSMLA_SD_ROWS_EVICT_FIRST=2|sparse_decode_dense_tma_576"    # the dense page walk's boxes with it too
   "-DSMLA_SD_ROWS_EVICT_FIRST=3|sparse_decode_fp8_ds_mla_576"   # the policy on a unit's first half of blocks only
   "-DSMLA_SD_ROWS_EVICT_FIRST=3|sparse_decode_fp8_model1_512"
+  "-DSMLA_SD_ROWS_EVICT_FIRST=1|sparse_decode_fp8_ds_mla_576"   # the policy on every row copy, in any grid
 )
 
 compile() {

@@ -62,6 +62,14 @@ __device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uin
                : "memory");
 }
 
+// Whether the grid is one wave of CTAs, for kernels that run one CTA an SM. Not volatile: the
+// compiler may compute it once. (%nsmid may exceed the SMs present where their ids have gaps.)
+__device__ __forceinline__ bool grid_in_one_wave() {
+  uint32_t sms;
+  asm("mov.u32 %0, %%nsmid;\n" : "=r"(sms));
+  return gridDim.x * gridDim.y * gridDim.z <= sms;
+}
+
 // An L2 policy that makes the lines it brings in the first to be evicted from their set: rows
 // read once then replace each other, not the lines (dirty ones included) other work left in L2.
 // (Giving it to a fraction of the lines only, 0.5 or 0.25, gained nothing: l2_dirty_lines.cu.)

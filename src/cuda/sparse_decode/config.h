@@ -564,29 +564,32 @@ inline constexpr bool kWideFastEnd = SMLA_SD_WIDE_FAST_END != 0;
 #define SMLA_SD_RAW_PREFETCH 0
 #endif
 inline constexpr int kRawPrefetch = SMLA_SD_RAW_PREFETCH;
-// SMLA_SD_ROWS_EVICT_FIRST (default 1): the bulk row copies of the 16/32-row decode tiles (raw
+// SMLA_SD_ROWS_EVICT_FIRST (default 4): the bulk row copies of the 16/32-row decode tiles (raw
 // ring and kNarrowBulk; not prefill from the paged cache, whose rows other queries' CTAs read
 // again) carry an L2 evict_first policy (gather.cuh), so the rows, read once, replace each other
-// in L2 rather than the lines earlier work left there; 2 also gives it to the dense page
-// walk's boxes (dense_page_walk.cuh, a measurement build); 0: no policy; 3: below. On an H200
-// (bench/micro/l2_dirty_lines.cu, 128 CTAs gathering 656-byte rows into a 4-slot ring, 32 blocks
-// each): 54.4 -> 50.1 µs after a flush that leaves L2 clean, 61.3 -> 57.8 after the benchmarks'
-// memset flush, whose dirty lines cost ~7 µs of write-backs without the policy; a fraction of
-// 0.5 or 0.25 of the lines gains nothing. Same-call A/Bs (2026-12-05, two H200s, µs): V3.2 b128
-// h16 67.5 -> 64.8 and 69.0 -> 66.5, h32 85.2 -> 84.3, dense fp8 h16 178.8 -> 176.8 and 179.3 ->
-// 175.2, b1 / b8 h128 and V4 h32 level, s_q2 h16 118.6 -> 119.1 and 120.3 -> 121.5 (slower);
-// with 2, dense bf16 h16 level to -1%, h128 478.8 -> 480.1. The packed 64-row producers' loads
-// with the policy (their lines come in by plain L2 prefetches first) were level on six rows.
+// in L2 rather than the lines earlier work left there. 4: a sparse gather's rows only where the
+// grid is one wave (no more CTAs than SMs: these tiles run one CTA an SM), the dense walk's runs
+// of rows always; 1: every copy; 2: every copy and the dense page walk's boxes
+// (dense_page_walk.cuh); 3: every copy of a unit's first half of blocks; 0: none (1-3 are
+// measurement builds). On an H200 (bench/micro/l2_dirty_lines.cu, 128 CTAs gathering 656-byte
+// rows into a 4-slot ring, 32 blocks each): 54.4 -> 50.1 µs after a flush that leaves L2 clean,
+// 61.3 -> 57.8 after the benchmarks' memset flush, whose dirty lines cost ~7 µs of write-backs
+// without the policy; a fraction of 0.5 or 0.25 of the lines gains nothing. On an H100 the same
+// gather in one wave 86.1 -> 83.2 after the memset, in two waves (256 CTAs) 149.6 -> 154.6: the
+// second wave loses. Same-call A/Bs with 1 (2026-12-05, two H200s, µs): V3.2 b128 h16 67.5 ->
+// 64.8 and 69.0 -> 66.5, h32 85.2 -> 84.3, dense fp8 h16 178.8 -> 176.8 and 179.3 -> 175.2, b1 /
+// b8 h128 and V4 h32 level, s_q2 h16 (two waves) 118.6 -> 119.1 and 120.3 -> 121.5; on an H100 with
+// 0 / 1 / 4: h16 91.5 / 89.0 / 88.9, h32 97.5 / 94.7 / 94.8, s_q2 h16 161.7 / 162.6 / 161.8, and
+// 3 slower than 0 on every row. With 2, dense bf16 h16 level to -1%, h128 478.8 -> 480.1. The
+// packed 64-row producers' loads with the policy (their lines come in by plain L2 prefetches
+// first) were level on six rows.
 #ifndef SMLA_SD_ROWS_EVICT_FIRST
-#define SMLA_SD_ROWS_EVICT_FIRST 1
+#define SMLA_SD_ROWS_EVICT_FIRST 4
 #endif
 inline constexpr bool kRowsEvictFirst = SMLA_SD_ROWS_EVICT_FIRST >= 1;
 inline constexpr bool kBoxesEvictFirst = SMLA_SD_ROWS_EVICT_FIRST == 2;
-// SMLA_SD_ROWS_EVICT_FIRST=3 (a measurement build, prepared, not timed): the policy on the row
-// copies of a unit's first half of blocks only, so that the lines the flush (or earlier work)
-// left are not all kept through a long run or a second wave of CTAs (V3.2 b128 s_q2 h16 lost
-// 1% with the policy on every copy; bench/micro/l2_dirty_lines.cu times the same choice).
 inline constexpr bool kRowsEvictFirstHalf = SMLA_SD_ROWS_EVICT_FIRST == 3;
+inline constexpr bool kRowsEvictFirstOneWave = SMLA_SD_ROWS_EVICT_FIRST == 4;
 // SMLA_SD_LANE_OPAQUE (measurement build): the one-unit unpaired 64-row fp8_ds_mla producer
 // takes its lane's fields from a shuffled thread index (producer.cuh ProducerLane), which ptxas
 // keeps in registers where it re-read the index with four S2R a block (~7% of the kernel's stall

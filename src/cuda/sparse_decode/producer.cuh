@@ -171,10 +171,13 @@ struct ProducerLane {
 
 // One row's bulk copy into shared memory for block i of a unit's `blocks`, with an L2
 // evict_first policy where kReadOnce (decode: each row read by one CTA; prefill's rows are read
-// again by other queries' CTAs) and kRowsEvictFirst (kRowsEvictFirstHalf: the unit's first half).
-template <bool kReadOnce>
+// again by other queries' CTAs) and kRowsEvictFirst (kRowsEvictFirstHalf: the unit's first half;
+// kRowsEvictFirstOneWave: a sparse gather's rows only where the grid is one wave, kDense: the
+// dense walk's runs of rows).
+template <bool kReadOnce, bool kDense>
 __device__ __forceinline__ void copy_row_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar, int i, int blocks) {
-  if (kReadOnce && kRowsEvictFirst && (!kRowsEvictFirstHalf || 2 * i < blocks))
+  if (kReadOnce && kRowsEvictFirst && (!kRowsEvictFirstHalf || 2 * i < blocks) &&
+      (kDense || !kRowsEvictFirstOneWave || grid_in_one_wave()))
     bulk_copy_g2s(dst, src, bytes, bar, l2_evict_first_policy());
   else bulk_copy_g2s(dst, src, bytes, bar);
 }
@@ -728,7 +731,7 @@ __device__ void produce_narrow_bulk(const AttnParams& p, const Work& w, uint8_t*
     raw_ok[slot * kKeys + row] = ok;
     mbar_arrive_expect_tx(raw_full + slot, ok ? R::kBytes : 0);
     if (ok)
-      copy_row_g2s<kReadOnce>(smem_addr(raw + slot * S::kRawBlockBytes + row * R::kBytes), R::row(a), R::kBytes,
+      copy_row_g2s<kReadOnce, kDense>(smem_addr(raw + slot * S::kRawBlockBytes + row * R::kBytes), R::row(a), R::kBytes,
                               smem_addr(raw_full + slot), i, blocks);
   };
   int32_t next = -1;

@@ -82,10 +82,10 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
       const int len = ok && !cont ? __ffs(~(m >> (ln + 1))) : 0;
       mbar_arrive_expect_tx(full + slot, len * R::kBytes);
       if (len > 0)
-        copy_row_g2s<kReadOnce>(smem_addr(dst), reinterpret_cast<const void*>(src), len * R::kBytes, smem_addr(full + slot), i, blocks);
+        copy_row_g2s<kReadOnce, R::kDense>(smem_addr(dst), reinterpret_cast<const void*>(src), len * R::kBytes, smem_addr(full + slot), i, blocks);
     } else {
       mbar_arrive_expect_tx(full + slot, ok ? R::kBytes : 0);
-      if (ok) copy_row_g2s<kReadOnce>(smem_addr(dst), R::row(a), R::kBytes, smem_addr(full + slot), i, blocks);
+      if (ok) copy_row_g2s<kReadOnce, R::kDense>(smem_addr(dst), R::row(a), R::kBytes, smem_addr(full + slot), i, blocks);
     }
     if constexpr (kRawPrefetch > 0) {
       if (i + kRawPrefetch < blocks) {
