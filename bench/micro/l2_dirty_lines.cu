@@ -18,6 +18,9 @@
 // 61.3 µs after the memset against 54.4 after the read flush (the dirty lines' write-backs),
 // with every line evict_first 57.8 and 50.1; 128 blocks 209.0 / 203.2 and 208.2 / 185.0;
 // fractions 0.5 and 0.25 as none; the sequential read level with and without the policy.
+// On an H100 (2026-12-05, forty-eighth pass): one wave of 128 CTAs 86.1 -> 83.2 after the memset
+// with the policy, two waves (256 CTAs) 149.6 -> 154.6: the second wave loses, so the kernels give
+// a gather's rows the policy only in a one-wave grid; the first half of the blocks alone 88.1.
 #include <cuda_runtime.h>
 
 #include <algorithm>
