@@ -31,6 +31,7 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/fp8.cuh"
 #include "cuda/common/gather.cuh"
+#include "median_time.cuh"
 
 namespace {
 
@@ -236,26 +237,12 @@ int main(int argc, char** argv) {
                         "bulk copies, ring of 2 half blocks (42 KB), converted + stored",
                         "bulk copies, ring of 3 half blocks (63 KB), converted + stored"};
   constexpr int kWays = sizeof(ways) / sizeof(ways[0]);
-  cudaEvent_t e0, e1;
-  SMLA_CUDA_CHECK(cudaEventCreate(&e0));
-  SMLA_CUDA_CHECK(cudaEventCreate(&e1));
   for (int w = 0; w < kWays; ++w) {
     if (only >= 0 && w != only) continue;
     SMLA_CUDA_CHECK(cudaFuncSetAttribute(ways[w], cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    std::vector<float> ms;
-    for (int rep = 0; rep < 8; ++rep) {
-      SMLA_CUDA_CHECK(cudaMemset(cache, 0x11, 512 << 20));  // flush L2 between runs
-      SMLA_CUDA_CHECK(cudaEventRecord(e0));
-      ways[w]<<<sms, kThreads, kSmem>>>(cache, slots, sink);
-      SMLA_CUDA_CHECK(cudaEventRecord(e1));
-      SMLA_CUDA_CHECK(cudaEventSynchronize(e1));
-      SMLA_CUDA_CHECK(cudaGetLastError());
-      float m = 0;
-      SMLA_CUDA_CHECK(cudaEventElapsedTime(&m, e0, e1));
-      if (rep > 0) ms.push_back(m);
-    }
-    std::sort(ms.begin(), ms.end());
-    const double s = ms[ms.size() / 2] * 1e-3;
+    const double s = median_seconds(
+        8, [&] { SMLA_CUDA_CHECK(cudaMemset(cache, 0x11, 512 << 20)); },  // flush L2 between runs
+        [&] { ways[w]<<<sms, kThreads, kSmem>>>(cache, slots, sink); });
     const double bytes = static_cast<double>(sms) * kBlocks * kKeys * kRowBytes;
     std::printf("{\"way\": %d, \"what\": \"%s\", \"us\": %.1f, \"row_GBps\": %.0f, \"ns_per_block_per_sm\": %.0f}\n", w, what[w],
                 s * 1e6, bytes / s * 1e-9, s * 1e9 / kBlocks);

@@ -32,6 +32,7 @@
 #include "cuda/common/barriers.cuh"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/gather.cuh"
+#include "median_time.cuh"
 
 namespace {
 
@@ -139,9 +140,6 @@ int main() {
   using Ring = void (*)(const uint8_t*, const int*, int, uint32_t*);
   const Ring rings[] = {ring_kernel<0>, ring_kernel<1>, ring_kernel<2>, ring_kernel<3>, ring_kernel<4>};
   for (Ring r : rings) SMLA_CUDA_CHECK(cudaFuncSetAttribute(r, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  cudaEvent_t e0, e1;
-  SMLA_CUDA_CHECK(cudaEventCreate(&e0));
-  SMLA_CUDA_CHECK(cudaEventCreate(&e1));
   const char* flushes[] = {"memset", "read", "none"};
   // the share of lines marked evict_first
   const char* fractions[] = {"0", "1.0", "0.5", "0.25", "\"first half of the blocks\""};
@@ -155,26 +153,20 @@ int main() {
       for (int f = 0; f < 3; ++f)
         for (int hint = 0; hint < (kernel == 1 ? 2 : 5); ++hint) {
           if (kernel == 2 && (hint == 2 || hint == 3)) continue;
-          std::vector<float> ms;
-          for (int rep = 0; rep < 26; ++rep) {
-            if (f == 0) SMLA_CUDA_CHECK(cudaMemsetAsync(flush, 0, kFlushBytes));
-            if (f == 1) read_kernel<false><<<sms * 4, 512>>>(reinterpret_cast<const uint4*>(flush), kFlushBytes / 16, sink);
-            SMLA_CUDA_CHECK(cudaEventRecord(e0));
-            if (kernel != 1) {
-              rings[hint]<<<grid, 128, kSmem>>>(cache, slots, blocks, sink);
-            } else {
-              if (hint) read_kernel<true><<<sms * 4, 512>>>(reinterpret_cast<const uint4*>(seq), kSeqBytes / 16, sink);
-              else read_kernel<false><<<sms * 4, 512>>>(reinterpret_cast<const uint4*>(seq), kSeqBytes / 16, sink);
-            }
-            SMLA_CUDA_CHECK(cudaEventRecord(e1));
-            SMLA_CUDA_CHECK(cudaEventSynchronize(e1));
-            SMLA_CUDA_CHECK(cudaGetLastError());
-            float m = 0;
-            SMLA_CUDA_CHECK(cudaEventElapsedTime(&m, e0, e1));
-            if (rep > 0) ms.push_back(m);
-          }
-          std::sort(ms.begin(), ms.end());
-          const double s = ms[ms.size() / 2] * 1e-3;
+          const double s = median_seconds(
+              26,
+              [&] {
+                if (f == 0) SMLA_CUDA_CHECK(cudaMemsetAsync(flush, 0, kFlushBytes));
+                if (f == 1) read_kernel<false><<<sms * 4, 512>>>(reinterpret_cast<const uint4*>(flush), kFlushBytes / 16, sink);
+              },
+              [&] {
+                if (kernel != 1) {
+                  rings[hint]<<<grid, 128, kSmem>>>(cache, slots, blocks, sink);
+                } else {
+                  if (hint) read_kernel<true><<<sms * 4, 512>>>(reinterpret_cast<const uint4*>(seq), kSeqBytes / 16, sink);
+                  else read_kernel<false><<<sms * 4, 512>>>(reinterpret_cast<const uint4*>(seq), kSeqBytes / 16, sink);
+                }
+              });
           const double bytes = kernel != 1 ? static_cast<double>(grid) * blocks * kKeys * kRowBytes : double(kSeqBytes);
           std::printf(
               "{\"kernel\": \"%s\", \"ctas\": %d, \"blocks\": %d, \"flush\": \"%s\", \"evict_first\": %s, \"us\": %.2f, "
