@@ -303,9 +303,30 @@ inline constexpr bool kRawConsumer =
     (SMLA_SD_RAW_CONSUMER != 0 && kRows < 64 && kFmt == static_cast<int>(CacheFormat::fp8_e4m3)) ||
     (SMLA_SD_DS_RAW_CONSUMER != 0 && kRows == 16 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)) ||
     (SMLA_SD_DS_RAW32 != 0 && kRows == 32 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla));
+// Measurement build SMLA_SD_DS32_ROLES=1: the 32-row fp8_ds_mla tiles' two consumer warpgroups
+// in roles instead of halves (consumer_narrow_raw_ds32_roles.cuh): WG0 takes every block's whole
+// S^T (all four scale tiles and the RoPE part, 32 heads), its softmax and P^T of all four tiles;
+// WG1 holds all of O^T (128 registers) and runs every block's P V one block behind, so neither
+// waits for the other's half of a block (the halves wait for each other twice a block: h32's
+// consumers alone 82.8 of 88.3 µs). One set of P^T tiles (WG0 writes block i + 1's once WG1's
+// P V of block i drained), no exchange buffer, and SMLA_SD_DS32_ROLES_RING slots (default 4:
+// WG1 holds a slot a block longer).
+#ifndef SMLA_SD_DS32_ROLES
+#define SMLA_SD_DS32_ROLES 0
+#endif
+#ifndef SMLA_SD_DS32_ROLES_RING
+#define SMLA_SD_DS32_ROLES_RING 4
+#endif
+// =2: WG0 hands over P itself and WG1 makes the four P^T tiles (and tracks the tiles' scale
+// exponents), which moves ~150 instructions a block from WG0 to WG1.
+inline constexpr bool kRolesPByWg1 = SMLA_SD_DS32_ROLES == 2;
+template <int kRows, int kFmt>
+inline constexpr bool kRawRoles =
+    SMLA_SD_DS32_ROLES != 0 && kRawConsumer<kRows, kFmt> && kRows == 32 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
 // Raw-ring tiles whose consumer warpgroups split the value columns (and share one softmax state).
 template <int kRows, int kFmt>
-inline constexpr bool kRawSplitDv = kRawConsumer<kRows, kFmt> && kRows == 32 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
+inline constexpr bool kRawSplitDv =
+    kRawConsumer<kRows, kFmt> && kRows == 32 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla) && !kRawRoles<kRows, kFmt>;
 // The 16-row fp8_ds_mla raw consumer converts values to bf16 on the integer pipes (a
 // sign-replicating prmt, a shift and a mask per pair: exact, the value times 2^-120, subnormals
 // included) instead of e4m3 -> f16 -> f32 -> bf16; P^T carries 2^60 more and O^T is multiplied
@@ -842,26 +863,28 @@ template <int kRows, int kFmt>
 struct RingSmem {
   static constexpr bool kDs = kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
   static constexpr bool kSplitDv = kRawSplitDv<kRows, kFmt>;
+  static constexpr bool kRoles = kRawRoles<kRows, kFmt>;
   static constexpr int kD = 576;
   static constexpr int kQCols = kDs ? 512 : 576;  // Q's f16 columns
-  static constexpr int kPTiles = kDs ? (kSplitDv ? 2 : 4) : 1;  // per warpgroup
+  static constexpr int kPTiles = kDs ? (kSplitDv ? 2 : 4) : 1;  // per warpgroup (kRoles: one set, WG0 writes, WG1 reads)
   static constexpr int kWgs = kRawWgs<kRows, kFmt>;
-  static constexpr int kRing = kSplitDv ? 3 : kRows == 16 && !kDs ? SMLA_SD_RAW_RING16 : kRawRing;  // slots
+  static constexpr int kPSets = kRoles ? 1 : kWgs;
+  static constexpr int kRing = kSplitDv ? 3 : kRoles ? SMLA_SD_DS32_ROLES_RING : kRows == 16 && !kDs ? SMLA_SD_RAW_RING16 : kRawRing;  // slots
   static constexpr size_t kSlotBytes = static_cast<size_t>(kKeys) * kRawRingStride<kFmt>;
   static constexpr size_t q = 0;                                              // kRows x kQCols f16, core matrices, permuted
   static constexpr size_t q_rope = q + static_cast<size_t>(kRows) * kQCols * 2;  // kDs: kRows x 64 bf16, permuted
   static constexpr size_t p = q_rope + (kDs ? static_cast<size_t>(kRows) * 64 * 2 : 0);  // [kWgs] kPTiles x P^T (kRows x 64)
   static constexpr size_t kPBytes = static_cast<size_t>(kRows) * kKeys * 2;
-  static constexpr size_t merge = p + kWgs * kPTiles * kPBytes;     // float[kWgs][2][4][32] head maxima
+  static constexpr size_t merge = p + kPSets * kPTiles * kPBytes;   // float[kWgs][2][4][32] head maxima
   static constexpr size_t heads = merge + kWgs * 2 * 4 * 32 * 4;   // kWgs > 1: float[2 (m, l)][kWgs][32], each state's heads
   static constexpr size_t qinv = heads + (kWgs > 1 ? 2 * kWgs * 32 * 4 : 0);  // float[32]: 2^(e - 15), Q's per-head factor undone
-  static constexpr size_t xchg = qinv + 32 * 4;                    // kSplitDv: float[2][2][16][128]
-  static constexpr size_t bars = xchg + (kSplitDv ? 2 * 2 * 16 * 128 * 4 : 0);  // uint64 full[kRing], empty[kRing]
+  static constexpr size_t xchg = qinv + 32 * 4;                    // kSplitDv: float[2][2][16][128]; kRoles: float[192] (RolesHand)
+  static constexpr size_t bars = xchg + (kSplitDv ? 2 * 2 * 16 * 128 * 4 : kRoles ? 192 * 4 : 0);  // uint64 full[kRing], empty[kRing]
   static constexpr size_t ok = bars + 2 * kRing * 8;               // uint8[kRing][64]: the row is real
   static constexpr size_t ring = (ok + kRing * kKeys + 127) / 128 * 128;
   static constexpr size_t bytes = ring + kRing * kSlotBytes;
   static_assert(bytes <= 232448, "ring plan exceeds the 227 KB opt-in limit");
-  static_assert(kRing * kSlotBytes >= (kSplitDv ? 1 : kWgs) * static_cast<size_t>(kRows) * (512 + 4) * 4, "the epilogue's O^T buffers");
+  static_assert(kRing * kSlotBytes >= (kSplitDv || kRoles ? 1 : kWgs) * static_cast<size_t>(kRows) * (512 + 4) * 4, "the epilogue's O^T buffers");
 };
 // Bytes of a raw row of the narrow bulk producer's formats.
 template <int kFmt>

@@ -23,6 +23,7 @@
 #include "cuda/sparse_decode/consumer_narrow_raw.cuh"
 #include "cuda/sparse_decode/consumer_narrow_raw_ds.cuh"
 #include "cuda/sparse_decode/consumer_narrow_raw_ds32.cuh"
+#include "cuda/sparse_decode/consumer_narrow_raw_ds32_roles.cuh"
 #include "cuda/sparse_decode/consumer_narrow_wgmma.cuh"
 #include "cuda/sparse_decode/consumer_seesaw.cuh"
 #include "cuda/sparse_decode/consumer_wide.cuh"
@@ -464,7 +465,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
         uint64_t* bars = reinterpret_cast<uint64_t*>(smem + RS::bars);
         for (int s = 0; s < RS::kRing; ++s) {
           mbar_init(bars + s, kKeys);                                    // full: one arrive per copying lane
-          mbar_init(bars + RS::kRing + s, RS::kSplitDv ? 8 : 4);  // empty: one per warp that reads the slot
+          mbar_init(bars + RS::kRing + s, RS::kSplitDv || RS::kRoles ? 8 : 4);  // empty: one per warp that reads the slot
         }
         fence_mbarrier_init();  // the bulk copies complete on "full"
       }
@@ -527,7 +528,8 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
         setmaxnreg_to<kRegsRawConsumer<kRows, kFmt>, kEntry>();
         load_q_f16<kRows, kFmt>(p, w, smem);
         if (kTimeline && threadIdx.x == 0) timeline_mark(3);
-        if constexpr (kRawSplitDv<kRows, kFmt>) consume_narrow_raw_ds32<kRows, kMaxLogits>(p, w, smem);
+        if constexpr (kRawRoles<kRows, kFmt>) consume_ds32_roles<kRows, kMaxLogits>(p, w, smem);
+        else if constexpr (kRawSplitDv<kRows, kFmt>) consume_narrow_raw_ds32<kRows, kMaxLogits>(p, w, smem);
         else if constexpr (kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)) consume_narrow_raw_ds<kRows, kMaxLogits>(p, w, smem);
         else consume_narrow_raw<kRows>(p, w, smem);
       } else {

@@ -156,12 +156,13 @@ __device__ __forceinline__ void scale_tile(float (&t)[kNJ][4], float f) {
 // factor times 2^(m_cw - m) into obuf[cw] (obuf + cw * kRows * (512 + 4)), and all threads
 // write the sums of the buffers. kDvWgs 2 (kWgs 1): two warpgroups with the same state that
 // hold disjoint value columns (col) of O^T write them into one obuf between two barriers over
-// both, and all their threads write it out.
+// both, and all their threads write it out. lse_wg: the warpgroup whose threads store lse (and
+// max_logits); tid0: the first thread of the warpgroups here (kRawRoles: WG1 alone, 128).
 template <int kNJ, int kMT, int kThreads, bool kMaxLogits, class Col, int kWgs = 1, int kDvWgs = 1>
 __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work& w, float* s_l, float* obuf,
                                                 const float (&o)[kMT][kNJ][4], const float (&m_run)[kNJ][2],
                                                 const float (&l_run)[kNJ][2], int wq, int g, int c, Col col,
-                                                int cw = 0, float* heads = nullptr) {
+                                                int cw = 0, float* heads = nullptr, int lse_wg = 0, int tid0 = 0) {
   auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
   const bool marker = kTimeline && threadIdx.x == 128;
   if (marker) timeline_mark(10);
@@ -221,8 +222,8 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
       }
       const bool real = h < w.heads;
       const RowResult res = finish_row_as<kNarrowFastEnd>(p, w, w.head0 + h, m, l, real);
-      if (real && cw == 0 && wq == 0 && g == 0) store_lse(p, w, w.head0 + h, res.lse);
-      if (kMaxLogits && real && cw == 0 && wq == 0 && g == 0) store_max_logit(p, w, w.head0 + h, m);
+      if (real && cw == lse_wg && wq == 0 && g == 0) store_lse(p, w, w.head0 + h, res.lse);
+      if (kMaxLogits && real && cw == lse_wg && wq == 0 && g == 0) store_max_logit(p, w, w.head0 + h, m);
       const float f = res.factor * mine;
 #pragma unroll
       for (int mi = 0; mi < kMT; ++mi) {
@@ -233,7 +234,8 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
   if constexpr (kWgs > 1 || kDvWgs > 1) named_bar_sync(kBarFinal, kWgs * kDvWgs * kThreads);
   else merge_bar_sync<kWgs>(cw, kThreads);
   if (marker) timeline_mark(12);
-  constexpr int kT = kWgs * kDvWgs * kThreads;  // the threads here: 0 .. kT - 1
+  constexpr int kT = kWgs * kDvWgs * kThreads;  // the threads here: tid0 .. tid0 + kT - 1
+  const int tid = static_cast<int>(threadIdx.x) - tid0;
   // The tile's rows read eight 16-byte pieces a thread at a time (rows past w.heads are in obuf
   // too, and not stored), so that the reads' latencies overlap; then their stores.
   constexpr int kIters = kRows * (kDv / 4) / kT, kBatch = kIters < 8 ? kIters : 8;
@@ -243,7 +245,7 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
     float4 v[kBatch];
 #pragma unroll
     for (int it = 0; it < kBatch; ++it) {
-      const int idx = static_cast<int>(threadIdx.x) + (i0 + it) * kT, h = idx / (kDv / 4), cl = 4 * (idx % (kDv / 4));
+      const int idx = tid + (i0 + it) * kT, h = idx / (kDv / 4), cl = 4 * (idx % (kDv / 4));
       v[it] = *reinterpret_cast<const float4*>(obuf + h * kStride + cl);
 #pragma unroll
       for (int b = 1; b < kWgs; ++b) {
@@ -253,7 +255,7 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
     }
 #pragma unroll
     for (int it = 0; it < kBatch; ++it) {
-      const int idx = static_cast<int>(threadIdx.x) + (i0 + it) * kT, h = idx / (kDv / 4);
+      const int idx = tid + (i0 + it) * kT, h = idx / (kDv / 4);
       if (h < w.heads) store_o4(p, w, w.head0 + h, 4 * (idx % (kDv / 4)), v[it]);
     }
   }

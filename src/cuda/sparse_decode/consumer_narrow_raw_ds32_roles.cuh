@@ -1,0 +1,376 @@
+// The two consumer warpgroups of a 32-row kRawConsumer tile of fp8_ds_mla in roles (config.h
+// kRawRoles, a measurement build): consumer_narrow_raw_ds.cuh's products for 32 heads, its two
+// halves on two warpgroups that never wait for each other's half of a block.
+//   WG0: per block, S^T = qinv_h . sum_t scale_t . (K_t Q_t^T) + K_rope Q_rope^T over all four
+//     scale tiles and the RoPE columns (keys in M, 32 heads in N), the online softmax of all 32
+//     heads (m, l and the tiles' scale exponents live here), P^T_t = P . scale_t . 2^(133 - E_t)
+//     in f16 for the four tiles, and the factors O^T must take before this block's P V
+//     (RolesHand); it releases its reads of the slot before the softmax.
+//   WG1: O^T (all 512 value columns: 128 registers), per block the factors, then O^T += V^T P^T_t
+//     with the values as f16 (exact), one block behind WG0; it releases the slot after its P V.
+// Hand-over (named barriers over both): kBarRolesPFull, WG0 -> WG1, P^T and the factors of block i
+// are in; kBarRolesPFree, WG1 -> WG0, block i's P V drained (WG0 then writes block i + 1's). One
+// set of P^T tiles; each barrier alternates strictly, so its arrivals never mix two blocks. The
+// last block's hand-over also carries WG0's final m, l and tile exponents, and WG1 runs the
+// epilogue. Fragment rows, key order and reads are those of consumer_narrow_raw_ds.cuh.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/barriers.cuh"
+#include "cuda/common/fp8.cuh"
+#include "cuda/common/wgmma.cuh"
+#include "cuda/sparse_decode/consumer_narrow_raw.cuh"
+#include "cuda/sparse_decode/narrow_softmax.cuh"
+
+namespace smla::cuda::sparse_decode_family {
+
+inline constexpr int kBarRolesPFull = kBarPReady;  // the 64-row tiles' ids; no other user in these CTAs
+inline constexpr int kBarRolesPFree = kBarPFree;
+
+// RingSmem::xchg of kRawRoles tiles: float[192].
+struct RolesHand {
+  static constexpr int alpha = 0;   // [32] each head's factor of O^T before block i's P V
+  static constexpr int tile = 32;   // [8] each O^T tile's factor (its scale tile's exponent moved)
+  static constexpr int moved = 40;  // 1: some factor is not 1
+  static constexpr int e_run = 44;  // [4] the tiles' final exponents (int bits; last block)
+  static constexpr int m = 64;      // [32] final running maxima (last block)
+  static constexpr int l = 96;      // [32] final row sums (last block)
+  static constexpr int tmax = 128;  // [2 parity][4 warps][4 tiles] block maxima of |scale| (WG0's)
+  static constexpr int q_addr = 160;  // Q's shared-memory address (WG0's)
+};
+
+// The scale tiles' running exponents after a block whose four warps' maxima of |scale| per tile
+// are in tbuf[4 warps][4 tiles] (grow_tile_exponents: tf, and whether one grew).
+__device__ __forceinline__ bool tile_exponents(const float* tbuf, int (&e_run)[4], float (&tf)[8]) {
+  uint32_t m4[4] = {};
+#pragma unroll
+  for (int v = 0; v < 4; ++v) {
+    const uint4 q4 = *reinterpret_cast<const uint4*>(tbuf + 4 * v);
+    m4[0] = max(m4[0], q4.x), m4[1] = max(m4[1], q4.y), m4[2] = max(m4[2], q4.z), m4[3] = max(m4[3], q4.w);
+  }
+  return grow_tile_exponents(m4, e_run, tf);
+}
+
+template <int kRows, bool kMaxLogits>
+__device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* smem) {
+  constexpr int kFmt = static_cast<int>(CacheFormat::fp8_ds_mla);
+  using S = RingSmem<kRows, kFmt>;
+  using L = DsMlaLayout;
+  using H = RolesHand;
+  static_assert(kRows == 32 && S::kRoles && S::kWgs == 2 && L::num_scales == 4 && kDs32F16V, "two warpgroups in roles, f16 values");
+  constexpr bool kPByWg1 = kRolesPByWg1;
+  constexpr int kStride = kRawRingStride<kFmt>;
+  constexpr int N = kRows, kNJ = N / 8, kMT = kDv / 64, kTiles = L::num_scales;
+  constexpr int kThreads = 128;
+  const RawWg<kRows, kFmt> wg(smem);
+  const int lane = wg.lane, wq = wg.wq, g = wg.g, c = wg.c, ka = wg.ka, kb_ = wg.kb, cw = wg.cw;
+  auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
+  uint64_t *full = wg.full, *empty = wg.empty;
+  const uint8_t *ok_bytes = wg.ok, *ring = wg.ring;
+  uint8_t* pt = smem + S::p;  // the one set of P^T tiles
+  float* hand = reinterpret_cast<float*>(smem + S::xchg);
+  // kPByWg1: a block's P (thread t of WG0 -> thread t of WG1, the same keys and heads) in the
+  // first 8 KB of the P^T tiles, float4 [4][128] (8 KB more do not fit beside four slots); WG1
+  // reads it before it writes P^T there, and WG0 writes the next once that P V drained.
+  float4* stage = reinterpret_cast<float4*>(pt);
+  const int tid = static_cast<int>(threadIdx.x) & 127;
+  constexpr int kPTile16 = static_cast<int>(S::kPBytes / 16);  // descriptor units between P^T tiles
+  const int nb = w.kb_end - w.kb_begin;
+
+  if (cw == 0) {
+    // ---------------- WG0: S^T, the softmax, P^T ----------------
+    uint32_t* p_ab = reinterpret_cast<uint32_t*>(RawWg<kRows, kFmt>::key_entry(pt, raw_key_logical(ka)));
+    float* s_max = wg.max_buf;
+    if (threadIdx.x == 0) *reinterpret_cast<uint32_t*>(hand + H::q_addr) = smem_addr(smem + S::q);
+    named_bar_sync(kBarMerge, kThreads);
+    float qv[kNJ][2];
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) qv[j][e] = wg.qinv[head_of(j, e)];
+    float m_run[kNJ][2], l_run[kNJ][2];
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j) m_run[j][0] = m_run[j][1] = -INFINITY, l_run[j][0] = l_run[j][1] = 0.f;
+    int e_run[kTiles] = {};
+
+    for (int i = 0; i < nb; ++i) {
+      const int slot = i % S::kRing;
+      mbar_wait(full + slot, (i / S::kRing) & 1);
+      const uint8_t* blk = ring + slot * S::kSlotBytes;
+      const uint8_t* row_a = blk + ka * kStride;
+      const uint8_t* row_b = blk + kb_ * kStride;
+      // Q's descriptors made anew each block from an address read back from shared memory and
+      // shuffled (warp-uniform): from the address held in an ordinary register across the loop,
+      // ptxas built all 36 there and moved each into uniform registers before its wgmma
+      const uint32_t qa = __shfl_sync(0xffffffffu, *reinterpret_cast<volatile uint32_t*>(hand + H::q_addr), 0);
+      const uint64_t dq = gmma_desc(qa, 128, 16 * S::kQCols);
+      const uint64_t dqr = gmma_desc(qa + static_cast<uint32_t>(S::q_rope - S::q), 128, 16 * 64);
+
+      // partial S^T per scale tile (groups 0..7, two per tile) and the RoPE part (group 8); the
+      // next group's fragments are converted while the previous group's wgmmas run
+      float st[kTiles][kNJ][4], sr[kNJ][4];
+      uint32_t a[2][4][4];
+#pragma unroll
+      for (int grp = 0; grp <= L::d_latent / 64; ++grp) {
+        const bool rope = grp == L::d_latent / 64;
+        uint32_t wa[8], wb[8];
+        if (!rope) {
+          const uint4 va = *reinterpret_cast<const uint4*>(row_a + 64 * grp + 16 * c);
+          const uint4 vb = *reinterpret_cast<const uint4*>(row_b + 64 * grp + 16 * c);
+          wa[0] = va.x, wa[1] = va.y, wa[2] = va.z, wa[3] = va.w;
+          wb[0] = vb.x, wb[1] = vb.y, wb[2] = vb.z, wb[3] = vb.w;
+        } else {  // this lane's 32 bytes of each key's RoPE part: bf16 pairs, no conversion
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint4 va = *reinterpret_cast<const uint4*>(row_a + L::rope_offset + 32 * c + 16 * h);
+            const uint4 vb = *reinterpret_cast<const uint4*>(row_b + L::rope_offset + 32 * c + 16 * h);
+            wa[4 * h] = va.x, wa[4 * h + 1] = va.y, wa[4 * h + 2] = va.z, wa[4 * h + 3] = va.w;
+            wb[4 * h] = vb.x, wb[4 * h + 1] = vb.y, wb[4 * h + 2] = vb.z, wb[4 * h + 3] = vb.w;
+          }
+        }
+        if (grp >= 2) {
+          wgmma_wait<1>();  // group grp - 2 has read a[grp % 2]
+          reg_fence(a[grp & 1]);
+        }
+        if (!rope) {
+          key_words_to_frags(wa, wb, a[grp & 1]);
+        } else {
+#pragma unroll
+          for (int s4 = 0; s4 < 4; ++s4) {
+            a[grp & 1][s4][0] = wa[2 * s4];
+            a[grp & 1][s4][1] = wb[2 * s4];
+            a[grp & 1][s4][2] = wa[2 * s4 + 1];
+            a[grp & 1][s4][3] = wb[2 * s4 + 1];
+          }
+        }
+        wgmma_fence();
+#pragma unroll
+        for (int s4 = 0; s4 < 4; ++s4) {
+          if (!rope)
+            wgmma_m64nNk16_rs<N, false>(st[grp >> 1], a[grp & 1][s4], desc_add(dq, (4 * grp + s4) * 16), (grp & 1) || s4 > 0);
+          else
+            wgmma_m64nNk16_rs<N, true>(sr, a[grp & 1][s4], desc_add(dqr, s4 * 16), s4 > 0);
+        }
+        wgmma_commit();
+      }
+      wgmma_wait<0>();
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t) reg_fence(st[t]);
+      reg_fence(sr);
+      reg_fence(a[0]);
+      reg_fence(a[1]);
+
+      // S = qinv_h . sum_t scale_t S_t + S_rope (a skipped row was zeroed: its scales are 0)
+      const float4 sca = *reinterpret_cast<const float4*>(row_a + L::scale_offset);
+      const float4 scb = *reinterpret_cast<const float4*>(row_b + L::scale_offset);
+      const float sa[kTiles] = {sca.x, sca.y, sca.z, sca.w}, sb[kTiles] = {scb.x, scb.y, scb.z, scb.w};
+      float s[kNJ][4];
+#pragma unroll
+      for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float xa = 0.f, xb = 0.f;
+#pragma unroll
+          for (int t = 0; t < kTiles; ++t) xa += sa[t] * st[t][j][e], xb += sb[t] * st[t][j][2 + e];
+          s[j][e] = qv[j][e] * xa + sr[j][e];
+          s[j][2 + e] = qv[j][e] * xb + sr[j][2 + e];
+        }
+      const bool ok0 = ok_bytes[slot * kKeys + ka] != 0, ok1 = ok_bytes[slot * kKeys + kb_] != 0;
+      raw_slot_release(empty + slot, lane);  // WG0's reads of the slot are done; WG1's follow
+
+      // the softmax of all 32 heads; the tiles' block maxima of |scale| beside it
+      float* buf = s_max + (i & 1) * 128;
+      float* tbuf = hand + H::tmax + (i & 1) * 16;
+      if constexpr (!kPByWg1) {
+        const uint32_t tmax = warp_tile_scale_max(sa, sb, c);
+        if (g == 0) tbuf[wq * 4 + c] = __uint_as_float(tmax);
+      }
+#pragma unroll
+      for (int j = 0; j < kNJ; ++j) {
+        const float m0 = mask_scale_max(s[j][0], s[j][2], ok0, ok1, p.scale_log2);
+        const float m1 = mask_scale_max(s[j][1], s[j][3], ok0, ok1, p.scale_log2);
+        if (g == 0) buf[wq * 32 + head_of(j, 0)] = m0, buf[wq * 32 + head_of(j, 1)] = m1;
+      }
+      merge_bar_sync<1>(0, kThreads);
+      float tf[kMT];
+      bool moved = !kPByWg1 && tile_exponents(tbuf, e_run, tf);
+      float alpha[kNJ][2];
+#pragma unroll
+      for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          alpha[j][e] = head_softmax_step<kRawLazy<kMaxLogits>>(buf, head_of(j, e), m_run[j][e], l_run[j][e], s[j][e], s[j][2 + e]);
+          moved |= alpha[j][e] != 1.f;
+        }
+      moved = __any_sync(0xffffffffu, moved);  // every warp holds all 32 heads' factors: warp 0's are all
+
+      if (i == nb - 1) {
+        // the final state for WG1's epilogue: each head's sum over the lanes and warps (through
+        // the other parity's maxima buffer, last read before this block's barrier)
+        float* s_l = s_max + ((i + 1) & 1) * 128;
+#pragma unroll
+        for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float v = l_run[j][e];
+            v += __shfl_xor_sync(0xffffffffu, v, 4);
+            v += __shfl_xor_sync(0xffffffffu, v, 8);
+            v += __shfl_xor_sync(0xffffffffu, v, 16);
+            if (g == 0) s_l[wq * 32 + head_of(j, e)] = v;
+          }
+        merge_bar_sync<1>(0, kThreads);
+        if (wq == 0 && g == 0) {
+#pragma unroll
+          for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int h = head_of(j, e);
+              hand[H::m + h] = m_run[j][e];
+              hand[H::l + h] = s_l[h] + s_l[32 + h] + s_l[64 + h] + s_l[96 + h];
+            }
+          if (!kPByWg1 && c == 0) {
+#pragma unroll
+            for (int t = 0; t < kTiles; ++t) hand[H::e_run + t] = __int_as_float(e_run[t]);
+          }
+        }
+      }
+
+      // block i - 1's P V has drained: P^T_t of this block (kPByWg1: P itself) and its factors
+      if (i > 0) named_bar_sync(kBarRolesPFree, 2 * kThreads);
+      if constexpr (kPByWg1) {
+#pragma unroll
+        for (int j = 0; j < kNJ; ++j) stage[j * kThreads + tid] = make_float4(s[j][0], s[j][1], s[j][2], s[j][3]);
+      } else {
+#pragma unroll
+        for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+          for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+              p_ab[RawWg<kRows, kFmt>::p_word(t, j, c, e)] = ds_p_word<true>(s[j][e], s[j][2 + e], sa[t], sb[t], e_run[t]);
+      }
+      if (wq == 0) {
+        if (g == 0) {
+#pragma unroll
+          for (int j = 0; j < kNJ; ++j) hand[H::alpha + head_of(j, 0)] = alpha[j][0], hand[H::alpha + head_of(j, 1)] = alpha[j][1];
+        }
+        if (lane == 0) {
+          if constexpr (!kPByWg1) {
+#pragma unroll
+            for (int mi = 0; mi < kMT; ++mi) hand[H::tile + mi] = tf[mi];
+          }
+          hand[H::moved] = moved ? 1.f : 0.f;
+        }
+      }
+      if constexpr (!kPByWg1) fence_proxy_async();  // P^T is read next by WG1's wgmmas
+      named_bar_arrive(kBarRolesPFull, 2 * kThreads);
+    }
+    return;
+  }
+
+  // ---------------- WG1: O^T ----------------
+  const uint64_t dp = gmma_desc(smem_addr(pt), 128, 8 * 128);
+  float o[kMT][kNJ][4], m_run[kNJ][2], l_run[kNJ][2];
+  narrow_state_init(o, m_run, l_run);
+  int e_run[kTiles] = {};
+  uint32_t a[2][4][4];
+  uint32_t* p_ab = reinterpret_cast<uint32_t*>(RawWg<kRows, kFmt>::key_entry(pt, raw_key_logical(ka)));
+  for (int i = 0; i < nb; ++i) {
+    const int slot = i % S::kRing;
+    named_bar_sync(kBarRolesPFull, 2 * kThreads);
+    mbar_wait(full + slot, (i / S::kRing) & 1);  // complete already (WG0 waited): the slot's bytes for this thread
+    const uint8_t* blk = ring + slot * S::kSlotBytes;
+    const bool moved = hand[H::moved] != 0.f;  // the same word for every thread
+    float alpha[kNJ][2], tf[kMT];
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) alpha[j][e] = moved ? hand[H::alpha + head_of(j, e)] : 1.f;
+    if constexpr (kPByWg1) {
+      // P of this thread's keys and heads, the keys' scales, and the tiles' exponents over WG1's
+      // four warps (its barrier: every thread has read P before P^T overwrites it, and every
+      // warp's P V of the block before drained)
+      float s[kNJ][4];
+#pragma unroll
+      for (int j = 0; j < kNJ; ++j) {
+        const float4 v = stage[j * kThreads + tid];
+        s[j][0] = v.x, s[j][1] = v.y, s[j][2] = v.z, s[j][3] = v.w;
+      }
+      const float4 sca = *reinterpret_cast<const float4*>(blk + ka * kStride + L::scale_offset);
+      const float4 scb = *reinterpret_cast<const float4*>(blk + kb_ * kStride + L::scale_offset);
+      const float sa[kTiles] = {sca.x, sca.y, sca.z, sca.w}, sb[kTiles] = {scb.x, scb.y, scb.z, scb.w};
+      float* tbuf = hand + H::tmax + (i & 1) * 16;
+      const uint32_t tmax = warp_tile_scale_max(sa, sb, c);
+      if (g == 0) tbuf[wq * 4 + c] = __uint_as_float(tmax);
+      merge_bar_sync<1>(1, kThreads);
+      const bool grew = tile_exponents(tbuf, e_run, tf);
+      if (moved || grew) rescale_narrow_o<true>(o, alpha, tf);  // O^T drained at the last block's end
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+        for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            p_ab[RawWg<kRows, kFmt>::p_word(t, j, c, e)] = ds_p_word<true>(s[j][e], s[j][2 + e], sa[t], sb[t], e_run[t]);
+      fence_proxy_async();  // read next by wgmma
+      merge_bar_sync<1>(1, kThreads);
+    } else if (moved) {  // O^T drained at the last block's end
+#pragma unroll
+      for (int mi = 0; mi < kMT; ++mi) tf[mi] = hand[H::tile + mi];
+      rescale_narrow_o<true>(o, alpha, tf);
+    }
+    // O^T += V^T P^T_t: per k-step kk (16 keys) and half (scale tiles 2 half, 2 half + 1: O^T
+    // tiles 4 half .. 4 half + 3), one 4-byte word of four rows (keys 16 kk + 4 r + c) per tile
+    const uint8_t* vcol = blk + 4 * (8 * wq + g) + c * kStride;
+#pragma unroll
+    for (int h = 0; h < 8; ++h) {
+      const int kk = h >> 1, half = h & 1;
+      uint32_t x[2][4];
+#pragma unroll
+      for (int tt = 0; tt < 2; ++tt)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          x[tt][r] = *reinterpret_cast<const uint32_t*>(vcol + (16 * kk + 4 * r) * kStride + 128 * (2 * half + tt));
+      if (h >= 2) {
+        wgmma_wait<1>();
+        reg_fence(a[h & 1]);
+      }
+#pragma unroll
+      for (int tt = 0; tt < 2; ++tt)
+        value_words_to_frags<ValueConversion::f16>(x[tt][0], x[tt][1], x[tt][2], x[tt][3], a[h & 1][2 * tt], a[h & 1][2 * tt + 1]);
+      wgmma_fence();
+#pragma unroll
+      for (int m4 = 0; m4 < 4; ++m4) {
+        const int mt = 4 * half + m4;
+        wgmma_m64nNk16_rs<N, false>(o[mt], a[h & 1][m4], desc_add(dp, (mt >> 1) * kPTile16 + kk * 16), 1);
+      }
+      wgmma_commit();
+    }
+    raw_block_end(o, a, empty + slot, lane);  // drained, the slot released
+    if (i + 1 < nb) named_bar_arrive(kBarRolesPFree, 2 * kThreads);  // P^T (and kPByWg1's P) may be rewritten
+  }
+  if (nb > 0) {  // WG0's final state came with the last block's hand-over
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int h = head_of(j, e);
+        m_run[j][e] = hand[H::m + h];
+        l_run[j][e] = wq == 0 && g == 0 ? hand[H::l + h] : 0.f;  // the epilogue's sum over lanes and warps adds zeros
+      }
+    if constexpr (!kPByWg1) {
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t) e_run[t] = __float_as_int(hand[H::e_run + t]);
+    }
+  }
+#pragma unroll
+  for (int mi = 0; mi < kMT; ++mi) scale_tile(o[mi], __int_as_float((max(e_run[mi >> 1], 7) - 6) << 23));  // 2^(e_run - 133)
+  const int col0 = 4 * (8 * wq + g);
+  auto col = [&](int mi, int hf) { return 128 * (mi >> 1) + col0 + 2 * (mi & 1) + hf; };
+  narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits, decltype(col)>(p, w, reinterpret_cast<float*>(pt),
+                                                                 reinterpret_cast<float*>(smem + S::ring), o, m_run, l_run, wq, g,
+                                                                 c, col, 1, nullptr, 1, kThreads);
+}
+
+}  // namespace smla::cuda::sparse_decode_family
