@@ -842,6 +842,15 @@ static_assert(kRegsConsumerRaw + 2 * kRegsProducerRaw <= 3 * launch_regs(cta_thr
 inline constexpr int kRegsConsumerRawDual = kRegsConsumerRaw;
 inline constexpr int kRegsProducerRawDual = 3 * launch_regs(cta_threads(16)) - 2 * kRegsConsumerRawDual;
 static_assert(kRegsProducerRawDual >= 56, "dual ring register budget");
+// kRawRoles: WG0 (S^T, the softmax) and WG1 (O^T; with SMLA_SD_DS32_ROLES_EARLY_V a block's 64
+// value words beside it) at their own budgets, the producer's as above.
+#ifndef SMLA_SD_DS32_ROLES_EARLY_V
+#define SMLA_SD_DS32_ROLES_EARLY_V 0
+#endif
+inline constexpr bool kRolesEarlyV = SMLA_SD_DS32_ROLES_EARLY_V != 0;
+inline constexpr int kRegsRolesWg0 = kRolesEarlyV ? 192 : kRegsConsumerRawDual;
+inline constexpr int kRegsRolesWg1 = kRolesEarlyV ? 240 : kRegsConsumerRawDual;
+static_assert(kRegsRolesWg0 + kRegsRolesWg1 + kRegsProducerRawDual <= 3 * launch_regs(cta_threads(16)), "roles register budget");
 #ifndef SMLA_SD_RAW_WGS_REGS
 #define SMLA_SD_RAW_WGS_REGS 152
 #endif

@@ -52,7 +52,7 @@ __device__ __forceinline__ bool tile_exponents(const float* tbuf, int (&e_run)[4
   return grow_tile_exponents(m4, e_run, tf);
 }
 
-template <int kRows, bool kMaxLogits>
+template <int kRows, bool kMaxLogits, int kRole>
 __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* smem) {
   constexpr int kFmt = static_cast<int>(CacheFormat::fp8_ds_mla);
   using S = RingSmem<kRows, kFmt>;
@@ -64,7 +64,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
   constexpr int N = kRows, kNJ = N / 8, kMT = kDv / 64, kTiles = L::num_scales;
   constexpr int kThreads = 128;
   const RawWg<kRows, kFmt> wg(smem);
-  const int lane = wg.lane, wq = wg.wq, g = wg.g, c = wg.c, ka = wg.ka, kb_ = wg.kb, cw = wg.cw;
+  const int lane = wg.lane, wq = wg.wq, g = wg.g, c = wg.c, ka = wg.ka, kb_ = wg.kb;
   auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
   uint64_t *full = wg.full, *empty = wg.empty;
   const uint8_t *ok_bytes = wg.ok, *ring = wg.ring;
@@ -78,7 +78,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
   constexpr int kPTile16 = static_cast<int>(S::kPBytes / 16);  // descriptor units between P^T tiles
   const int nb = w.kb_end - w.kb_begin;
 
-  if (cw == 0) {
+  if constexpr (kRole == 0) {
     // ---------------- WG0: S^T, the softmax, P^T ----------------
     uint32_t* p_ab = reinterpret_cast<uint32_t*>(RawWg<kRows, kFmt>::key_entry(pt, raw_key_logical(ka)));
     float* s_max = wg.max_buf;
@@ -267,8 +267,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
       named_bar_arrive(kBarRolesPFull, 2 * kThreads);
     }
     return;
-  }
-
+  } else {
   // ---------------- WG1: O^T ----------------
   const uint64_t dp = gmma_desc(smem_addr(pt), 128, 8 * 128);
   float o[kMT][kNJ][4], m_run[kNJ][2], l_run[kNJ][2];
@@ -281,6 +280,29 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
     named_bar_sync(kBarRolesPFull, 2 * kThreads);
     mbar_wait(full + slot, (i / S::kRing) & 1);  // complete already (WG0 waited): the slot's bytes for this thread
     const uint8_t* blk = ring + slot * S::kSlotBytes;
+    // O^T += V^T P^T_t below: per k-step kk (16 keys) and half (scale tiles 2 half, 2 half + 1:
+    // O^T tiles 4 half .. 4 half + 3), one 4-byte word of four rows (keys 16 kk + 4 r + c) per tile
+    const uint8_t* vcol = blk + 4 * (8 * wq + g) + c * kStride;
+    auto value_word = [&](int h, int tt, int r) {
+      return *reinterpret_cast<const uint32_t*>(vcol + (16 * (h >> 1) + 4 * r) * kStride + 128 * (2 * (h & 1) + tt));
+    };
+    // kRolesEarlyV: all 64 of the block's value words now (and kPByWg1's scales), the slot back
+    // to the producer before the factors, P^T and P V
+    uint32_t xv[kRolesEarlyV ? 8 : 1][2][4];
+    float4 sca, scb;
+    if constexpr (kPByWg1) {
+      sca = *reinterpret_cast<const float4*>(blk + ka * kStride + L::scale_offset);
+      scb = *reinterpret_cast<const float4*>(blk + kb_ * kStride + L::scale_offset);
+    }
+    if constexpr (kRolesEarlyV) {
+#pragma unroll
+      for (int h = 0; h < 8; ++h)
+#pragma unroll
+        for (int tt = 0; tt < 2; ++tt)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) xv[h][tt][r] = value_word(h, tt, r);
+      raw_slot_release(empty + slot, lane);
+    }
     const bool moved = hand[H::moved] != 0.f;  // the same word for every thread
     float alpha[kNJ][2], tf[kMT];
 #pragma unroll
@@ -297,8 +319,6 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
         const float4 v = stage[j * kThreads + tid];
         s[j][0] = v.x, s[j][1] = v.y, s[j][2] = v.z, s[j][3] = v.w;
       }
-      const float4 sca = *reinterpret_cast<const float4*>(blk + ka * kStride + L::scale_offset);
-      const float4 scb = *reinterpret_cast<const float4*>(blk + kb_ * kStride + L::scale_offset);
       const float sa[kTiles] = {sca.x, sca.y, sca.z, sca.w}, sb[kTiles] = {scb.x, scb.y, scb.z, scb.w};
       float* tbuf = hand + H::tmax + (i & 1) * 16;
       const uint32_t tmax = warp_tile_scale_max(sa, sb, c);
@@ -320,9 +340,6 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
       for (int mi = 0; mi < kMT; ++mi) tf[mi] = hand[H::tile + mi];
       rescale_narrow_o<true>(o, alpha, tf);
     }
-    // O^T += V^T P^T_t: per k-step kk (16 keys) and half (scale tiles 2 half, 2 half + 1: O^T
-    // tiles 4 half .. 4 half + 3), one 4-byte word of four rows (keys 16 kk + 4 r + c) per tile
-    const uint8_t* vcol = blk + 4 * (8 * wq + g) + c * kStride;
 #pragma unroll
     for (int h = 0; h < 8; ++h) {
       const int kk = h >> 1, half = h & 1;
@@ -330,8 +347,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
 #pragma unroll
       for (int tt = 0; tt < 2; ++tt)
 #pragma unroll
-        for (int r = 0; r < 4; ++r)
-          x[tt][r] = *reinterpret_cast<const uint32_t*>(vcol + (16 * kk + 4 * r) * kStride + 128 * (2 * half + tt));
+        for (int r = 0; r < 4; ++r) x[tt][r] = kRolesEarlyV ? xv[kRolesEarlyV ? h : 0][tt][r] : value_word(h, tt, r);
       if (h >= 2) {
         wgmma_wait<1>();
         reg_fence(a[h & 1]);
@@ -347,7 +363,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
       }
       wgmma_commit();
     }
-    raw_block_end(o, a, empty + slot, lane);  // drained, the slot released
+    raw_block_end<kMT, kNJ, !kRolesEarlyV>(o, a, empty + slot, lane);  // drained (and the slot released)
     if (i + 1 < nb) named_bar_arrive(kBarRolesPFree, 2 * kThreads);  // P^T (and kPByWg1's P) may be rewritten
   }
   if (nb > 0) {  // WG0's final state came with the last block's hand-over
@@ -371,6 +387,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
   narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits, decltype(col)>(p, w, reinterpret_cast<float*>(pt),
                                                                  reinterpret_cast<float*>(smem + S::ring), o, m_run, l_run, wq, g,
                                                                  c, col, 1, nullptr, 1, kThreads);
+  }
 }
 
 }  // namespace smla::cuda::sparse_decode_family

@@ -523,13 +523,25 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
           produce_packed<kRows, kFmt, kTwo, kBf16Route<kRows, kFmt, kPair, false>, kFirstAlone<kRows, kFmt, kPair, kLogits>,
                          kConvertEarlyWide<kRows, kFmt, false, kLogits>, kPackedEmptyHalves<kRows, kFmt, kPair>>(p, w, smem);
       }
+    } else if constexpr (kRawRoles<kRows, kFmt>) {
+      if (wg == 0) {  // each role at its own register budget
+        setmaxnreg_to<kRegsRolesWg0, kEntry>();
+        load_q_f16<kRows, kFmt>(p, w, smem);
+        consume_ds32_roles<kRows, kMaxLogits, 0>(p, w, smem);
+      } else if (wg == 1) {
+        setmaxnreg_to<kRegsRolesWg1, kEntry>();
+        load_q_f16<kRows, kFmt>(p, w, smem);
+        consume_ds32_roles<kRows, kMaxLogits, 1>(p, w, smem);
+      } else {
+        setmaxnreg_to<kRegsRawProducer<kRows, kFmt>, kEntry>();
+        produce_raw_ring<kRows, kFmt, !kMaxLogits>(p, w, smem);
+      }
     } else if constexpr (kRawConsumer<kRows, kFmt>) {
       if (wg < kRawWgs<kRows, kFmt>) {
         setmaxnreg_to<kRegsRawConsumer<kRows, kFmt>, kEntry>();
         load_q_f16<kRows, kFmt>(p, w, smem);
         if (kTimeline && threadIdx.x == 0) timeline_mark(3);
-        if constexpr (kRawRoles<kRows, kFmt>) consume_ds32_roles<kRows, kMaxLogits>(p, w, smem);
-        else if constexpr (kRawSplitDv<kRows, kFmt>) consume_narrow_raw_ds32<kRows, kMaxLogits>(p, w, smem);
+        if constexpr (kRawSplitDv<kRows, kFmt>) consume_narrow_raw_ds32<kRows, kMaxLogits>(p, w, smem);
         else if constexpr (kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)) consume_narrow_raw_ds<kRows, kMaxLogits>(p, w, smem);
         else consume_narrow_raw<kRows>(p, w, smem);
       } else {
