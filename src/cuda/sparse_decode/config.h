@@ -327,6 +327,15 @@ inline constexpr bool kRawRoles =
 template <int kRows, int kFmt>
 inline constexpr bool kRawSplitDv =
     kRawConsumer<kRows, kFmt> && kRows == 32 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla) && !kRawRoles<kRows, kFmt>;
+// SMLA_SD_DS32_ROLES_PREFILL=1: the roles, WG1's value words loaded first, in the 32-row
+// fp8_ds_mla kernels that return max_logits (sparse prefill from the paged cache) only, on the
+// split tiles' shared-memory plan (three slots; RolesHand in xchg; the four P^T tiles where the
+// split keeps two a warpgroup), so that decode keeps its kernels.
+#ifndef SMLA_SD_DS32_ROLES_PREFILL
+#define SMLA_SD_DS32_ROLES_PREFILL 0
+#endif
+template <int kRows, int kFmt, bool kMaxLogits>
+inline constexpr bool kRolesOnSplitPlan = SMLA_SD_DS32_ROLES_PREFILL != 0 && kMaxLogits && kRawSplitDv<kRows, kFmt>;
 // The 16-row fp8_ds_mla raw consumer converts values to bf16 on the integer pipes (a
 // sign-replicating prmt, a shift and a mask per pair: exact, the value times 2^-120, subnormals
 // included) instead of e4m3 -> f16 -> f32 -> bf16; P^T carries 2^60 more and O^T is multiplied
@@ -848,9 +857,11 @@ static_assert(kRegsProducerRawDual >= 56, "dual ring register budget");
 #define SMLA_SD_DS32_ROLES_EARLY_V 0
 #endif
 inline constexpr bool kRolesEarlyV = SMLA_SD_DS32_ROLES_EARLY_V != 0;
-inline constexpr int kRegsRolesWg0 = kRolesEarlyV ? 192 : kRegsConsumerRawDual;
-inline constexpr int kRegsRolesWg1 = kRolesEarlyV ? 240 : kRegsConsumerRawDual;
-static_assert(kRegsRolesWg0 + kRegsRolesWg1 + kRegsProducerRawDual <= 3 * launch_regs(cta_threads(16)), "roles register budget");
+template <bool kEarlyV>
+inline constexpr int kRegsRolesWg0 = kEarlyV ? 192 : kRegsConsumerRawDual;
+template <bool kEarlyV>
+inline constexpr int kRegsRolesWg1 = kEarlyV ? 240 : kRegsConsumerRawDual;
+static_assert(kRegsRolesWg0<true> + kRegsRolesWg1<true> + kRegsProducerRawDual <= 3 * launch_regs(cta_threads(16)), "roles register budget");
 #ifndef SMLA_SD_RAW_WGS_REGS
 #define SMLA_SD_RAW_WGS_REGS 152
 #endif

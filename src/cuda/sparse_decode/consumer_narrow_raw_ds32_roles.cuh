@@ -58,8 +58,12 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
   using S = RingSmem<kRows, kFmt>;
   using L = DsMlaLayout;
   using H = RolesHand;
-  static_assert(kRows == 32 && S::kRoles && S::kWgs == 2 && L::num_scales == 4 && kDs32F16V, "two warpgroups in roles, f16 values");
-  constexpr bool kPByWg1 = kRolesPByWg1;
+  static_assert(kRows == 32 && (S::kRoles || S::kSplitDv) && S::kWgs == 2 && L::num_scales == 4 && kDs32F16V,
+                "two warpgroups in roles, f16 values");
+  static_assert(S::kRoles || (S::kPTiles * S::kWgs == L::num_scales && S::xchg + sizeof(float) * 192 <= S::bars),
+                "the split plan holds the four P^T tiles and RolesHand");
+  // On the split tiles' plan (kRolesOnSplitPlan: three slots) WG1 always loads its value words first.
+  constexpr bool kPByWg1 = kRolesPByWg1 && S::kRoles, kEarlyV = kRolesEarlyV || !S::kRoles;
   constexpr int kStride = kRawRingStride<kFmt>;
   constexpr int N = kRows, kNJ = N / 8, kMT = kDv / 64, kTiles = L::num_scales;
   constexpr int kThreads = 128;
@@ -286,15 +290,15 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
     auto value_word = [&](int h, int tt, int r) {
       return *reinterpret_cast<const uint32_t*>(vcol + (16 * (h >> 1) + 4 * r) * kStride + 128 * (2 * (h & 1) + tt));
     };
-    // kRolesEarlyV: all 64 of the block's value words now (and kPByWg1's scales), the slot back
+    // kEarlyV: all 64 of the block's value words now (and kPByWg1's scales), the slot back
     // to the producer before the factors, P^T and P V
-    uint32_t xv[kRolesEarlyV ? 8 : 1][2][4];
+    uint32_t xv[kEarlyV ? 8 : 1][2][4];
     float4 sca, scb;
     if constexpr (kPByWg1) {
       sca = *reinterpret_cast<const float4*>(blk + ka * kStride + L::scale_offset);
       scb = *reinterpret_cast<const float4*>(blk + kb_ * kStride + L::scale_offset);
     }
-    if constexpr (kRolesEarlyV) {
+    if constexpr (kEarlyV) {
 #pragma unroll
       for (int h = 0; h < 8; ++h)
 #pragma unroll
@@ -347,7 +351,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
 #pragma unroll
       for (int tt = 0; tt < 2; ++tt)
 #pragma unroll
-        for (int r = 0; r < 4; ++r) x[tt][r] = kRolesEarlyV ? xv[kRolesEarlyV ? h : 0][tt][r] : value_word(h, tt, r);
+        for (int r = 0; r < 4; ++r) x[tt][r] = kEarlyV ? xv[kEarlyV ? h : 0][tt][r] : value_word(h, tt, r);
       if (h >= 2) {
         wgmma_wait<1>();
         reg_fence(a[h & 1]);
@@ -363,7 +367,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
       }
       wgmma_commit();
     }
-    raw_block_end<kMT, kNJ, !kRolesEarlyV>(o, a, empty + slot, lane);  // drained (and the slot released)
+    raw_block_end<kMT, kNJ, !kEarlyV>(o, a, empty + slot, lane);  // drained (and the slot released)
     if (i + 1 < nb) named_bar_arrive(kBarRolesPFree, 2 * kThreads);  // P^T (and kPByWg1's P) may be rewritten
   }
   if (nb > 0) {  // WG0's final state came with the last block's hand-over

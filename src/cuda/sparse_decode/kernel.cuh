@@ -523,13 +523,14 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
           produce_packed<kRows, kFmt, kTwo, kBf16Route<kRows, kFmt, kPair, false>, kFirstAlone<kRows, kFmt, kPair, kLogits>,
                          kConvertEarlyWide<kRows, kFmt, false, kLogits>, kPackedEmptyHalves<kRows, kFmt, kPair>>(p, w, smem);
       }
-    } else if constexpr (kRawRoles<kRows, kFmt>) {
+    } else if constexpr (kRawRoles<kRows, kFmt> || kRolesOnSplitPlan<kRows, kFmt, kMaxLogits>) {
+      constexpr bool kEarlyV = kRolesEarlyV || !kRawRoles<kRows, kFmt>;
       if (wg == 0) {  // each role at its own register budget
-        setmaxnreg_to<kRegsRolesWg0, kEntry>();
+        setmaxnreg_to<kRegsRolesWg0<kEarlyV>, kEntry>();
         load_q_f16<kRows, kFmt>(p, w, smem);
         consume_ds32_roles<kRows, kMaxLogits, 0>(p, w, smem);
       } else if (wg == 1) {
-        setmaxnreg_to<kRegsRolesWg1, kEntry>();
+        setmaxnreg_to<kRegsRolesWg1<kEarlyV>, kEntry>();
         load_q_f16<kRows, kFmt>(p, w, smem);
         consume_ds32_roles<kRows, kMaxLogits, 1>(p, w, smem);
       } else {
