@@ -307,10 +307,16 @@ inline constexpr bool kRawConsumer =
 // in roles instead of halves (consumer_narrow_raw_ds32_roles.cuh): WG0 takes every block's whole
 // S^T (all four scale tiles and the RoPE part, 32 heads), its softmax and P^T of all four tiles;
 // WG1 holds all of O^T (128 registers) and runs every block's P V one block behind, so neither
-// waits for the other's half of a block (the halves wait for each other twice a block: h32's
-// consumers alone 82.8 of 88.3 µs). One set of P^T tiles (WG0 writes block i + 1's once WG1's
-// P V of block i drained), no exchange buffer, and SMLA_SD_DS32_ROLES_RING slots (default 4:
-// WG1 holds a slot a block longer).
+// waits for the other's half of a block (the halves wait for each other twice a block). One set
+// of P^T tiles (WG0 writes block i + 1's once WG1's P V of block i drained), no exchange buffer,
+// SMLA_SD_DS32_ROLES_RING slots (default 4: WG1 holds a slot a block longer). Same-call A/Bs on
+// an H100 (2026-12-05, µs, docs/PERF.md forty-ninth pass): the consumers alone (variant
+// SMLA_SD_RAW_NO_COPY=1) 10-11% faster, b128 h32 80.3 -> 71.9, s_q2 h32 152.5 -> 137.6, h24 78.8
+// -> 70.7; but the kernel slower in decode, b128 h32 94.9 -> 98.2, s_q2 h32 175.5 -> 177.1, h24 94.0
+// -> 97.3, b8 h32 25.7 -> 27.6, b1 h32 17.0 -> 19.8 (ncu, b128 h32, the early-V build: WG0's one
+// warp a scheduler carries the block's critical path, ~1100 instructions a block, 21% of its
+// samples waiting on instruction fetch; WG1 waits for it 32% of its time); faster in the paged prefill's 32-row
+// kernels, s_q4096 h32 topk2048 2385 -> 2231 (SMLA_SD_DS32_ROLES_PREFILL below).
 #ifndef SMLA_SD_DS32_ROLES
 #define SMLA_SD_DS32_ROLES 0
 #endif
@@ -318,7 +324,8 @@ inline constexpr bool kRawConsumer =
 #define SMLA_SD_DS32_ROLES_RING 4
 #endif
 // =2: WG0 hands over P itself and WG1 makes the four P^T tiles (and tracks the tiles' scale
-// exponents), which moves ~150 instructions a block from WG0 to WG1.
+// exponents), ~1100 -> 858 instructions a block in WG0's loop, ~590 -> 822 in WG1's: level with =1
+// (b128 h32 98.4, consumers alone 71.4).
 inline constexpr bool kRolesPByWg1 = SMLA_SD_DS32_ROLES == 2;
 template <int kRows, int kFmt>
 inline constexpr bool kRawRoles =
@@ -327,12 +334,16 @@ inline constexpr bool kRawRoles =
 template <int kRows, int kFmt>
 inline constexpr bool kRawSplitDv =
     kRawConsumer<kRows, kFmt> && kRows == 32 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla) && !kRawRoles<kRows, kFmt>;
-// SMLA_SD_DS32_ROLES_PREFILL=1: the roles, WG1's value words loaded first, in the 32-row
-// fp8_ds_mla kernels that return max_logits (sparse prefill from the paged cache) only, on the
-// split tiles' shared-memory plan (three slots; RolesHand in xchg; the four P^T tiles where the
-// split keeps two a warpgroup), so that decode keeps its kernels.
+// SMLA_SD_DS32_ROLES_PREFILL (default 1): the roles, WG1's value words loaded first, in the
+// 32-row fp8_ds_mla kernels that return max_logits (sparse prefill from the paged cache at h_q
+// 17-32) only, on the split tiles' shared-memory plan (three slots; RolesHand in xchg; the four
+// P^T tiles where the split keeps two a warpgroup), so that decode keeps its kernels. There the
+// halves run the whole softmax each (the split softmax is decode's, kDs32Split). Same call on an
+// H100 (2026-12-05, three reps, µs): s_q4096 topk2048 s_kv32768 h32 2409 -> 2212 (-8.2%), h24
+// 2375 -> 2198 (-7.4%), the same error; GPU suite 39 / 39 and memcheck of the paged prefill's
+// binade case on that build. =0 (a measurement build): the halves.
 #ifndef SMLA_SD_DS32_ROLES_PREFILL
-#define SMLA_SD_DS32_ROLES_PREFILL 0
+#define SMLA_SD_DS32_ROLES_PREFILL 1
 #endif
 template <int kRows, int kFmt, bool kMaxLogits>
 inline constexpr bool kRolesOnSplitPlan = SMLA_SD_DS32_ROLES_PREFILL != 0 && kMaxLogits && kRawSplitDv<kRows, kFmt>;
@@ -852,7 +863,9 @@ inline constexpr int kRegsConsumerRawDual = kRegsConsumerRaw;
 inline constexpr int kRegsProducerRawDual = 3 * launch_regs(cta_threads(16)) - 2 * kRegsConsumerRawDual;
 static_assert(kRegsProducerRawDual >= 56, "dual ring register budget");
 // kRawRoles: WG0 (S^T, the softmax) and WG1 (O^T; with SMLA_SD_DS32_ROLES_EARLY_V a block's 64
-// value words beside it) at their own budgets, the producer's as above.
+// value words beside it, the slot returned before its P V) at their own budgets, the producer's
+// as above. Early V, same call on an H100 (2026-12-05, µs): b128 h32 98.2 -> 97.9 (default
+// 95.2), s_q2 h32 176.2 -> 178.1, b8 h32 31.0 -> 32.0: the slot's hold is not what the roles lose.
 #ifndef SMLA_SD_DS32_ROLES_EARLY_V
 #define SMLA_SD_DS32_ROLES_EARLY_V 0
 #endif

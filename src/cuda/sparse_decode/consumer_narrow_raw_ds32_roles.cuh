@@ -1,6 +1,8 @@
-// The two consumer warpgroups of a 32-row kRawConsumer tile of fp8_ds_mla in roles (config.h
-// kRawRoles, a measurement build): consumer_narrow_raw_ds.cuh's products for 32 heads, its two
-// halves on two warpgroups that never wait for each other's half of a block.
+// The two consumer warpgroups of a 32-row kRawConsumer tile of fp8_ds_mla in roles (config.h:
+// kRolesOnSplitPlan, the paged prefill's 32-row kernels, on the split tiles' shared-memory plan;
+// kRawRoles, a measurement build, in every 32-row kernel on its own plan): consumer_narrow_raw_ds.cuh's
+// products for 32 heads, its two halves on two warpgroups that never wait for each other's half
+// of a block.
 //   WG0: per block, S^T = qinv_h . sum_t scale_t . (K_t Q_t^T) + K_rope Q_rope^T over all four
 //     scale tiles and the RoPE columns (keys in M, 32 heads in N), the online softmax of all 32
 //     heads (m, l and the tiles' scale exponents live here), P^T_t = P . scale_t . 2^(133 - E_t)
@@ -28,7 +30,7 @@ namespace smla::cuda::sparse_decode_family {
 inline constexpr int kBarRolesPFull = kBarPReady;  // the 64-row tiles' ids; no other user in these CTAs
 inline constexpr int kBarRolesPFree = kBarPFree;
 
-// RingSmem::xchg of kRawRoles tiles: float[192].
+// RingSmem::xchg of the roles' tiles: float[192].
 struct RolesHand {
   static constexpr int alpha = 0;   // [32] each head's factor of O^T before block i's P V
   static constexpr int tile = 32;   // [8] each O^T tile's factor (its scale tile's exponent moved)
