@@ -9,7 +9,8 @@
 //     in f16 for the four tiles, and the factors O^T must take before this block's P V
 //     (RolesHand); it releases its reads of the slot before the softmax.
 //   WG1: O^T (all 512 value columns: 128 registers), per block the factors, then O^T += V^T P^T_t
-//     with the values as f16 (exact), one block behind WG0; it releases the slot after its P V.
+//     with the values as f16 (exact), one block behind WG0; it releases the slot after its P V
+//     (kEarlyV: before it, once the block's 64 value words are in its registers).
 // Hand-over (named barriers over both): kBarRolesPFull, WG0 -> WG1, P^T and the factors of block i
 // are in; kBarRolesPFree, WG1 -> WG0, block i's P V drained (WG0 then writes block i + 1's). One
 // set of P^T tiles; each barrier alternates strictly, so its arrivals never mix two blocks. The
