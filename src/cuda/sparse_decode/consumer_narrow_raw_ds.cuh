@@ -18,6 +18,7 @@
 #include "cuda/common/fp8.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "cuda/sparse_decode/consumer_narrow_raw.cuh"
+#include "cuda/sparse_decode/ds_block.cuh"
 #include "cuda/sparse_decode/narrow_softmax.cuh"
 #include "cuda/sparse_decode/timeline.cuh"
 
@@ -64,76 +65,18 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
     const uint8_t* row_a = blk + ka * kStride;
     const uint8_t* row_b = blk + kb_ * kStride;
 
-    // ---- partial S^T per scale tile (groups 0..7, two per tile) and the RoPE part (group 8);
-    // the next group's fragments are converted while the previous group's wgmmas run.
+    // ---- partial S^T per scale tile and the RoPE part (ds_block.cuh)
     float st[kTiles][kNJ][4], sr[kNJ][4];
     uint32_t a[2][4][4];
-#pragma unroll
-    for (int grp = 0; grp <= L::d_latent / 64; ++grp) {
-      const bool rope = grp == L::d_latent / 64;
-      uint32_t wa[8], wb[8];
-      if (!rope) {
-        const uint4 va = *reinterpret_cast<const uint4*>(row_a + 64 * grp + 16 * c);
-        const uint4 vb = *reinterpret_cast<const uint4*>(row_b + 64 * grp + 16 * c);
-        wa[0] = va.x, wa[1] = va.y, wa[2] = va.z, wa[3] = va.w;
-        wb[0] = vb.x, wb[1] = vb.y, wb[2] = vb.z, wb[3] = vb.w;
-      } else {  // this lane's 32 bytes of each key's RoPE part: bf16 pairs, no conversion
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const uint4 va = *reinterpret_cast<const uint4*>(row_a + L::rope_offset + 32 * c + 16 * h);
-          const uint4 vb = *reinterpret_cast<const uint4*>(row_b + L::rope_offset + 32 * c + 16 * h);
-          wa[4 * h] = va.x, wa[4 * h + 1] = va.y, wa[4 * h + 2] = va.z, wa[4 * h + 3] = va.w;
-          wb[4 * h] = vb.x, wb[4 * h + 1] = vb.y, wb[4 * h + 2] = vb.z, wb[4 * h + 3] = vb.w;
-        }
-      }
-      if (grp >= 2) {
-        wgmma_wait<1>();  // group grp - 2 has read a[grp % 2]
-        reg_fence(a[grp & 1]);
-      }
-      if (!rope) {
-        key_words_to_frags(wa, wb, a[grp & 1]);
-      } else {
-#pragma unroll
-        for (int s4 = 0; s4 < 4; ++s4) {
-          a[grp & 1][s4][0] = wa[2 * s4];
-          a[grp & 1][s4][1] = wb[2 * s4];
-          a[grp & 1][s4][2] = wa[2 * s4 + 1];
-          a[grp & 1][s4][3] = wb[2 * s4 + 1];
-        }
-      }
-      wgmma_fence();
-#pragma unroll
-      for (int s4 = 0; s4 < 4; ++s4) {
-        if (!rope)
-          wgmma_m64nNk16_rs<N, false>(st[grp >> 1], a[grp & 1][s4], desc_add(dq, (4 * grp + s4) * 16), (grp & 1) || s4 > 0);
-        else
-          wgmma_m64nNk16_rs<N, true>(sr, a[grp & 1][s4], desc_add(dqr, s4 * 16), s4 > 0);
-      }
-      wgmma_commit();
-    }
-    wgmma_wait<0>();
+    ds_partial_st<N>(row_a, row_b, c, dq, dqr, st, sr, a);
     if (kBlockTimeline && threadIdx.x % 128 == 0) block_event(5, i);
-#pragma unroll
-    for (int t = 0; t < kTiles; ++t) reg_fence(st[t]);
-    reg_fence(sr);
-    reg_fence(a[0]);
-    reg_fence(a[1]);
 
     // ---- fold: S = qinv_h . sum_t scale_t S_t + S_rope (a skipped row was zeroed: its scales are 0)
     const float4 sca = *reinterpret_cast<const float4*>(row_a + L::scale_offset);
     const float4 scb = *reinterpret_cast<const float4*>(row_b + L::scale_offset);
     const float sa[kTiles] = {sca.x, sca.y, sca.z, sca.w}, sb[kTiles] = {scb.x, scb.y, scb.z, scb.w};
     float s[kNJ][4];
-#pragma unroll
-    for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float xa = 0.f, xb = 0.f;
-#pragma unroll
-        for (int t = 0; t < kTiles; ++t) xa += sa[t] * st[t][j][e], xb += sb[t] * st[t][j][2 + e];
-        s[j][e] = qv[j][e] * xa + sr[j][e];
-        s[j][2 + e] = qv[j][e] * xb + sr[j][2 + e];
-      }
+    ds_fold(st, sr, sa, sb, qv, s);
     // P^T's factors: ds_p_word (kDsIntV: values enter as V 2^-120, so P^T takes 2^60 and O^T
     // ends at 2^-60)
     const bool ok0 = ok_bytes[slot * kKeys + ka] != 0, ok1 = ok_bytes[slot * kKeys + kb_] != 0;
@@ -169,45 +112,18 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
 
     // ---- P^T_t = P . scale_t (bf16) at the keys' logical positions (the previous block's P V
     // completed in every warp before that warp reached this block's barrier above)
-#pragma unroll
-    for (int t = 0; t < kTiles; ++t)
-#pragma unroll
-      for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e)
-          p_ab[RawWg<kRows, kFmt>::p_word(t, j, c, e)] = ds_p_word<kDsF16V>(s[j][e], s[j][2 + e], sa[t], sb[t], e_run[t]);
+    ds_write_pt<RawWg<kRows, kFmt>, kDsF16V>(p_ab, s, sa, sb, e_run, c);
     fence_proxy_async();  // read next by wgmma
     wg_bar_sync<kBarPReady, kBarPReady2, wg.kBar3 ? kBarPReady3 : -1>(wg.cw, kThreads);
 
-    // ---- O^T += V^T P^T_t: per k-step kk (16 keys) and half (scale tiles 2 half, 2 half + 1:
-    // O^T tiles 4 half .. 4 half + 3), one 4-byte word of four rows (keys 16 kk + 4 r + c) per
-    // scale tile, bytes paired (prmt) and converted to bf16.
+    // ---- O^T += V^T P^T_t (ds_block.cuh): lane (w, g) reads value columns 128 t + 4 (8 w + g) ..
+    // + 3 of scale tile t, bytes paired (prmt) and converted.
     const uint8_t* vcol = blk + 4 * (8 * wq + g) + c * kStride;
-#pragma unroll
-    for (int h = 0; h < 8; ++h) {
-      const int kk = h >> 1, half = h & 1;
-      uint32_t x[2][4];
-#pragma unroll
-      for (int tt = 0; tt < 2; ++tt)
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-          x[tt][r] = *reinterpret_cast<const uint32_t*>(vcol + (16 * kk + 4 * r) * kStride + 128 * (2 * half + tt));
-      if (h >= 2) {
-        wgmma_wait<1>();
-        reg_fence(a[h & 1]);
-      }
-#pragma unroll
-      for (int tt = 0; tt < 2; ++tt)  // O^T tiles 4 half + 2 tt (bytes 0/1 of a word), + 1 (bytes 2/3)
-        value_words_to_frags<kDsF16V ? ValueConversion::f16 : kDsIntV ? ValueConversion::bf16_int : ValueConversion::bf16_float>(
-            x[tt][0], x[tt][1], x[tt][2], x[tt][3], a[h & 1][2 * tt], a[h & 1][2 * tt + 1]);
-      wgmma_fence();
-#pragma unroll
-      for (int m4 = 0; m4 < 4; ++m4) {
-        const int mt = 4 * half + m4;
-        wgmma_m64nNk16_rs<N, !kDsF16V>(o[mt], a[h & 1][m4], desc_add(dp, (mt >> 1) * kPTile16 + kk * 16), 1);
-      }
-      wgmma_commit();
-    }
+    auto value_word = [&](int h, int tt, int r) {
+      return *reinterpret_cast<const uint32_t*>(vcol + (16 * (h >> 1) + 4 * r) * kStride + 128 * (2 * (h & 1) + tt));
+    };
+    ds_pv_block<N, kDsF16V ? ValueConversion::f16 : kDsIntV ? ValueConversion::bf16_int : ValueConversion::bf16_float>(
+        o, a, value_word, dp, kPTile16);
     raw_block_end(o, a, empty + slot, lane);
     if (kBlockTimeline && threadIdx.x % 128 == 0) block_event(6, i);
   }

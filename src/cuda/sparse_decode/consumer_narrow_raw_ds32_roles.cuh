@@ -24,6 +24,7 @@
 #include "cuda/common/fp8.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "cuda/sparse_decode/consumer_narrow_raw.cuh"
+#include "cuda/sparse_decode/ds_block.cuh"
 #include "cuda/sparse_decode/narrow_softmax.cuh"
 
 namespace smla::cuda::sparse_decode_family {
@@ -114,75 +115,16 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
       const uint64_t dq = gmma_desc(qa, 128, 16 * S::kQCols);
       const uint64_t dqr = gmma_desc(qa + static_cast<uint32_t>(S::q_rope - S::q), 128, 16 * 64);
 
-      // partial S^T per scale tile (groups 0..7, two per tile) and the RoPE part (group 8); the
-      // next group's fragments are converted while the previous group's wgmmas run
       float st[kTiles][kNJ][4], sr[kNJ][4];
       uint32_t a[2][4][4];
-#pragma unroll
-      for (int grp = 0; grp <= L::d_latent / 64; ++grp) {
-        const bool rope = grp == L::d_latent / 64;
-        uint32_t wa[8], wb[8];
-        if (!rope) {
-          const uint4 va = *reinterpret_cast<const uint4*>(row_a + 64 * grp + 16 * c);
-          const uint4 vb = *reinterpret_cast<const uint4*>(row_b + 64 * grp + 16 * c);
-          wa[0] = va.x, wa[1] = va.y, wa[2] = va.z, wa[3] = va.w;
-          wb[0] = vb.x, wb[1] = vb.y, wb[2] = vb.z, wb[3] = vb.w;
-        } else {  // this lane's 32 bytes of each key's RoPE part: bf16 pairs, no conversion
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const uint4 va = *reinterpret_cast<const uint4*>(row_a + L::rope_offset + 32 * c + 16 * h);
-            const uint4 vb = *reinterpret_cast<const uint4*>(row_b + L::rope_offset + 32 * c + 16 * h);
-            wa[4 * h] = va.x, wa[4 * h + 1] = va.y, wa[4 * h + 2] = va.z, wa[4 * h + 3] = va.w;
-            wb[4 * h] = vb.x, wb[4 * h + 1] = vb.y, wb[4 * h + 2] = vb.z, wb[4 * h + 3] = vb.w;
-          }
-        }
-        if (grp >= 2) {
-          wgmma_wait<1>();  // group grp - 2 has read a[grp % 2]
-          reg_fence(a[grp & 1]);
-        }
-        if (!rope) {
-          key_words_to_frags(wa, wb, a[grp & 1]);
-        } else {
-#pragma unroll
-          for (int s4 = 0; s4 < 4; ++s4) {
-            a[grp & 1][s4][0] = wa[2 * s4];
-            a[grp & 1][s4][1] = wb[2 * s4];
-            a[grp & 1][s4][2] = wa[2 * s4 + 1];
-            a[grp & 1][s4][3] = wb[2 * s4 + 1];
-          }
-        }
-        wgmma_fence();
-#pragma unroll
-        for (int s4 = 0; s4 < 4; ++s4) {
-          if (!rope)
-            wgmma_m64nNk16_rs<N, false>(st[grp >> 1], a[grp & 1][s4], desc_add(dq, (4 * grp + s4) * 16), (grp & 1) || s4 > 0);
-          else
-            wgmma_m64nNk16_rs<N, true>(sr, a[grp & 1][s4], desc_add(dqr, s4 * 16), s4 > 0);
-        }
-        wgmma_commit();
-      }
-      wgmma_wait<0>();
-#pragma unroll
-      for (int t = 0; t < kTiles; ++t) reg_fence(st[t]);
-      reg_fence(sr);
-      reg_fence(a[0]);
-      reg_fence(a[1]);
+      ds_partial_st<N>(row_a, row_b, c, dq, dqr, st, sr, a);
 
-      // S = qinv_h . sum_t scale_t S_t + S_rope (a skipped row was zeroed: its scales are 0)
+      // S = qinv_h . sum_t scale_t S_t + S_rope
       const float4 sca = *reinterpret_cast<const float4*>(row_a + L::scale_offset);
       const float4 scb = *reinterpret_cast<const float4*>(row_b + L::scale_offset);
       const float sa[kTiles] = {sca.x, sca.y, sca.z, sca.w}, sb[kTiles] = {scb.x, scb.y, scb.z, scb.w};
       float s[kNJ][4];
-#pragma unroll
-      for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float xa = 0.f, xb = 0.f;
-#pragma unroll
-          for (int t = 0; t < kTiles; ++t) xa += sa[t] * st[t][j][e], xb += sb[t] * st[t][j][2 + e];
-          s[j][e] = qv[j][e] * xa + sr[j][e];
-          s[j][2 + e] = qv[j][e] * xb + sr[j][2 + e];
-        }
+      ds_fold(st, sr, sa, sb, qv, s);
       const bool ok0 = ok_bytes[slot * kKeys + ka] != 0, ok1 = ok_bytes[slot * kKeys + kb_] != 0;
       raw_slot_release(empty + slot, lane);  // WG0's reads of the slot are done; WG1's follow
 
@@ -216,16 +158,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
         // the final state for WG1's epilogue: each head's sum over the lanes and warps (through
         // the other parity's maxima buffer, last read before this block's barrier)
         float* s_l = s_max + ((i + 1) & 1) * 128;
-#pragma unroll
-        for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float v = l_run[j][e];
-            v += __shfl_xor_sync(0xffffffffu, v, 4);
-            v += __shfl_xor_sync(0xffffffffu, v, 8);
-            v += __shfl_xor_sync(0xffffffffu, v, 16);
-            if (g == 0) s_l[wq * 32 + head_of(j, e)] = v;
-          }
+        warp_head_sums(l_run, s_l, wq, g, c);
         merge_bar_sync<1>(0, kThreads);
         if (wq == 0 && g == 0) {
 #pragma unroll
@@ -249,13 +182,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
 #pragma unroll
         for (int j = 0; j < kNJ; ++j) stage[j * kThreads + tid] = make_float4(s[j][0], s[j][1], s[j][2], s[j][3]);
       } else {
-#pragma unroll
-        for (int t = 0; t < kTiles; ++t)
-#pragma unroll
-          for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-            for (int e = 0; e < 2; ++e)
-              p_ab[RawWg<kRows, kFmt>::p_word(t, j, c, e)] = ds_p_word<true>(s[j][e], s[j][2 + e], sa[t], sb[t], e_run[t]);
+        ds_write_pt<RawWg<kRows, kFmt>, true>(p_ab, s, sa, sb, e_run, c);
       }
       if (wq == 0) {
         if (g == 0) {
@@ -333,13 +260,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
       merge_bar_sync<1>(1, kThreads);
       const bool grew = tile_exponents(tbuf, e_run, tf);
       if (moved || grew) rescale_narrow_o<true>(o, alpha, tf);  // O^T drained at the last block's end
-#pragma unroll
-      for (int t = 0; t < kTiles; ++t)
-#pragma unroll
-        for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e)
-            p_ab[RawWg<kRows, kFmt>::p_word(t, j, c, e)] = ds_p_word<true>(s[j][e], s[j][2 + e], sa[t], sb[t], e_run[t]);
+      ds_write_pt<RawWg<kRows, kFmt>, true>(p_ab, s, sa, sb, e_run, c);
       fence_proxy_async();  // read next by wgmma
       merge_bar_sync<1>(1, kThreads);
     } else if (moved) {  // O^T drained at the last block's end
@@ -347,29 +268,8 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
       for (int mi = 0; mi < kMT; ++mi) tf[mi] = hand[H::tile + mi];
       rescale_narrow_o<true>(o, alpha, tf);
     }
-#pragma unroll
-    for (int h = 0; h < 8; ++h) {
-      const int kk = h >> 1, half = h & 1;
-      uint32_t x[2][4];
-#pragma unroll
-      for (int tt = 0; tt < 2; ++tt)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) x[tt][r] = kEarlyV ? xv[kEarlyV ? h : 0][tt][r] : value_word(h, tt, r);
-      if (h >= 2) {
-        wgmma_wait<1>();
-        reg_fence(a[h & 1]);
-      }
-#pragma unroll
-      for (int tt = 0; tt < 2; ++tt)
-        value_words_to_frags<ValueConversion::f16>(x[tt][0], x[tt][1], x[tt][2], x[tt][3], a[h & 1][2 * tt], a[h & 1][2 * tt + 1]);
-      wgmma_fence();
-#pragma unroll
-      for (int m4 = 0; m4 < 4; ++m4) {
-        const int mt = 4 * half + m4;
-        wgmma_m64nNk16_rs<N, false>(o[mt], a[h & 1][m4], desc_add(dp, (mt >> 1) * kPTile16 + kk * 16), 1);
-      }
-      wgmma_commit();
-    }
+    auto pv_word = [&](int h, int tt, int r) { return kEarlyV ? xv[kEarlyV ? h : 0][tt][r] : value_word(h, tt, r); };
+    ds_pv_block<N, ValueConversion::f16>(o, a, pv_word, dp, kPTile16);
     raw_block_end<kMT, kNJ, !kEarlyV>(o, a, empty + slot, lane);  // drained (and the slot released)
     if (i + 1 < nb) named_bar_arrive(kBarRolesPFree, 2 * kThreads);  // P^T (and kPByWg1's P) may be rewritten
   }

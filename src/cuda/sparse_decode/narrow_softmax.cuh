@@ -145,6 +145,22 @@ __device__ __forceinline__ void scale_tile(float (&t)[kNJ][4], float f) {
     for (int k = 0; k < 4; ++k) t[j][k] *= f;
 }
 
+// Each head's sum of l over the warp's eight lanes of its quad position into s_l[wq * 32 + head]
+// (written by lane g == 0; heads 8 j + 2 c + e).
+template <int kNJ>
+__device__ __forceinline__ void warp_head_sums(const float (&l)[kNJ][2], float* s_l, int wq, int g, int c) {
+#pragma unroll
+  for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float v = l[j][e];
+      v += __shfl_xor_sync(0xffffffffu, v, 4);
+      v += __shfl_xor_sync(0xffffffffu, v, 8);
+      v += __shfl_xor_sync(0xffffffffu, v, 16);
+      if (g == 0) s_l[wq * 32 + 8 * j + 2 * c + e] = v;
+    }
+}
+
 // The end of a narrow tile: each head's row sum over the lanes and warps (through s_l[4][32]),
 // lse (and with kMaxLogits max_logits: m_run is exact here), then O^T scaled by each head's final
 // factor into obuf ([head][512 + 4] floats; col(mi, half): the value column of tile mi's
@@ -167,16 +183,7 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
   const bool marker = kTimeline && threadIdx.x == 128;
   if (marker) timeline_mark(10);
   merge_bar_sync<kWgs>(cw, kThreads);
-#pragma unroll
-  for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      float v = l_run[j][e];
-      v += __shfl_xor_sync(0xffffffffu, v, 4);
-      v += __shfl_xor_sync(0xffffffffu, v, 8);
-      v += __shfl_xor_sync(0xffffffffu, v, 16);
-      if (g == 0) s_l[wq * 32 + head_of(j, e)] = v;
-    }
+  warp_head_sums(l_run, s_l, wq, g, c);
   merge_bar_sync<kWgs>(cw, kThreads);
   constexpr int kStride = kDv + 4;  // the 4 heads of a lane quad land in distinct banks
   constexpr int kRows = 8 * kNJ;

@@ -1,0 +1,138 @@
+// The per-block pieces of the raw-ring fp8_ds_mla consumers that take a block's whole S^T (the
+// 16-row tiles, consumer_narrow_raw_ds.cuh, and the 32-row tiles in roles,
+// consumer_narrow_raw_ds32_roles.cuh): the partial S^T sums, their fold with the keys' scales,
+// P^T of the four scale tiles, and P V. Fragment rows, key order and reads are those of
+// consumer_narrow_raw.cuh.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/wgmma.cuh"
+#include "cuda/sparse_decode/consumer_narrow_raw.cuh"
+
+namespace smla::cuda::sparse_decode_family {
+
+// Partial S^T of a block from this thread's two rows (row_a, row_b): one sum per 128-column scale
+// tile (groups 0..7, two per tile: e4m3 -> f16 exact, against Q's f16 latent columns at dq) and
+// one over the RoPE columns (group 8: bf16 as stored, against Q's bf16 RoPE part at dqr); the next
+// group's fragments are converted while the previous group's wgmmas run. Returns with every
+// wgmma drained.
+template <int N, int kNJ>
+__device__ __forceinline__ void ds_partial_st(const uint8_t* row_a, const uint8_t* row_b, int c, uint64_t dq, uint64_t dqr,
+                                              float (&st)[4][kNJ][4], float (&sr)[kNJ][4], uint32_t (&a)[2][4][4]) {
+  using L = DsMlaLayout;
+  static_assert(L::num_scales == 4 && L::d_latent == 512, "four 128-column scale tiles");
+#pragma unroll
+  for (int grp = 0; grp <= L::d_latent / 64; ++grp) {
+    const bool rope = grp == L::d_latent / 64;
+    uint32_t wa[8], wb[8];
+    if (!rope) {
+      const uint4 va = *reinterpret_cast<const uint4*>(row_a + 64 * grp + 16 * c);
+      const uint4 vb = *reinterpret_cast<const uint4*>(row_b + 64 * grp + 16 * c);
+      wa[0] = va.x, wa[1] = va.y, wa[2] = va.z, wa[3] = va.w;
+      wb[0] = vb.x, wb[1] = vb.y, wb[2] = vb.z, wb[3] = vb.w;
+    } else {  // this lane's 32 bytes of each key's RoPE part: bf16 pairs, no conversion
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint4 va = *reinterpret_cast<const uint4*>(row_a + L::rope_offset + 32 * c + 16 * h);
+        const uint4 vb = *reinterpret_cast<const uint4*>(row_b + L::rope_offset + 32 * c + 16 * h);
+        wa[4 * h] = va.x, wa[4 * h + 1] = va.y, wa[4 * h + 2] = va.z, wa[4 * h + 3] = va.w;
+        wb[4 * h] = vb.x, wb[4 * h + 1] = vb.y, wb[4 * h + 2] = vb.z, wb[4 * h + 3] = vb.w;
+      }
+    }
+    if (grp >= 2) {
+      wgmma_wait<1>();  // group grp - 2 has read a[grp % 2]
+      reg_fence(a[grp & 1]);
+    }
+    if (!rope) {
+      key_words_to_frags(wa, wb, a[grp & 1]);
+    } else {
+#pragma unroll
+      for (int s4 = 0; s4 < 4; ++s4) {
+        a[grp & 1][s4][0] = wa[2 * s4];
+        a[grp & 1][s4][1] = wb[2 * s4];
+        a[grp & 1][s4][2] = wa[2 * s4 + 1];
+        a[grp & 1][s4][3] = wb[2 * s4 + 1];
+      }
+    }
+    wgmma_fence();
+#pragma unroll
+    for (int s4 = 0; s4 < 4; ++s4) {
+      if (!rope)
+        wgmma_m64nNk16_rs<N, false>(st[grp >> 1], a[grp & 1][s4], desc_add(dq, (4 * grp + s4) * 16), (grp & 1) || s4 > 0);
+      else
+        wgmma_m64nNk16_rs<N, true>(sr, a[grp & 1][s4], desc_add(dqr, s4 * 16), s4 > 0);
+    }
+    wgmma_commit();
+  }
+  wgmma_wait<0>();
+#pragma unroll
+  for (int t = 0; t < 4; ++t) reg_fence(st[t]);
+  reg_fence(sr);
+  reg_fence(a[0]);
+  reg_fence(a[1]);
+}
+
+// S = qinv_h . sum_t scale_t S_t + S_rope for this thread's heads and its two keys (sa, sb: their
+// four scales; a skipped row was zeroed, so its scales are 0).
+template <int kNJ>
+__device__ __forceinline__ void ds_fold(const float (&st)[4][kNJ][4], const float (&sr)[kNJ][4], const float (&sa)[4],
+                                        const float (&sb)[4], const float (&qv)[kNJ][2], float (&s)[kNJ][4]) {
+#pragma unroll
+  for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float xa = 0.f, xb = 0.f;
+#pragma unroll
+      for (int t = 0; t < 4; ++t) xa += sa[t] * st[t][j][e], xb += sb[t] * st[t][j][2 + e];
+      s[j][e] = qv[j][e] * xa + sr[j][e];
+      s[j][2 + e] = qv[j][e] * xb + sr[j][2 + e];
+    }
+}
+
+// P^T_t of the four scale tiles for this thread's heads and keys (ds_p_word; kF16: with each
+// tile's running exponent e_run); Wg: the tile's RawWg (its P^T word offsets).
+template <class Wg, bool kF16, int kNJ>
+__device__ __forceinline__ void ds_write_pt(uint32_t* p_ab, const float (&s)[kNJ][4], const float (&sa)[4], const float (&sb)[4],
+                                            const int (&e_run)[4], int c) {
+#pragma unroll
+  for (int t = 0; t < 4; ++t)
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) p_ab[Wg::p_word(t, j, c, e)] = ds_p_word<kF16>(s[j][e], s[j][2 + e], sa[t], sb[t], e_run[t]);
+}
+
+// O^T += V^T P^T_t over a block: per k-step kk (16 keys) and half (scale tiles 2 half, 2 half + 1:
+// O^T tiles 4 half .. 4 half + 3), one 4-byte word of four rows (keys 16 kk + 4 r + c) per scale
+// tile, word(h, tt, r) with h = 2 kk + half, bytes paired and converted (kConv) against P^T_t at
+// dp + t kPTile16 (f16, or bf16 for the bf16 conversions). The last wgmmas stay in flight.
+template <int N, ValueConversion kConv, int kMT, int kNJ, class Word>
+__device__ __forceinline__ void ds_pv_block(float (&o)[kMT][kNJ][4], uint32_t (&a)[2][4][4], Word word, uint64_t dp, int kPTile16) {
+  static_assert(kMT == 8, "512 value columns");
+#pragma unroll
+  for (int h = 0; h < 8; ++h) {
+    const int kk = h >> 1, half = h & 1;
+    uint32_t x[2][4];
+#pragma unroll
+    for (int tt = 0; tt < 2; ++tt)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) x[tt][r] = word(h, tt, r);
+    if (h >= 2) {
+      wgmma_wait<1>();
+      reg_fence(a[h & 1]);
+    }
+#pragma unroll
+    for (int tt = 0; tt < 2; ++tt)  // O^T tiles 4 half + 2 tt (bytes 0/1 of a word), + 1 (bytes 2/3)
+      value_words_to_frags<kConv>(x[tt][0], x[tt][1], x[tt][2], x[tt][3], a[h & 1][2 * tt], a[h & 1][2 * tt + 1]);
+    wgmma_fence();
+#pragma unroll
+    for (int m4 = 0; m4 < 4; ++m4) {
+      const int mt = 4 * half + m4;
+      wgmma_m64nNk16_rs<N, kConv != ValueConversion::f16>(o[mt], a[h & 1][m4], desc_add(dp, (mt >> 1) * kPTile16 + kk * 16), 1);
+    }
+    wgmma_commit();
+  }
+}
+
+}  // namespace smla::cuda::sparse_decode_family
