@@ -202,98 +202,98 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
     }
     return;
   } else {
-  // ---------------- WG1: O^T ----------------
-  const uint64_t dp = gmma_desc(smem_addr(pt), 128, 8 * 128);
-  float o[kMT][kNJ][4], m_run[kNJ][2], l_run[kNJ][2];
-  narrow_state_init(o, m_run, l_run);
-  int e_run[kTiles] = {};
-  uint32_t a[2][4][4];
-  uint32_t* p_ab = reinterpret_cast<uint32_t*>(RawWg<kRows, kFmt>::key_entry(pt, raw_key_logical(ka)));
-  for (int i = 0; i < nb; ++i) {
-    const int slot = i % S::kRing;
-    named_bar_sync(kBarRolesPFull, 2 * kThreads);
-    mbar_wait(full + slot, (i / S::kRing) & 1);  // complete already (WG0 waited): the slot's bytes for this thread
-    const uint8_t* blk = ring + slot * S::kSlotBytes;
-    // O^T += V^T P^T_t below: per k-step kk (16 keys) and half (scale tiles 2 half, 2 half + 1:
-    // O^T tiles 4 half .. 4 half + 3), one 4-byte word of four rows (keys 16 kk + 4 r + c) per tile
-    const uint8_t* vcol = blk + 4 * (8 * wq + g) + c * kStride;
-    auto value_word = [&](int h, int tt, int r) {
-      return *reinterpret_cast<const uint32_t*>(vcol + (16 * (h >> 1) + 4 * r) * kStride + 128 * (2 * (h & 1) + tt));
-    };
-    // kEarlyV: all 64 of the block's value words now (and kPByWg1's scales), the slot back
-    // to the producer before the factors, P^T and P V
-    uint32_t xv[kEarlyV ? 8 : 1][2][4];
-    float4 sca, scb;
-    if constexpr (kPByWg1) {
-      sca = *reinterpret_cast<const float4*>(blk + ka * kStride + L::scale_offset);
-      scb = *reinterpret_cast<const float4*>(blk + kb_ * kStride + L::scale_offset);
-    }
-    if constexpr (kEarlyV) {
-#pragma unroll
-      for (int h = 0; h < 8; ++h)
-#pragma unroll
-        for (int tt = 0; tt < 2; ++tt)
-#pragma unroll
-          for (int r = 0; r < 4; ++r) xv[h][tt][r] = value_word(h, tt, r);
-      raw_slot_release(empty + slot, lane);
-    }
-    const bool moved = hand[H::moved] != 0.f;  // the same word for every thread
-    float alpha[kNJ][2], tf[kMT];
-#pragma unroll
-    for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) alpha[j][e] = moved ? hand[H::alpha + head_of(j, e)] : 1.f;
-    if constexpr (kPByWg1) {
-      // P of this thread's keys and heads, the keys' scales, and the tiles' exponents over WG1's
-      // four warps (its barrier: every thread has read P before P^T overwrites it, and every
-      // warp's P V of the block before drained)
-      float s[kNJ][4];
-#pragma unroll
-      for (int j = 0; j < kNJ; ++j) {
-        const float4 v = stage[j * kThreads + tid];
-        s[j][0] = v.x, s[j][1] = v.y, s[j][2] = v.z, s[j][3] = v.w;
+    // ---------------- WG1: O^T ----------------
+    const uint64_t dp = gmma_desc(smem_addr(pt), 128, 8 * 128);
+    float o[kMT][kNJ][4], m_run[kNJ][2], l_run[kNJ][2];
+    narrow_state_init(o, m_run, l_run);
+    int e_run[kTiles] = {};
+    uint32_t a[2][4][4];
+    uint32_t* p_ab = reinterpret_cast<uint32_t*>(RawWg<kRows, kFmt>::key_entry(pt, raw_key_logical(ka)));
+    for (int i = 0; i < nb; ++i) {
+      const int slot = i % S::kRing;
+      named_bar_sync(kBarRolesPFull, 2 * kThreads);
+      mbar_wait(full + slot, (i / S::kRing) & 1);  // complete already (WG0 waited): the slot's bytes for this thread
+      const uint8_t* blk = ring + slot * S::kSlotBytes;
+      // O^T += V^T P^T_t below: per k-step kk (16 keys) and half (scale tiles 2 half, 2 half + 1:
+      // O^T tiles 4 half .. 4 half + 3), one 4-byte word of four rows (keys 16 kk + 4 r + c) per tile
+      const uint8_t* vcol = blk + 4 * (8 * wq + g) + c * kStride;
+      auto value_word = [&](int h, int tt, int r) {
+        return *reinterpret_cast<const uint32_t*>(vcol + (16 * (h >> 1) + 4 * r) * kStride + 128 * (2 * (h & 1) + tt));
+      };
+      // kEarlyV: all 64 of the block's value words now (and kPByWg1's scales), the slot back
+      // to the producer before the factors, P^T and P V
+      uint32_t xv[kEarlyV ? 8 : 1][2][4];
+      float4 sca, scb;
+      if constexpr (kPByWg1) {
+        sca = *reinterpret_cast<const float4*>(blk + ka * kStride + L::scale_offset);
+        scb = *reinterpret_cast<const float4*>(blk + kb_ * kStride + L::scale_offset);
       }
-      const float sa[kTiles] = {sca.x, sca.y, sca.z, sca.w}, sb[kTiles] = {scb.x, scb.y, scb.z, scb.w};
-      float* tbuf = hand + H::tmax + (i & 1) * 16;
-      const uint32_t tmax = warp_tile_scale_max(sa, sb, c);
-      if (g == 0) tbuf[wq * 4 + c] = __uint_as_float(tmax);
-      merge_bar_sync<1>(1, kThreads);
-      const bool grew = tile_exponents(tbuf, e_run, tf);
-      if (moved || grew) rescale_narrow_o<true>(o, alpha, tf);  // O^T drained at the last block's end
-      ds_write_pt<RawWg<kRows, kFmt>, true>(p_ab, s, sa, sb, e_run, c);
-      fence_proxy_async();  // read next by wgmma
-      merge_bar_sync<1>(1, kThreads);
-    } else if (moved) {  // O^T drained at the last block's end
+      if constexpr (kEarlyV) {
 #pragma unroll
-      for (int mi = 0; mi < kMT; ++mi) tf[mi] = hand[H::tile + mi];
-      rescale_narrow_o<true>(o, alpha, tf);
-    }
-    auto pv_word = [&](int h, int tt, int r) { return kEarlyV ? xv[kEarlyV ? h : 0][tt][r] : value_word(h, tt, r); };
-    ds_pv_block<N, ValueConversion::f16>(o, a, pv_word, dp, kPTile16);
-    raw_block_end<kMT, kNJ, !kEarlyV>(o, a, empty + slot, lane);  // drained (and the slot released)
-    if (i + 1 < nb) named_bar_arrive(kBarRolesPFree, 2 * kThreads);  // P^T (and kPByWg1's P) may be rewritten
-  }
-  if (nb > 0) {  // WG0's final state came with the last block's hand-over
+        for (int h = 0; h < 8; ++h)
 #pragma unroll
-    for (int j = 0; j < kNJ; ++j)
+          for (int tt = 0; tt < 2; ++tt)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int h = head_of(j, e);
-        m_run[j][e] = hand[H::m + h];
-        l_run[j][e] = wq == 0 && g == 0 ? hand[H::l + h] : 0.f;  // the epilogue's sum over lanes and warps adds zeros
+            for (int r = 0; r < 4; ++r) xv[h][tt][r] = value_word(h, tt, r);
+        raw_slot_release(empty + slot, lane);
       }
-    if constexpr (!kPByWg1) {
+      const bool moved = hand[H::moved] != 0.f;  // the same word for every thread
+      float alpha[kNJ][2], tf[kMT];
 #pragma unroll
-      for (int t = 0; t < kTiles; ++t) e_run[t] = __float_as_int(hand[H::e_run + t]);
+      for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) alpha[j][e] = moved ? hand[H::alpha + head_of(j, e)] : 1.f;
+      if constexpr (kPByWg1) {
+        // P of this thread's keys and heads, the keys' scales, and the tiles' exponents over WG1's
+        // four warps (its barrier: every thread has read P before P^T overwrites it, and every
+        // warp's P V of the block before drained)
+        float s[kNJ][4];
+#pragma unroll
+        for (int j = 0; j < kNJ; ++j) {
+          const float4 v = stage[j * kThreads + tid];
+          s[j][0] = v.x, s[j][1] = v.y, s[j][2] = v.z, s[j][3] = v.w;
+        }
+        const float sa[kTiles] = {sca.x, sca.y, sca.z, sca.w}, sb[kTiles] = {scb.x, scb.y, scb.z, scb.w};
+        float* tbuf = hand + H::tmax + (i & 1) * 16;
+        const uint32_t tmax = warp_tile_scale_max(sa, sb, c);
+        if (g == 0) tbuf[wq * 4 + c] = __uint_as_float(tmax);
+        merge_bar_sync<1>(1, kThreads);
+        const bool grew = tile_exponents(tbuf, e_run, tf);
+        if (moved || grew) rescale_narrow_o<true>(o, alpha, tf);  // O^T drained at the last block's end
+        ds_write_pt<RawWg<kRows, kFmt>, true>(p_ab, s, sa, sb, e_run, c);
+        fence_proxy_async();  // read next by wgmma
+        merge_bar_sync<1>(1, kThreads);
+      } else if (moved) {  // O^T drained at the last block's end
+#pragma unroll
+        for (int mi = 0; mi < kMT; ++mi) tf[mi] = hand[H::tile + mi];
+        rescale_narrow_o<true>(o, alpha, tf);
+      }
+      auto pv_word = [&](int h, int tt, int r) { return kEarlyV ? xv[kEarlyV ? h : 0][tt][r] : value_word(h, tt, r); };
+      ds_pv_block<N, ValueConversion::f16>(o, a, pv_word, dp, kPTile16);
+      raw_block_end<kMT, kNJ, !kEarlyV>(o, a, empty + slot, lane);  // drained (and the slot released)
+      if (i + 1 < nb) named_bar_arrive(kBarRolesPFree, 2 * kThreads);  // P^T (and kPByWg1's P) may be rewritten
     }
-  }
+    if (nb > 0) {  // WG0's final state came with the last block's hand-over
 #pragma unroll
-  for (int mi = 0; mi < kMT; ++mi) scale_tile(o[mi], __int_as_float((max(e_run[mi >> 1], 7) - 6) << 23));  // 2^(e_run - 133)
-  const int col0 = 4 * (8 * wq + g);
-  auto col = [&](int mi, int hf) { return 128 * (mi >> 1) + col0 + 2 * (mi & 1) + hf; };
-  narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits, decltype(col)>(p, w, reinterpret_cast<float*>(pt),
-                                                                 reinterpret_cast<float*>(smem + S::ring), o, m_run, l_run, wq, g,
-                                                                 c, col, 1, nullptr, 1, kThreads);
+      for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int h = head_of(j, e);
+          m_run[j][e] = hand[H::m + h];
+          l_run[j][e] = wq == 0 && g == 0 ? hand[H::l + h] : 0.f;  // the epilogue's sum over lanes and warps adds zeros
+        }
+      if constexpr (!kPByWg1) {
+#pragma unroll
+        for (int t = 0; t < kTiles; ++t) e_run[t] = __float_as_int(hand[H::e_run + t]);
+      }
+    }
+#pragma unroll
+    for (int mi = 0; mi < kMT; ++mi) scale_tile(o[mi], __int_as_float((max(e_run[mi >> 1], 7) - 6) << 23));  // 2^(e_run - 133)
+    const int col0 = 4 * (8 * wq + g);
+    auto col = [&](int mi, int hf) { return 128 * (mi >> 1) + col0 + 2 * (mi & 1) + hf; };
+    narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits, decltype(col)>(p, w, reinterpret_cast<float*>(pt),
+                                                                   reinterpret_cast<float*>(smem + S::ring), o, m_run, l_run, wq, g,
+                                                                   c, col, 1, nullptr, 1, kThreads);
   }
 }
 
