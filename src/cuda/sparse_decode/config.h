@@ -311,12 +311,13 @@ inline constexpr bool kRawConsumer =
 // of P^T tiles (WG0 writes block i + 1's once WG1's P V of block i drained), no exchange buffer,
 // SMLA_SD_DS32_ROLES_RING slots (default 4: WG1 holds a slot a block longer). Same-call A/Bs on
 // an H100 (2026-12-05, µs, docs/PERF.md forty-ninth pass): the consumers alone (variant
-// SMLA_SD_RAW_NO_COPY=1) 10-11% faster, b128 h32 80.3 -> 71.9, s_q2 h32 152.5 -> 137.6, h24 78.8
-// -> 70.7; but the kernel slower in decode, b128 h32 94.9 -> 98.2, s_q2 h32 175.5 -> 177.1, h24 94.0
-// -> 97.3, b8 h32 25.7 -> 27.6, b1 h32 17.0 -> 19.8 (ncu, b128 h32, the early-V build: WG0's one
-// warp a scheduler carries the block's critical path, ~1100 instructions a block, 21% of its
-// samples waiting on instruction fetch; WG1 waits for it 32% of its time); faster in the paged prefill's 32-row
-// kernels, s_q4096 h32 topk2048 2385 -> 2231 (SMLA_SD_DS32_ROLES_PREFILL below).
+// SMLA_SD_RAW_NO_COPY=1) 10-11% faster, b128 h32 80.3 -> 71.9, s_q2 h32 152.5 -> 137.6, h24
+// 78.8 -> 70.7; but the kernel slower in decode, b128 h32 94.9 -> 98.2, s_q2 h32 175.5 -> 177.1,
+// h24 94.0 -> 97.3, b8 h32 25.7 -> 27.6, b1 h32 17.0 -> 19.8 (ncu, b128 h32, the early-V build:
+// WG0's one warp a scheduler carries the block's critical path, ~1100 instructions a block, 21%
+// of its samples waiting on instruction fetch; WG1 waits for it 32% of its time); faster in the
+// paged prefill's 32-row kernels, s_q4096 h32 topk2048 2385 -> 2231 (SMLA_SD_DS32_ROLES_PREFILL
+// below).
 #ifndef SMLA_SD_DS32_ROLES
 #define SMLA_SD_DS32_ROLES 0
 #endif

@@ -173,7 +173,7 @@ __device__ __forceinline__ void warp_head_sums(const float (&l)[kNJ][2], float* 
 // write the sums of the buffers. kDvWgs 2 (kWgs 1): two warpgroups with the same state that
 // hold disjoint value columns (col) of O^T write them into one obuf between two barriers over
 // both, and all their threads write it out. lse_wg: the warpgroup whose threads store lse (and
-// max_logits); tid0: the first thread of the warpgroups here (kRawRoles: WG1 alone, 128).
+// max_logits); tid0: the first thread of the warpgroups here (the 32-row roles: WG1 alone, 128).
 template <int kNJ, int kMT, int kThreads, bool kMaxLogits, class Col, int kWgs = 1, int kDvWgs = 1>
 __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work& w, float* s_l, float* obuf,
                                                 const float (&o)[kMT][kNJ][4], const float (&m_run)[kNJ][2],
