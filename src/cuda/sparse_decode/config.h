@@ -871,6 +871,10 @@ static_assert(kRegsProducerRawDual >= 56, "dual ring register budget");
 #define SMLA_SD_DS32_ROLES_EARLY_V 0
 #endif
 inline constexpr bool kRolesEarlyV = SMLA_SD_DS32_ROLES_EARLY_V != 0;
+// Whether the roles of a 32-row tile load WG1's value words first: always on the split tiles'
+// plan (kRolesOnSplitPlan), with the switch on their own (kRawRoles).
+template <int kRows, int kFmt>
+inline constexpr bool kRolesEarlyVOf = kRolesEarlyV || !kRawRoles<kRows, kFmt>;
 template <bool kEarlyV>
 inline constexpr int kRegsRolesWg0 = kEarlyV ? 192 : kRegsConsumerRawDual;
 template <bool kEarlyV>
@@ -907,7 +911,7 @@ struct RingSmem {
   static constexpr size_t kSlotBytes = static_cast<size_t>(kKeys) * kRawRingStride<kFmt>;
   static constexpr size_t q = 0;                                              // kRows x kQCols f16, core matrices, permuted
   static constexpr size_t q_rope = q + static_cast<size_t>(kRows) * kQCols * 2;  // kDs: kRows x 64 bf16, permuted
-  static constexpr size_t p = q_rope + (kDs ? static_cast<size_t>(kRows) * 64 * 2 : 0);  // [kWgs] kPTiles x P^T (kRows x 64)
+  static constexpr size_t p = q_rope + (kDs ? static_cast<size_t>(kRows) * 64 * 2 : 0);  // [kPSets] kPTiles x P^T (kRows x 64)
   static constexpr size_t kPBytes = static_cast<size_t>(kRows) * kKeys * 2;
   static constexpr size_t merge = p + kPSets * kPTiles * kPBytes;   // float[kWgs][2][4][32] head maxima
   static constexpr size_t heads = merge + kWgs * 2 * 4 * 32 * 4;   // kWgs > 1: float[2 (m, l)][kWgs][32], each state's heads

@@ -72,9 +72,9 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
     if (kBlockTimeline && threadIdx.x % 128 == 0) block_event(5, i);
 
     // ---- fold: S = qinv_h . sum_t scale_t S_t + S_rope (a skipped row was zeroed: its scales are 0)
-    const float4 sca = *reinterpret_cast<const float4*>(row_a + L::scale_offset);
-    const float4 scb = *reinterpret_cast<const float4*>(row_b + L::scale_offset);
-    const float sa[kTiles] = {sca.x, sca.y, sca.z, sca.w}, sb[kTiles] = {scb.x, scb.y, scb.z, scb.w};
+    float sa[kTiles], sb[kTiles];
+    ds_key_scales(row_a, sa);
+    ds_key_scales(row_b, sb);
     float s[kNJ][4];
     ds_fold(st, sr, sa, sb, qv, s);
     // P^T's factors: ds_p_word (kDsIntV: values enter as V 2^-120, so P^T takes 2^60 and O^T

@@ -67,7 +67,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
   static_assert(S::kRoles || (S::kPTiles * S::kWgs == L::num_scales && S::xchg + sizeof(float) * 192 <= S::bars),
                 "the split plan holds the four P^T tiles and RolesHand");
   // On the split tiles' plan (kRolesOnSplitPlan: three slots) WG1 always loads its value words first.
-  constexpr bool kPByWg1 = kRolesPByWg1 && S::kRoles, kEarlyV = kRolesEarlyV || !S::kRoles;
+  constexpr bool kPByWg1 = kRolesPByWg1 && S::kRoles, kEarlyV = kRolesEarlyVOf<kRows, kFmt>;
   constexpr int kStride = kRawRingStride<kFmt>;
   constexpr int N = kRows, kNJ = N / 8, kMT = kDv / 64, kTiles = L::num_scales;
   constexpr int kThreads = 128;
@@ -120,9 +120,9 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
       ds_partial_st<N>(row_a, row_b, c, dq, dqr, st, sr, a);
 
       // S = qinv_h . sum_t scale_t S_t + S_rope
-      const float4 sca = *reinterpret_cast<const float4*>(row_a + L::scale_offset);
-      const float4 scb = *reinterpret_cast<const float4*>(row_b + L::scale_offset);
-      const float sa[kTiles] = {sca.x, sca.y, sca.z, sca.w}, sb[kTiles] = {scb.x, scb.y, scb.z, scb.w};
+      float sa[kTiles], sb[kTiles];
+      ds_key_scales(row_a, sa);
+      ds_key_scales(row_b, sb);
       float s[kNJ][4];
       ds_fold(st, sr, sa, sb, qv, s);
       const bool ok0 = ok_bytes[slot * kKeys + ka] != 0, ok1 = ok_bytes[slot * kKeys + kb_] != 0;
@@ -223,10 +223,10 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
       // kEarlyV: all 64 of the block's value words now (and kPByWg1's scales), the slot back
       // to the producer before the factors, P^T and P V
       uint32_t xv[kEarlyV ? 8 : 1][2][4];
-      float4 sca, scb;
+      float sa[kTiles], sb[kTiles];
       if constexpr (kPByWg1) {
-        sca = *reinterpret_cast<const float4*>(blk + ka * kStride + L::scale_offset);
-        scb = *reinterpret_cast<const float4*>(blk + kb_ * kStride + L::scale_offset);
+        ds_key_scales(blk + ka * kStride, sa);
+        ds_key_scales(blk + kb_ * kStride, sb);
       }
       if constexpr (kEarlyV) {
 #pragma unroll
@@ -253,7 +253,6 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
           const float4 v = stage[j * kThreads + tid];
           s[j][0] = v.x, s[j][1] = v.y, s[j][2] = v.z, s[j][3] = v.w;
         }
-        const float sa[kTiles] = {sca.x, sca.y, sca.z, sca.w}, sb[kTiles] = {scb.x, scb.y, scb.z, scb.w};
         float* tbuf = hand + H::tmax + (i & 1) * 16;
         const uint32_t tmax = warp_tile_scale_max(sa, sb, c);
         if (g == 0) tbuf[wq * 4 + c] = __uint_as_float(tmax);

@@ -73,6 +73,13 @@ __device__ __forceinline__ void ds_partial_st(const uint8_t* row_a, const uint8_
   reg_fence(a[1]);
 }
 
+// A key row's four scale-tile factors (float32, at the row's scale offset; a skipped row was
+// zeroed, so its factors are 0).
+__device__ __forceinline__ void ds_key_scales(const uint8_t* row, float (&s)[4]) {
+  const float4 v = *reinterpret_cast<const float4*>(row + DsMlaLayout::scale_offset);
+  s[0] = v.x, s[1] = v.y, s[2] = v.z, s[3] = v.w;
+}
+
 // S = qinv_h . sum_t scale_t S_t + S_rope for this thread's heads and its two keys (sa, sb: their
 // four scales; a skipped row was zeroed, so its scales are 0).
 template <int kNJ>

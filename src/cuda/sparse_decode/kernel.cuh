@@ -524,7 +524,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
                          kConvertEarlyWide<kRows, kFmt, false, kLogits>, kPackedEmptyHalves<kRows, kFmt, kPair>>(p, w, smem);
       }
     } else if constexpr (kRawRoles<kRows, kFmt> || kRolesOnSplitPlan<kRows, kFmt, kMaxLogits>) {
-      constexpr bool kEarlyV = kRolesEarlyV || !kRawRoles<kRows, kFmt>;
+      constexpr bool kEarlyV = kRolesEarlyVOf<kRows, kFmt>;
       if (wg == 0) {  // each role at its own register budget
         setmaxnreg_to<kRegsRolesWg0<kEarlyV>, kEntry>();
         load_q_f16<kRows, kFmt>(p, w, smem);
