@@ -342,7 +342,7 @@ struct PackedRound {
         return;
       }
       *reinterpret_cast<uint4*>(dst + c * 128) = v;
-      if constexpr (kPeer) st_async_v4(peer.tile + row_off + c * 128, v, peer.full);
+      if constexpr (kPeer && kPeerStAsync) st_async_v4(peer.tile + row_off + c * 128, v, peer.full);
     };
     // kRoute (config.h kBf16Route): the bf16 route (fp8.cuh) where every lane's row allows
     // it (warp-uniform: no divergence), else the float32 route; both give the same bits. (The
@@ -398,7 +398,7 @@ struct PackedRound {
     for (int k = 0; k < 2 * (kI1 - kI0); ++k) {
       const int c = 8 * (kI0 + k / 2) + 2 * pl.q + (k & 1);
       *reinterpret_cast<uint4*>(tile + row_off + c * 128) = out[k];
-      if constexpr (kPeer) st_async_v4(peer.tile + row_off + c * 128, out[k], peer.full);
+      if constexpr (kPeer && kPeerStAsync) st_async_v4(peer.tile + row_off + c * 128, out[k], peer.full);
     }
   }
   // The rest of the row after the wait: chunks kE.. converted and stored, then the RoPE part.
@@ -424,7 +424,7 @@ struct PackedRound {
       const int row_off = tile_offset<F::kD>(j, 0), c = F::kLatentChunks * 8 + 2 * pl.q;
       *reinterpret_cast<uint4*>(tile + row_off + c * 128) = rope[0];
       *reinterpret_cast<uint4*>(tile + row_off + (c + 1) * 128) = rope[1];
-      if constexpr (kPeer) {
+      if constexpr (kPeer && kPeerStAsync) {
         st_async_v4(peer.tile + row_off + c * 128, rope[0], peer.full);
         st_async_v4(peer.tile + row_off + (c + 1) * 128, rope[1], peer.full);
       }
@@ -505,7 +505,7 @@ struct EarlyRows {
 
 // Bytes a pair's peer writes into this CTA's K tile per block: its 32 rows and its 4 ballots.
 template <int kD>
-inline constexpr uint32_t kPeerTxBytes = (kProducerIdle ? 0 : 32 * kD * 2) + 4 * 4;
+inline constexpr uint32_t kPeerTxBytes = (kProducerIdle || kNoPeerStores ? 0 : 32 * kD * 2) + 4 * 4;
 
 // Block n's rows (cur[r]: round pl.round + r) into stage st once the consumers freed it (and,
 // kPeer, into the peer's), then handed over (the CTA's first producer thread arms "full" for the
@@ -550,9 +550,20 @@ __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, 
       for (int r = 0; r < kRounds; ++r) cur[r].template store<kPeer, kRoute, 2>(st.tile, peer, pl, pl.row_in_block(r));
     }
   }
+  if constexpr (kPeer && kPeerBulk && !kProducerIdle) {
+    // config.h kPeerBulk: the warp's eight rows (one 8-row group of tile_offset's layout) to the
+    // peer by the TMA unit, once every lane's stores are visible to the async proxy.
+    static_assert(kRounds == 1, "a pair's producer thread takes one round");
+    fence_proxy_async();
+    __syncwarp();
+    if (pl.lane == 0) {
+      const int off = tile_offset<kD>(pl.row_in_block(0), 0);
+      bulk_copy_s2peer(peer.tile + off, smem_addr(st.tile + off), 16 * kD, peer.full);
+    }
+  }
   // Generic-proxy stores, read next by wgmma (async proxy): the proxy fence orders them (with
   // config.h kPairConsumerFence, a pair's consumers fence after their wait instead).
-  if constexpr (!(kPeer && kPairConsumerFence)) fence_proxy_async();
+  if constexpr (!(kPeer && (kPairConsumerFence || kPeerBulk))) fence_proxy_async();
   if (kPeer && pl.first()) mbar_arrive_expect_tx(st.full, kPeerTxBytes<kD>);
   else mbar_arrive(st.full);
 }
@@ -610,12 +621,17 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
 #pragma unroll
       for (int r = 0; r < kRounds; ++r) cur[r].load(p, w, pl, pl.pos(kb, r), iq[r].v[0]);
     }
-    if constexpr (!kFirst) {
+    constexpr bool kLoadsAfter = kPeer && kPeerLoadsAfter;  // config.h: the bulk copy's fence waits for loads
+    if constexpr (!kFirst && !kLoadsAfter) {
       load_next();
       ahead();
     }
     store_and_hand_over<kRows, kD, kRounds, kPeer, kRoute, kEarly, kHalves, kWordFromRowIn<kRows, kFmt, kAloneFirst>>(
         st, w, pl, cur, n);
+    if constexpr (!kFirst && kLoadsAfter) {
+      load_next();
+      ahead();
+    }
     if constexpr (kFirst) {
 #pragma unroll
       for (int r = 0; r < kRounds; ++r)
