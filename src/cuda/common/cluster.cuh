@@ -37,6 +37,12 @@ __device__ __forceinline__ void st_async_b32(uint32_t dst, uint32_t v, uint32_t 
                : "memory");
 }
 
+// 16 bytes into another CTA's shared memory, a plain (weak) store: nothing completes on it.
+__device__ __forceinline__ void st_cluster_v4(uint32_t dst, const uint4& v) {
+  asm volatile("st.shared::cluster.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
 // `bytes` (a multiple of 16) from this CTA's shared memory to a shared::cluster address of a
 // peer CTA by the TMA unit, completing as transaction bytes on the peer's mbarrier `bar`. The
 // source must be written before (a generic-proxy write needs fence.proxy.async first).

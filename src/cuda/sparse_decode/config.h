@@ -26,7 +26,8 @@ inline constexpr bool kProducerIdle = kVariant == 8;
 // converts but stores nothing (swizzled bf16 tiles: no copies issued, the waits and hand-overs kept),
 // SMLA_SD_NO_INDEX_LOADS=1 uses the key's position as its slot. SMLA_SD_NO_PEER_STORES=1: a pair's
 // producers write their round into their own K tile only (the peer's half of each tile left as it
-// was; its valid words still sent), the cost of the st.async rows alone.
+// was; its valid words still sent), the cost of the st.async rows alone; =2 they send the rows by
+// plain remote stores that the peer does not wait for (racy), the cost of that wait alone.
 #ifndef SMLA_SD_NO_CONVERT
 #define SMLA_SD_NO_CONVERT 0
 #endif
@@ -43,19 +44,6 @@ inline constexpr bool kNoConvert = kVariant == 3 || SMLA_SD_NO_CONVERT != 0;
 inline constexpr bool kNoTileStores = SMLA_SD_NO_TILE_STORES != 0;
 inline constexpr bool kNoIndexLoads = SMLA_SD_NO_INDEX_LOADS != 0;
 inline constexpr bool kNoPeerStores = SMLA_SD_NO_PEER_STORES != 0;
-// SMLA_SD_PEER_BULK=1 (a measurement build): a pair's producer warp stores its eight rows of the
-// round into its own K tile only, then sends them to the peer's tile as one bulk copy by the TMA
-// unit (8 rows x kD bf16, contiguous in tile_offset's layout), completing on the peer's "full";
-// 0: every 16-byte store also goes to the peer by st.async. The copy's proxy fence also waits for
-// the thread's loads in flight: =2 issues the next block's loads (and the index read ahead) only
-// after the hand-over.
-#ifndef SMLA_SD_PEER_BULK
-#define SMLA_SD_PEER_BULK 0
-#endif
-inline constexpr bool kPeerBulk = SMLA_SD_PEER_BULK != 0;
-inline constexpr bool kPeerLoadsAfter = SMLA_SD_PEER_BULK == 2;
-// Whether a pair's rows reach the peer by st.async, 16 bytes at a time.
-inline constexpr bool kPeerStAsync = !kNoPeerStores && !kPeerBulk;
 
 inline constexpr int kKeys = 64;              // keys per block (one K tile)
 inline constexpr int kStages = 2;             // K tiles in flight between producer and consumers

@@ -186,11 +186,12 @@ __device__ void consume_wg0(const AttnParams& p, const Work& w, uint8_t* smem, i
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
     const Stage<64, kD> stage(smem, s);
-    stage.wait_full(n, (kPair && kPairConsumerFence && !kPeerBulk) || kFenceFull);
+    stage.wait_full(n, (kPair && kPairConsumerFence) || kFenceFull);
     if (kTimeline && i == 0 && threadIdx.x == 0) timeline_mark(4);
     if constexpr (kConsumersIdle) {
       if (kOutTile && kb + 1 == w.kb_end) arrive_q_free<kD>(smem, lane);
       if (!kOutTile || kb + 1 < w.kb_end) stage.release(w, lane);
+      if (kb + 1 == w.kb_end) next();  // (the persistent walk's next Work, as below)
       continue;
     }
 
@@ -336,7 +337,7 @@ __device__ void consume_wg1(const AttnParams& p, const Work& w, uint8_t* smem, i
   for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
     const int i = kb - w.kb_begin, n = n0 + i, s = n & 1;
     const Stage<64, kD> stage(smem, s);
-    stage.wait_full(n, (kPair && kPairConsumerFence && !kPeerBulk) || kFenceFull);
+    stage.wait_full(n, (kPair && kPairConsumerFence) || kFenceFull);
     if constexpr (kConsumersIdle) {
       if (!kOutTile || kb + 1 < w.kb_end) stage.release(w, lane);
       continue;

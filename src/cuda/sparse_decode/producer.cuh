@@ -328,7 +328,12 @@ struct PackedRound {
   // loaded as zeros and is written as zeros (its logit is masked, and zero V keeps NaN bytes of
   // unused slots out of P V). The peer's copy goes 16 bytes at a time by st.async, overlapped
   // with the conversion: one bulk copy of the round after a named barrier measured slower
-  // (2026-12-02, V3.2 b128 s_q2 h128 378.7 -> 428.5 µs, V4 s_q2 h128 223.7 -> 240.2).
+  // (2026-12-02, V3.2 b128 s_q2 h128 378.7 -> 428.5 µs, V4 s_q2 h128 223.7 -> 240.2), and so did
+  // one bulk copy a warp after its proxy fence (2026-12-05, H100: V3.2 s_q2 h128 374.5 -> 406.6,
+  // h128 194 -> 212, V4 s_q2 h128 206 -> 211, paged prefill h128 5598 -> 6005; dense fp8 q level;
+  // with the next block's loads after the hand-over, that the fence need not wait for them, slower
+  // still but fp8 q 1328 -> 1300). Without the peer's rows at all (config.h SMLA_SD_NO_PEER_STORES,
+  // wrong results) the pairs run 10-18% faster: what the tiles' coupling through the peer costs.
   // kPart (config.h kPackedEmptyHalves, in_fill_part): the boxes of the row it stores. Box i is
   // latent chunk i, the RoPE part box F::kLatentChunks.
   template <bool kPeer, bool kRoute, int kPart = 0>
@@ -342,7 +347,8 @@ struct PackedRound {
         return;
       }
       *reinterpret_cast<uint4*>(dst + c * 128) = v;
-      if constexpr (kPeer && kPeerStAsync) st_async_v4(peer.tile + row_off + c * 128, v, peer.full);
+      if constexpr (kPeer && !kNoPeerStores) st_async_v4(peer.tile + row_off + c * 128, v, peer.full);
+      if constexpr (kPeer && SMLA_SD_NO_PEER_STORES == 2) st_cluster_v4(peer.tile + row_off + c * 128, v);
     };
     // kRoute (config.h kBf16Route): the bf16 route (fp8.cuh) where every lane's row allows
     // it (warp-uniform: no divergence), else the float32 route; both give the same bits. (The
@@ -398,7 +404,8 @@ struct PackedRound {
     for (int k = 0; k < 2 * (kI1 - kI0); ++k) {
       const int c = 8 * (kI0 + k / 2) + 2 * pl.q + (k & 1);
       *reinterpret_cast<uint4*>(tile + row_off + c * 128) = out[k];
-      if constexpr (kPeer && kPeerStAsync) st_async_v4(peer.tile + row_off + c * 128, out[k], peer.full);
+      if constexpr (kPeer && !kNoPeerStores) st_async_v4(peer.tile + row_off + c * 128, out[k], peer.full);
+      if constexpr (kPeer && SMLA_SD_NO_PEER_STORES == 2) st_cluster_v4(peer.tile + row_off + c * 128, out[k]);
     }
   }
   // The rest of the row after the wait: chunks kE.. converted and stored, then the RoPE part.
@@ -424,9 +431,13 @@ struct PackedRound {
       const int row_off = tile_offset<F::kD>(j, 0), c = F::kLatentChunks * 8 + 2 * pl.q;
       *reinterpret_cast<uint4*>(tile + row_off + c * 128) = rope[0];
       *reinterpret_cast<uint4*>(tile + row_off + (c + 1) * 128) = rope[1];
-      if constexpr (kPeer && kPeerStAsync) {
+      if constexpr (kPeer && !kNoPeerStores) {
         st_async_v4(peer.tile + row_off + c * 128, rope[0], peer.full);
         st_async_v4(peer.tile + row_off + (c + 1) * 128, rope[1], peer.full);
+      }
+      if constexpr (kPeer && SMLA_SD_NO_PEER_STORES == 2) {
+        st_cluster_v4(peer.tile + row_off + c * 128, rope[0]);
+        st_cluster_v4(peer.tile + row_off + (c + 1) * 128, rope[1]);
       }
     }
   }
@@ -550,20 +561,9 @@ __device__ __forceinline__ void store_and_hand_over(const Stage<kRows, kD>& st, 
       for (int r = 0; r < kRounds; ++r) cur[r].template store<kPeer, kRoute, 2>(st.tile, peer, pl, pl.row_in_block(r));
     }
   }
-  if constexpr (kPeer && kPeerBulk && !kProducerIdle) {
-    // config.h kPeerBulk: the warp's eight rows (one 8-row group of tile_offset's layout) to the
-    // peer by the TMA unit, once every lane's stores are visible to the async proxy.
-    static_assert(kRounds == 1, "a pair's producer thread takes one round");
-    fence_proxy_async();
-    __syncwarp();
-    if (pl.lane == 0) {
-      const int off = tile_offset<kD>(pl.row_in_block(0), 0);
-      bulk_copy_s2peer(peer.tile + off, smem_addr(st.tile + off), 16 * kD, peer.full);
-    }
-  }
   // Generic-proxy stores, read next by wgmma (async proxy): the proxy fence orders them (with
   // config.h kPairConsumerFence, a pair's consumers fence after their wait instead).
-  if constexpr (!(kPeer && (kPairConsumerFence || kPeerBulk))) fence_proxy_async();
+  if constexpr (!(kPeer && kPairConsumerFence)) fence_proxy_async();
   if (kPeer && pl.first()) mbar_arrive_expect_tx(st.full, kPeerTxBytes<kD>);
   else mbar_arrive(st.full);
 }
@@ -621,17 +621,12 @@ __device__ void produce_packed_rounds(const AttnParams& p, const Work& w, uint8_
 #pragma unroll
       for (int r = 0; r < kRounds; ++r) cur[r].load(p, w, pl, pl.pos(kb, r), iq[r].v[0]);
     }
-    constexpr bool kLoadsAfter = kPeer && kPeerLoadsAfter;  // config.h: the bulk copy's fence waits for loads
-    if constexpr (!kFirst && !kLoadsAfter) {
+    if constexpr (!kFirst) {
       load_next();
       ahead();
     }
     store_and_hand_over<kRows, kD, kRounds, kPeer, kRoute, kEarly, kHalves, kWordFromRowIn<kRows, kFmt, kAloneFirst>>(
         st, w, pl, cur, n);
-    if constexpr (!kFirst && kLoadsAfter) {
-      load_next();
-      ahead();
-    }
     if constexpr (kFirst) {
 #pragma unroll
       for (int r = 0; r < kRounds; ++r)
