@@ -332,8 +332,10 @@ struct PackedRound {
   // one bulk copy a warp after its proxy fence (2026-12-05, H100: V3.2 s_q2 h128 374.5 -> 406.6,
   // h128 194 -> 212, V4 s_q2 h128 206 -> 211, paged prefill h128 5598 -> 6005; dense fp8 q level;
   // with the next block's loads after the hand-over, that the fence need not wait for them, slower
-  // still but fp8 q 1328 -> 1300). Without the peer's rows at all (config.h SMLA_SD_NO_PEER_STORES,
-  // wrong results) the pairs run 10-18% faster: what the tiles' coupling through the peer costs.
+  // still but fp8 q 1328 -> 1300). Without the peer's rows at all (config.h SMLA_SD_NO_PEER_STORES=1,
+  // wrong results) the pairs run 10-18% faster on an H100 and an H200; with the rows sent by plain
+  // remote stores nobody waits for (=2) they keep their time (fp8 q -6%): the sending costs, not
+  // the wait (docs/PERF.md, fiftieth pass).
   // kPart (config.h kPackedEmptyHalves, in_fill_part): the boxes of the row it stores. Box i is
   // latent chunk i, the RoPE part box F::kLatentChunks.
   template <bool kPeer, bool kRoute, int kPart = 0>
