@@ -335,7 +335,8 @@ struct PackedRound {
   // still but fp8 q 1328 -> 1300). Without the peer's rows at all (config.h SMLA_SD_NO_PEER_STORES=1,
   // wrong results) the pairs run 10-18% faster on an H100 and an H200; with the rows sent by plain
   // remote stores nobody waits for (=2) they keep their time (fp8 q -6%): the sending costs, not
-  // the wait (docs/PERF.md, fiftieth pass).
+  // the wait. The link to the peer moves ~19 bytes a cycle an SM by any of these instructions
+  // (bench/micro/peer_rows.cu; docs/PERF.md, fiftieth pass): only fewer bytes would send faster.
   // kPart (config.h kPackedEmptyHalves, in_fill_part): the boxes of the row it stores. Box i is
   // latent chunk i, the RoPE part box F::kLatentChunks.
   template <bool kPeer, bool kRoute, int kPart = 0>
