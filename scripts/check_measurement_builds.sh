@@ -43,6 +43,8 @@ builds=(
   "-DSMLA_SD_DS32_ROLES=1 -DSMLA_SD_DS32_ROLES_EARLY_V=1|sparse_decode_fp8_ds_mla_576"   # ... WG1's value words first
   "-DSMLA_SD_DS32_ROLES=1|sparse_prefill_fp8_ds_mla_576"
   "-DSMLA_SD_DS32_ROLES_PREFILL=0|sparse_prefill_fp8_ds_mla_576"   # the paged prefill's 32-row tiles in halves
+  "-DSMLA_SD_NO_PEER_STORES=1|sparse_decode_fp8_ds_mla_576"   # a pair's rows kept from the peer
+  "-DSMLA_SD_NO_PEER_STORES=2|sparse_decode_fp8_e4m3_576"     # ... sent by plain remote stores, not waited for
 )
 
 compile() {
