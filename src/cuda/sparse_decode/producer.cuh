@@ -266,6 +266,13 @@ __device__ __forceinline__ void publish_valid(uint32_t* valid_stage, const PeerS
   }
 }
 
+// 16 bytes of a converted row into the pair's other K tile, completing on its "full" (config.h
+// SMLA_SD_NO_PEER_STORES, measurement builds: =1 nothing sent, =2 a plain remote store).
+__device__ __forceinline__ void store_to_peer(uint32_t dst, const uint4& v, uint32_t full) {
+  if constexpr (SMLA_SD_NO_PEER_STORES == 0) st_async_v4(dst, v, full);
+  else if constexpr (SMLA_SD_NO_PEER_STORES == 2) st_cluster_v4(dst, v);
+}
+
 // One lane's share of a key row: a quarter of every 64-byte latent chunk, of the RoPE part, and
 // the row's scales.
 template <int kFmt>
@@ -350,8 +357,7 @@ struct PackedRound {
         return;
       }
       *reinterpret_cast<uint4*>(dst + c * 128) = v;
-      if constexpr (kPeer && !kNoPeerStores) st_async_v4(peer.tile + row_off + c * 128, v, peer.full);
-      if constexpr (kPeer && SMLA_SD_NO_PEER_STORES == 2) st_cluster_v4(peer.tile + row_off + c * 128, v);
+      if constexpr (kPeer) store_to_peer(peer.tile + row_off + c * 128, v, peer.full);
     };
     // kRoute (config.h kBf16Route): the bf16 route (fp8.cuh) where every lane's row allows
     // it (warp-uniform: no divergence), else the float32 route; both give the same bits. (The
@@ -407,8 +413,7 @@ struct PackedRound {
     for (int k = 0; k < 2 * (kI1 - kI0); ++k) {
       const int c = 8 * (kI0 + k / 2) + 2 * pl.q + (k & 1);
       *reinterpret_cast<uint4*>(tile + row_off + c * 128) = out[k];
-      if constexpr (kPeer && !kNoPeerStores) st_async_v4(peer.tile + row_off + c * 128, out[k], peer.full);
-      if constexpr (kPeer && SMLA_SD_NO_PEER_STORES == 2) st_cluster_v4(peer.tile + row_off + c * 128, out[k]);
+      if constexpr (kPeer) store_to_peer(peer.tile + row_off + c * 128, out[k], peer.full);
     }
   }
   // The rest of the row after the wait: chunks kE.. converted and stored, then the RoPE part.
@@ -434,13 +439,9 @@ struct PackedRound {
       const int row_off = tile_offset<F::kD>(j, 0), c = F::kLatentChunks * 8 + 2 * pl.q;
       *reinterpret_cast<uint4*>(tile + row_off + c * 128) = rope[0];
       *reinterpret_cast<uint4*>(tile + row_off + (c + 1) * 128) = rope[1];
-      if constexpr (kPeer && !kNoPeerStores) {
-        st_async_v4(peer.tile + row_off + c * 128, rope[0], peer.full);
-        st_async_v4(peer.tile + row_off + (c + 1) * 128, rope[1], peer.full);
-      }
-      if constexpr (kPeer && SMLA_SD_NO_PEER_STORES == 2) {
-        st_cluster_v4(peer.tile + row_off + c * 128, rope[0]);
-        st_cluster_v4(peer.tile + row_off + (c + 1) * 128, rope[1]);
+      if constexpr (kPeer) {
+        store_to_peer(peer.tile + row_off + c * 128, rope[0], peer.full);
+        store_to_peer(peer.tile + row_off + (c + 1) * 128, rope[1], peer.full);
       }
     }
   }
