@@ -175,6 +175,19 @@ __device__ __forceinline__ void key_words_to_frags(const uint32_t* wa, const uin
   }
 }
 
+// The A fragments of kSteps RoPE k-steps: bf16 pairs as stored, no conversion; k-step s takes
+// words 2 s and 2 s + 1 of each of the thread's two keys (wa: row ka, wb: row kb).
+template <int kSteps>
+__device__ __forceinline__ void rope_words_to_frags(const uint32_t* wa, const uint32_t* wb, uint32_t (&a)[4][4]) {
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    a[s][0] = wa[2 * s];
+    a[s][1] = wb[2 * s];
+    a[s][2] = wa[2 * s + 1];
+    a[s][3] = wb[2 * s + 1];
+  }
+}
+
 // How the raw-ring consumers take e4m3 values into P V's register operands.
 enum class ValueConversion { f16, bf16_int, bf16_float };
 // Four keys' words of the same four value columns (x0..x3: keys 4 r + c of a k-step, r = 0..3)

@@ -183,13 +183,7 @@ __device__ void consume_narrow_raw_ds32(const AttnParams& p, const Work& w, uint
       if (!rope) {
         key_words_to_frags(wa, wb, a[grp & 1]);
       } else {  // RoPE k-steps 2 cw, 2 cw + 1: this lane's words 4 cw .. 4 cw + 3 of its 32 bytes
-#pragma unroll
-        for (int s2 = 0; s2 < 2; ++s2) {
-          a[grp & 1][s2][0] = wa[2 * s2];
-          a[grp & 1][s2][1] = wb[2 * s2];
-          a[grp & 1][s2][2] = wa[2 * s2 + 1];
-          a[grp & 1][s2][3] = wb[2 * s2 + 1];
-        }
+        rope_words_to_frags<2>(wa, wb, a[grp & 1]);
       }
       wgmma_fence();
       if (!rope) {

@@ -47,13 +47,7 @@ __device__ __forceinline__ void ds_partial_st(const uint8_t* row_a, const uint8_
     if (!rope) {
       key_words_to_frags(wa, wb, a[grp & 1]);
     } else {
-#pragma unroll
-      for (int s4 = 0; s4 < 4; ++s4) {
-        a[grp & 1][s4][0] = wa[2 * s4];
-        a[grp & 1][s4][1] = wb[2 * s4];
-        a[grp & 1][s4][2] = wa[2 * s4 + 1];
-        a[grp & 1][s4][3] = wb[2 * s4 + 1];
-      }
+      rope_words_to_frags<4>(wa, wb, a[grp & 1]);
     }
     wgmma_fence();
 #pragma unroll
