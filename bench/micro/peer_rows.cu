@@ -24,9 +24,15 @@
 #include <cstdio>
 #include <vector>
 
+#include "cuda/common/barriers.cuh"
+#include "cuda/common/cluster.cuh"
+#include "cuda/common/mma.cuh"
+#include "cuda/common/wgmma.cuh"
 #include "median_time.cuh"
 
 namespace {
+
+using namespace smla::cuda;
 
 constexpr int kProducers = 128;                  // one producer warpgroup
 constexpr int kThreads = kProducers + 32;        // and one consumer warp
@@ -37,88 +43,64 @@ constexpr int kBlocks = 4096;
 constexpr int kSmem = 2 * kTileBytes + 64;       // two stages, then the barriers
 enum Way { kOwn = 0, kStAsync = 1, kRemote = 2, kPeerOnly = 3, kBulk = 4 };
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ uint32_t peer_of(uint32_t a) {
-  uint32_t rank, r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank ^ 1u));
-  return r;
-}
-__device__ __forceinline__ void mbar_init(uint32_t b, int n) { asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(b), "r"(n)); }
-__device__ __forceinline__ void mbar_arrive(uint32_t b) { asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(b) : "memory"); }
-__device__ __forceinline__ void mbar_arrive_tx(uint32_t b, uint32_t tx) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "r"(tx) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t b) { asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(b) : "memory"); }
-__device__ __forceinline__ void mbar_wait(uint32_t b, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred p;\nWAIT_%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra WAIT_%=;\n}\n" ::"r"(b),
-      "r"(parity)
-      : "memory");
+// A 16-byte store into this CTA's shared memory that the compiler keeps (nothing reads it back).
+__device__ __forceinline__ void st_shared_v4(uint32_t dst, const uint4& v) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 }
 
 template <int kWay>
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1) hand_over(long long* ns) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  const uint32_t tile0 = smem_u32(smem), bars = tile0 + 2 * kTileBytes;
-  auto full = [&](int s) { return bars + 8 * s; };
-  auto empty = [&](int s) { return bars + 16 + 8 * s; };
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + 2 * kTileBytes);  // [2], then empty[2]
+  uint64_t* empty = full + 2;
+  const uint32_t tile0 = smem_addr(smem), peer_rank = cluster_ctarank() ^ 1u;
   const int t = threadIdx.x;
-  uint32_t rank;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
   if (t == 0) {
     for (int s = 0; s < 2; ++s) {
-      mbar_init(full(s), kProducers);
-      mbar_init(empty(s), 2);  // each CTA's consumer warp
+      mbar_init(full + s, kProducers);
+      mbar_init(empty + s, 2);  // each CTA's consumer warp
     }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    fence_mbarrier_init();
   }
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+  cluster_sync();
   constexpr bool kPeerBytes = kWay == kStAsync || kWay == kPeerOnly || kWay == kBulk;
   const long long t0 = clock64();
   if (t < kProducers) {
     const int warp = t / 32, lane = t % 32;
-    const uint4 v = make_uint4(t, rank, 1, 2);
+    const uint4 v = make_uint4(t, peer_rank, 1, 2);
     for (int i = 0; i < kBlocks; ++i) {
       const int s = i & 1;
-      if (i >= 2) mbar_wait(empty(s), ((i >> 1) - 1) & 1);
+      if (i >= 2) mbar_wait(empty + s, ((i >> 1) - 1) & 1);
       // This CTA's round: its half of the tile, each warp a contiguous 9 KB group (tile_offset's
       // 8-row groups), the lanes' 16-byte stores side by side.
-      const uint32_t own = tile0 + s * kTileBytes + rank * kRoundBytes + warp * (kRoundBytes / 4);
-      const uint32_t peer = peer_of(own), peer_full = peer_of(full(s));
+      const uint32_t own = tile0 + s * kTileBytes + (peer_rank ^ 1u) * kRoundBytes + warp * (kRoundBytes / 4);
+      const uint32_t peer = map_to_cta(own, peer_rank), peer_full = map_to_cta(smem_addr(full + s), peer_rank);
 #pragma unroll
       for (int k = 0; k < kStores; ++k) {
         const uint32_t off = (k * 32 + lane) * 16;
-        if (kWay != kPeerOnly) asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(own + off), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
-        if (kWay == kStAsync || kWay == kPeerOnly)
-          asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(peer + off),
-                       "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(peer_full)
-                       : "memory");
-        if (kWay == kRemote)
-          asm volatile("st.shared::cluster.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(peer + off), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+        if (kWay != kPeerOnly) st_shared_v4(own + off, v);
+        if (kWay == kStAsync || kWay == kPeerOnly) st_async_v4(peer + off, v, peer_full);
+        if (kWay == kRemote) st_cluster_v4(peer + off, v);
       }
       if (kWay == kBulk) {
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        fence_proxy_async();
         __syncwarp();
-        if (lane == 0)
-          asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(peer),
-                       "r"(own), "r"(kRoundBytes / 4), "r"(peer_full)
-                       : "memory");
+        if (lane == 0) bulk_copy_s2peer(peer, own, kRoundBytes / 4, peer_full);
       }
-      if (kPeerBytes && t == 0) mbar_arrive_tx(full(s), kRoundBytes);  // the peer's bytes into this CTA
-      else mbar_arrive(full(s));
+      if (kPeerBytes && t == 0) mbar_arrive_expect_tx(full + s, kRoundBytes);  // the peer's bytes into this CTA
+      else mbar_arrive(full + s);
     }
   } else if (t == kProducers) {  // the consumer warp's lane 0: frees each stage in both CTAs
     for (int i = 0; i < kBlocks; ++i) {
       const int s = i & 1;
-      mbar_wait(full(s), (i >> 1) & 1);
-      mbar_arrive(empty(s));
-      mbar_arrive_cluster(peer_of(empty(s)));
+      mbar_wait(full + s, (i >> 1) & 1);
+      mbar_arrive(empty + s);
+      mbar_arrive_cluster(map_to_cta(smem_addr(empty + s), peer_rank));
     }
   }
   __syncthreads();
   if (t == 0) ns[blockIdx.x] = clock64() - t0;
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+  cluster_sync();
 }
 
 template <int kWay>
