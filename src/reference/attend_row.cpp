@@ -4,6 +4,8 @@
 #include <limits>
 #include <vector>
 
+#include "smla/numeric.h"
+
 namespace smla::ref {
 
 double sink_factor(double sink, double lse) {
@@ -50,6 +52,15 @@ RowResult attend_row(const float* q, const float* K, int64_t n, int d_qk, int d_
   const double f = sink ? sink_factor(*sink, lse) : 1.0;
   for (int i = 0; i < d_v; ++i) out[i] = static_cast<float>(acc[i] * f);
   return {lse, m};
+}
+
+RowResult attend_bf16_row(const uint16_t* q, const float* K, int64_t n, int d_qk, int d_v, double scale,
+                          const float* sink, uint16_t* out) {
+  std::vector<float> qf(d_qk), o(d_v);
+  for (int k = 0; k < d_qk; ++k) qf[k] = bf16_bits_to_float(q[k]);
+  const RowResult r = attend_row(qf.data(), K, n, d_qk, d_v, scale, sink, o.data());
+  for (int k = 0; k < d_v; ++k) out[k] = float_to_bf16_bits(o[k]);
+  return r;
 }
 
 }  // namespace smla::ref

@@ -20,6 +20,10 @@ struct RowResult {
 RowResult attend_row(const float* q, const float* K, int64_t n, int d_qk, int d_v, double scale,
                      const float* sink, float* out);
 
+// attend_row for a bf16 query row (d_qk values) into a bf16 output row (d_v values).
+RowResult attend_bf16_row(const uint16_t* q, const float* K, int64_t n, int d_qk, int d_v, double scale,
+                          const float* sink, uint16_t* out);
+
 // The sink's factor 1 / (1 + exp(sink - lse)), with sink = -inf -> 1, +inf -> 0.
 double sink_factor(double sink, double lse);
 

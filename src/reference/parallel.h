@@ -38,4 +38,15 @@ void parallel_for(int64_t n, F&& body) {
   if (err) std::rethrow_exception(err);
 }
 
+// body(i) for i in [0, n): over the cores when `spread`, in order on this thread otherwise (the
+// level of a nested loop that is not the parallel one).
+template <typename F>
+void for_each_index(int64_t n, bool spread, F&& body) {
+  if (spread) {
+    parallel_for(n, body);
+  } else {
+    for (int64_t i = 0; i < n; ++i) body(i);
+  }
+}
+
 }  // namespace smla::ref

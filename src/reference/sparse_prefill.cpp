@@ -46,27 +46,15 @@ void sparse_prefill(const SparsePrefillArgs& a) {
     }
     const int64_t n = static_cast<int64_t>(K.size()) / d_qk;
     auto run_head = [&](int64_t h) {
-      std::vector<float> q(d_qk), o(kDv);
-      const uint16_t* qh = a.q.at<const uint16_t>({t, h, 0});
-      for (int k = 0; k < d_qk; ++k) q[k] = bf16_bits_to_float(qh[k]);
       const float* sink = a.attn_sink.present() ? a.attn_sink.at<const float>({h}) : nullptr;
-      const RowResult r = attend_row(q.data(), K.data(), n, d_qk, kDv, scale, sink, o.data());
-      uint16_t* oh = a.out.at<uint16_t>({t, h, 0});
-      for (int k = 0; k < kDv; ++k) oh[k] = float_to_bf16_bits(o[k]);
+      const RowResult r = attend_bf16_row(a.q.at<const uint16_t>({t, h, 0}), K.data(), n, d_qk, kDv, scale, sink,
+                                          a.out.at<uint16_t>({t, h, 0}));
       *a.lse.at<float>({t, h}) = static_cast<float>(r.lse);
       *a.max_logits.at<float>({t, h}) = static_cast<float>(r.max_logit);
     };
-    if (heads_in_parallel) {
-      parallel_for(h_q, run_head);
-    } else {
-      for (int64_t h = 0; h < h_q; ++h) run_head(h);
-    }
+    for_each_index(h_q, heads_in_parallel, run_head);
   };
-  if (heads_in_parallel) {
-    for (int64_t t = 0; t < s_q; ++t) run_token(t);
-  } else {
-    parallel_for(s_q, run_token);
-  }
+  for_each_index(s_q, !heads_in_parallel, run_token);
 }
 
 }  // namespace smla::ref
