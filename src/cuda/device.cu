@@ -22,6 +22,13 @@ const DeviceInfo& current_device_info() {
     SMLA_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
     d.smem_per_sm = static_cast<size_t>(v);
     SMLA_CUDA_CHECK(cudaDeviceGetAttribute(&d.sm_count, cudaDevAttrMultiProcessorCount, dev));
+    int khz = 0, bits = 0;
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) != cudaSuccess) {
+      cudaGetLastError();
+      khz = bits = 0;
+    }
+    if (d.sm_count > 0) d.mem_gbps_per_sm = 2.0 * khz * 1e3 * (bits / 8) / 1e9 / d.sm_count;
   }
   return d;
 }

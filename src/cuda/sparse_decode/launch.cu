@@ -52,6 +52,25 @@ void by_rows(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream) {
   }
 }
 
+// Whether a 32-row fp8_ds_mla decode launch takes the consumer warpgroups in roles (the paged
+// prefill's 32-row kernels, config.h kRolesOnSplitPlan, with max_logits null: WG0 every block's
+// S^T and softmax, WG1 all of O^T one block behind) instead of the halves (each warpgroup half of
+// every block, meeting twice a block). The roles' consumers alone are ~10% faster, but WG0 carries
+// each block's whole path, which suits a CTA that walks a whole request on a device whose memory
+// outruns the consumers: on an H200 (36 GB/s an SM) b128 h32 85.3 -> 79.5 µs and s_q2 h32 164.3 ->
+// 154, on an H100 (25 GB/s an SM, the gathers the bound) 94.9 -> 98.2; with splits (b <= 96 at
+// 32 heads) slower on both (docs/PERF.md, forty-ninth and fifty-first passes).
+bool ds32_decode_roles(const AttnParams& p, int rows) {
+  if (rows != 32 || p.main.format != kDs || p.max_logits != nullptr) return false;
+  switch (ds32_by_env()) {
+    case Ds32Choice::roles: return true;
+    case Ds32Choice::halves: return false;
+    case Ds32Choice::by_device: break;
+  }
+  const bool unsplit = p.split_offsets == nullptr && p.uniform_splits <= 1;
+  return unsplit && current_device_info().mem_gbps_per_sm >= 30.0;
+}
+
 }  // namespace
 
 int tile_rows(int h_q) { return h_q <= 16 ? 16 : (h_q <= 32 ? 32 : 64); }
@@ -188,6 +207,7 @@ void launch(const AttnParams& p_in, int rows, dim3 grid, cudaStream_t stream) {
   // Sparse prefill from a packed cache also writes max_logits (its own kernels, so that the
   // decode kernels carry none of it).
   const bool logits = p.max_logits != nullptr;
+  if (ds32_decode_roles(p, rows)) return launch_instance<32, 576, kDs, true>(p, grid, false, stream);
   if (fmt == kDs) logits ? by_rows<576, kDs, true>(p, rows, grid, stream) : by_rows<576, kDs>(p, rows, grid, stream);
   else if (fmt == kM1) logits ? by_rows<512, kM1, true>(p, rows, grid, stream) : by_rows<512, kM1>(p, rows, grid, stream);
   else if (p.d_qk == 576) by_rows<576, kBf>(p, rows, grid, stream);
@@ -220,6 +240,13 @@ PersistentChoice persistent_by_env() {
       env_is("SMLA_SPARSE_DECODE_KERNEL", "persistent") ? PersistentChoice::always
       : env_is("SMLA_SPARSE_DECODE_KERNEL", "one_unit") ? PersistentChoice::never
                                                         : PersistentChoice::beyond_one_wave;
+  return choice;
+}
+
+Ds32Choice ds32_by_env() {
+  static const Ds32Choice choice = env_is("SMLA_SD_DS32_DECODE", "roles")    ? Ds32Choice::roles
+                                   : env_is("SMLA_SD_DS32_DECODE", "halves") ? Ds32Choice::halves
+                                                                             : Ds32Choice::by_device;
   return choice;
 }
 
