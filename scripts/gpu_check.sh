@@ -76,9 +76,9 @@ if has tests; then
   rc=$?
   [ $rc -ne 0 ] && status=1
   echo "- GPU sparse-decode + graph tests, 64-row tiles kept at small batches: rc=$rc; $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$OUT/gpu_tests_rows64.log" | tr '\n' ' ')" >> "$SUMMARY"
-  # The 32-row fp8_ds_mla decode tiles take their warpgroups in roles only on some devices and
-  # launches (launch.cu ds32_decode_roles): the sparse-decode and graph tests again with the roles
-  # on every such launch.
+  # The 32-row fp8_ds_mla decode tiles take their warpgroups in roles only where
+  # SMLA_SD_DS32_DECODE asks (launch.cu ds32_decode_roles): the sparse-decode and graph tests again
+  # with the roles on every such launch.
   SMLA_SD_DS32_DECODE=roles timeout ${TEST_TIMEOUT:-900} ./build-gpu/tests/smla_gpu_tests \
     --gtest_filter='GpuSparseDecode.*:GpuGraph.*:-*RealShapeSampled*' > "$OUT/gpu_tests_ds32_roles.log" 2>&1
   rc=$?

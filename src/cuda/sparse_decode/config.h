@@ -324,7 +324,12 @@ inline constexpr bool kRawConsumer =
 // WG0's one warp a scheduler carries the block's critical path, ~1100 instructions a block, 21%
 // of its samples waiting on instruction fetch; WG1 waits for it 32% of its time); faster in the
 // paged prefill's 32-row kernels, s_q4096 h32 topk2048 2385 -> 2231 (SMLA_SD_DS32_ROLES_PREFILL
-// below).
+// below). On an H200, where h32 is consumer-bound (2026-12-05, fifty-first pass, µs, halves ->
+// roles -> roles with EARLY_V): b128 h32 85.3 -> 80.0 -> 79.5, s_q2 h32 164.3 -> 154.1 -> 153.3,
+// h24 84.6 -> 80.1 -> 78.7, b64 s_q2 h32 85.3 -> 79.5 (early V), but b8 h32 23.9 -> 29.8 -> 30.5,
+// b1 h32 16.8 -> 21.4 -> 22.6, b64 h32 55.2 -> 57.9, b96 100.9 -> 103.4 (split launches). The
+// decode launch can take the paged prefill's roles kernels instead (launch.cu ds32_decode_roles,
+// SMLA_SD_DS32_DECODE).
 #ifndef SMLA_SD_DS32_ROLES
 #define SMLA_SD_DS32_ROLES 0
 #endif

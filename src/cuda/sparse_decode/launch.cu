@@ -56,10 +56,13 @@ void by_rows(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream) {
 // prefill's 32-row kernels, config.h kRolesOnSplitPlan, with max_logits null: WG0 every block's
 // S^T and softmax, WG1 all of O^T one block behind) instead of the halves (each warpgroup half of
 // every block, meeting twice a block). The roles' consumers alone are ~10% faster, but WG0 carries
-// each block's whole path, which suits a CTA that walks a whole request on a device whose memory
-// outruns the consumers: on an H200 (36 GB/s an SM) b128 h32 85.3 -> 79.5 µs and s_q2 h32 164.3 ->
-// 154, on an H100 (25 GB/s an SM, the gathers the bound) 94.9 -> 98.2; with splits (b <= 96 at
-// 32 heads) slower on both (docs/PERF.md, forty-ninth and fifty-first passes).
+// each block's whole path. The roles build of the forty-ninth pass (its own kernel: four ring
+// slots, the lazy rescale, the rows' evict_first policy) took b128 h32 85.3 -> 79.5 µs and s_q2
+// h32 164.3 -> 153.3 on an H200 (36 GB/s of memory an SM, the consumers the bound), 94.9 -> 98.2
+// on an H100 (25 GB/s an SM, the gathers the bound), and with splits (b <= 96 at 32 heads) was
+// slower on both (docs/PERF.md, forty-ninth and fifty-first passes). by_device asks for an
+// unsplit launch on a device with 30 GB/s an SM or more; these kernels there (three slots, no
+// lazy rescale, no policy) are untimed, so the default stays the halves.
 bool ds32_decode_roles(const AttnParams& p, int rows) {
   if (rows != 32 || p.main.format != kDs || p.max_logits != nullptr) return false;
   switch (ds32_by_env()) {
@@ -244,9 +247,9 @@ PersistentChoice persistent_by_env() {
 }
 
 Ds32Choice ds32_by_env() {
-  static const Ds32Choice choice = env_is("SMLA_SD_DS32_DECODE", "roles")    ? Ds32Choice::roles
-                                   : env_is("SMLA_SD_DS32_DECODE", "halves") ? Ds32Choice::halves
-                                                                             : Ds32Choice::by_device;
+  static const Ds32Choice choice = env_is("SMLA_SD_DS32_DECODE", "roles")       ? Ds32Choice::roles
+                                   : env_is("SMLA_SD_DS32_DECODE", "by_device") ? Ds32Choice::by_device
+                                                                                : Ds32Choice::halves;
   return choice;
 }
 
