@@ -340,13 +340,15 @@ inline constexpr bool kRawConsumer =
 // exponents), ~1100 -> 858 instructions a block in WG0's loop, ~590 -> 822 in WG1's: level with =1
 // (b128 h32 98.4, consumers alone 71.4).
 inline constexpr bool kRolesPByWg1 = SMLA_SD_DS32_ROLES == 2;
-template <int kRows, int kFmt>
-inline constexpr bool kRawRoles =
-    SMLA_SD_DS32_ROLES != 0 && kRawConsumer<kRows, kFmt> && kRows == 32 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
+// kDs32Roles (a kernel template argument, launch.cu ds32_decode_roles): the decode kernel that
+// takes the roles at run time, as this switch's build has them with SMLA_SD_DS32_ROLES_EARLY_V=1.
+template <int kRows, int kFmt, bool kDs32Roles = false>
+inline constexpr bool kRawRoles = (SMLA_SD_DS32_ROLES != 0 || kDs32Roles) && kRawConsumer<kRows, kFmt> && kRows == 32 &&
+                                  kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
 // Raw-ring tiles whose consumer warpgroups split the value columns (and share one softmax state).
-template <int kRows, int kFmt>
-inline constexpr bool kRawSplitDv =
-    kRawConsumer<kRows, kFmt> && kRows == 32 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla) && !kRawRoles<kRows, kFmt>;
+template <int kRows, int kFmt, bool kDs32Roles = false>
+inline constexpr bool kRawSplitDv = kRawConsumer<kRows, kFmt> && kRows == 32 &&
+                                    kFmt == static_cast<int>(CacheFormat::fp8_ds_mla) && !kRawRoles<kRows, kFmt, kDs32Roles>;
 // SMLA_SD_DS32_ROLES_PREFILL (default 1): the roles, WG1's value words loaded first, in the
 // 32-row fp8_ds_mla kernels that return max_logits (sparse prefill from the paged cache at h_q
 // 17-32) only, on the split tiles' shared-memory plan (three slots; RolesHand in xchg; the four
@@ -885,8 +887,9 @@ static_assert(kRegsProducerRawDual >= 56, "dual ring register budget");
 inline constexpr bool kRolesEarlyV = SMLA_SD_DS32_ROLES_EARLY_V != 0;
 // Whether the roles of a 32-row tile load WG1's value words first: always on the split tiles'
 // plan (kRolesOnSplitPlan), with the switch on their own (kRawRoles).
-template <int kRows, int kFmt>
-inline constexpr bool kRolesEarlyVOf = kRolesEarlyV || !kRawRoles<kRows, kFmt>;
+// The run-time roles kernel (kDs32Roles) always does.
+template <int kRows, int kFmt, bool kDs32Roles = false>
+inline constexpr bool kRolesEarlyVOf = kRolesEarlyV || kDs32Roles || !kRawRoles<kRows, kFmt, kDs32Roles>;
 template <bool kEarlyV>
 inline constexpr int kRegsRolesWg0 = kEarlyV ? 192 : kRegsConsumerRawDual;
 template <bool kEarlyV>
@@ -909,11 +912,12 @@ inline constexpr int kRegsRawProducer = kRawWgs<kRows, kFmt> == 3 ? kRegsProduce
 // 128-column scale tile.
 // kRawSplitDv: each warpgroup has the P^T tiles of its two scale tiles, and the partial S^T
 // sums meet in xchg (float[2 parities][2 warpgroups][16][128]); three slots fit beside them.
-template <int kRows, int kFmt>
+// kDs32Roles: the plan of the run-time roles kernel (kRawRoles).
+template <int kRows, int kFmt, bool kDs32Roles = false>
 struct RingSmem {
   static constexpr bool kDs = kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
-  static constexpr bool kSplitDv = kRawSplitDv<kRows, kFmt>;
-  static constexpr bool kRoles = kRawRoles<kRows, kFmt>;
+  static constexpr bool kSplitDv = kRawSplitDv<kRows, kFmt, kDs32Roles>;
+  static constexpr bool kRoles = kRawRoles<kRows, kFmt, kDs32Roles>;
   static constexpr int kD = 576;
   static constexpr int kQCols = kDs ? 512 : 576;  // Q's f16 columns
   static constexpr int kPTiles = kDs ? (kSplitDv ? 2 : 4) : 1;  // per warpgroup (kRoles: one set, WG0 writes, WG1 reads)
@@ -1459,11 +1463,11 @@ struct Fp8Smem {
 inline constexpr int kRegsFp8Wg0 = 224, kRegsFp8Wg1 = 160, kRegsFp8Producer = 120;
 static_assert(kRegsFp8Wg0 + kRegsFp8Wg1 + kRegsFp8Producer <= 3 * launch_regs(cta_threads(64)), "FP8 register budget");
 
-// Dynamic shared memory of the kernel for these rows, d_qk and format.
-template <int kRows, int kD, int kFmt>
+// Dynamic shared memory of the kernel for these rows, d_qk and format (kDs32Roles: RingSmem's).
+template <int kRows, int kD, int kFmt, bool kDs32Roles = false>
 constexpr size_t smem_bytes() {
   if constexpr (kFmt == kDenseE4m3Fp8) return Fp8Smem::bytes;
-  else if constexpr (kRawConsumer<kRows, kFmt>) return RingSmem<kRows, kFmt>::bytes;
+  else if constexpr (kRawConsumer<kRows, kFmt>) return RingSmem<kRows, kFmt, kDs32Roles>::bytes;
   else return Smem<kRows, kD, raw_slots<kRows, kFmt>(), kRawRowBytes<kFmt>>::bytes;
 }
 

@@ -56,10 +56,11 @@ __device__ __forceinline__ bool tile_exponents(const float* tbuf, int (&e_run)[4
   return grow_tile_exponents(m4, e_run, tf);
 }
 
-template <int kRows, bool kMaxLogits, int kRole>
+// kDs32Roles: the run-time roles kernel (config.h kRawRoles).
+template <int kRows, bool kMaxLogits, int kRole, bool kDs32Roles = false>
 __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* smem) {
   constexpr int kFmt = static_cast<int>(CacheFormat::fp8_ds_mla);
-  using S = RingSmem<kRows, kFmt>;
+  using S = RingSmem<kRows, kFmt, kDs32Roles>;
   using L = DsMlaLayout;
   using H = RolesHand;
   static_assert(kRows == 32 && (S::kRoles || S::kSplitDv) && S::kWgs == 2 && L::num_scales == 4 && kDs32F16V,
@@ -67,11 +68,11 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
   static_assert(S::kRoles || (S::kPTiles * S::kWgs == L::num_scales && S::xchg + sizeof(float) * 192 <= S::bars),
                 "the split plan holds the four P^T tiles and RolesHand");
   // On the split tiles' plan (kRolesOnSplitPlan: three slots) WG1 always loads its value words first.
-  constexpr bool kPByWg1 = kRolesPByWg1 && S::kRoles, kEarlyV = kRolesEarlyVOf<kRows, kFmt>;
+  constexpr bool kPByWg1 = kRolesPByWg1 && S::kRoles, kEarlyV = kRolesEarlyVOf<kRows, kFmt, kDs32Roles>;
   constexpr int kStride = kRawRingStride<kFmt>;
   constexpr int N = kRows, kNJ = N / 8, kMT = kDv / 64, kTiles = L::num_scales;
   constexpr int kThreads = 128;
-  const RawWg<kRows, kFmt> wg(smem);
+  const RawWg<kRows, kFmt, kDs32Roles> wg(smem);
   const int lane = wg.lane, wq = wg.wq, g = wg.g, c = wg.c, ka = wg.ka, kb_ = wg.kb;
   auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
   uint64_t *full = wg.full, *empty = wg.empty;
@@ -88,7 +89,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
 
   if constexpr (kRole == 0) {
     // ---------------- WG0: S^T, the softmax, P^T ----------------
-    uint32_t* p_ab = reinterpret_cast<uint32_t*>(RawWg<kRows, kFmt>::key_entry(pt, raw_key_logical(ka)));
+    uint32_t* p_ab = reinterpret_cast<uint32_t*>(RawWg<kRows, kFmt, kDs32Roles>::key_entry(pt, raw_key_logical(ka)));
     float* s_max = wg.max_buf;
     if (threadIdx.x == 0) *reinterpret_cast<uint32_t*>(hand + H::q_addr) = smem_addr(smem + S::q);
     named_bar_sync(kBarMerge, kThreads);
@@ -182,7 +183,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
 #pragma unroll
         for (int j = 0; j < kNJ; ++j) stage[j * kThreads + tid] = make_float4(s[j][0], s[j][1], s[j][2], s[j][3]);
       } else {
-        ds_write_pt<RawWg<kRows, kFmt>, true>(p_ab, s, sa, sb, e_run, c);
+        ds_write_pt<RawWg<kRows, kFmt, kDs32Roles>, true>(p_ab, s, sa, sb, e_run, c);
       }
       if (wq == 0) {
         if (g == 0) {
@@ -208,7 +209,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
     narrow_state_init(o, m_run, l_run);
     int e_run[kTiles] = {};
     uint32_t a[2][4][4];
-    uint32_t* p_ab = reinterpret_cast<uint32_t*>(RawWg<kRows, kFmt>::key_entry(pt, raw_key_logical(ka)));
+    uint32_t* p_ab = reinterpret_cast<uint32_t*>(RawWg<kRows, kFmt, kDs32Roles>::key_entry(pt, raw_key_logical(ka)));
     for (int i = 0; i < nb; ++i) {
       const int slot = i % S::kRing;
       named_bar_sync(kBarRolesPFull, 2 * kThreads);
@@ -259,7 +260,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
         merge_bar_sync<1>(1, kThreads);
         const bool grew = tile_exponents(tbuf, e_run, tf);
         if (moved || grew) rescale_narrow_o<true>(o, alpha, tf);  // O^T drained at the last block's end
-        ds_write_pt<RawWg<kRows, kFmt>, true>(p_ab, s, sa, sb, e_run, c);
+        ds_write_pt<RawWg<kRows, kFmt, kDs32Roles>, true>(p_ab, s, sa, sb, e_run, c);
         fence_proxy_async();  // read next by wgmma
         merge_bar_sync<1>(1, kThreads);
       } else if (moved) {  // O^T drained at the last block's end

@@ -18,10 +18,10 @@ namespace smla::cuda::sparse_decode_family {
 // pairing): its block and shared memory (the function's limit raised on first use), in attrs[0]
 // the clusters of two CTAs along grid.y of pairs, in attrs[1] the programmatic dependence on the
 // split schedule kernel (the kernel waits for it before it reads anything). Pairs use both
-// attributes, other kernels attrs[1] alone.
-template <auto kKernel, int kRows, int kD, int kFmt, bool kPair, bool kPersist>
+// attributes, other kernels attrs[1] alone. kDs32Roles: the 32-row decode kernel in roles.
+template <auto kKernel, int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kDs32Roles = false>
 cudaLaunchConfig_t launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttribute (&attrs)[2]) {
-  constexpr size_t kSmem = smem_bytes<kRows, kD, kFmt>();
+  constexpr size_t kSmem = smem_bytes<kRows, kD, kFmt, kDs32Roles>();
   raise_dynamic_smem<kKernel>(kSmem);  // on each device the process launches on (per_device.h)
   attrs[0] = {};
   attrs[0].id = cudaLaunchAttributeClusterDimension;
@@ -41,11 +41,12 @@ cudaLaunchConfig_t launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttri
 
 // One kernel launch; kPair: as clusters of two CTAs along grid.y (config.h, kPairCtas);
 // kPersist: the persistent kernel on `resident` CTAs (pairs: clusters) walking `grid` as units.
-template <int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kLogits>
+// kDs32Roles: the 32-row fp8_ds_mla decode kernel in roles (config.h kRawRoles).
+template <int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kLogits, bool kDs32Roles = false>
 void launch_kernel(const AttnParams& p, dim3 grid, int64_t resident, cudaStream_t stream) {
-  constexpr auto kernel = sparse_decode_kernel<kRows, kD, kFmt, kPair, kPersist, kLogits>;
+  constexpr auto kernel = sparse_decode_kernel<kRows, kD, kFmt, kPair, kPersist, kLogits, kDs32Roles>;
   cudaLaunchAttribute attrs[2];
-  cudaLaunchConfig_t cfg = launch_config<kernel, kRows, kD, kFmt, kPair, kPersist>(grid, stream, attrs);
+  cudaLaunchConfig_t cfg = launch_config<kernel, kRows, kD, kFmt, kPair, kPersist, kDs32Roles>(grid, stream, attrs);
   AttnParams args = p;
   // q's tensor map, where this instance reads it (else its Q load never looks at q_tma).
   if constexpr (kLoadsQByTma<kRows, kD, kFmt, kPair, kPersist, kLogits || kFmt == static_cast<int>(CacheFormat::bf16), kLogits>)

@@ -428,8 +428,9 @@ __device__ void fp8_tile_roles(const AttnParams& p, const Work& w, uint8_t* smem
 // instantiation, so that kernels which never pair carry none of its code. kPersist: the CTA
 // walks the unit grid p.unit_g{x,y,z} (persistent_units). kLogits: the consumers also keep each
 // head's exact largest logit for p.max_logits (sparse prefill from a packed cache; the bf16
-// kernels, which sparse prefill also runs, always do).
-template <int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kLogits = false>
+// kernels, which sparse prefill also runs, always do). kDs32Roles: the 32-row fp8_ds_mla decode
+// kernel in roles (config.h kRawRoles), which launch.cu takes at run time.
+template <int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kLogits = false, bool kDs32Roles = false>
 __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>(), 1) sparse_decode_kernel(const __grid_constant__ AttnParams p) {
   extern __shared__ __align__(1024) uint8_t smem[];  // 128-byte-swizzled tiles (kSw) need 1024
   constexpr bool kBf16 = bf16_rows(kFmt);
@@ -461,7 +462,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
     constexpr int kRaw = raw_slots<kRows, kFmt>();
     if constexpr (kRawConsumer<kRows, kFmt>) {
       if (threadIdx.x == 0) {
-        using RS = RingSmem<kRows, kFmt>;
+        using RS = RingSmem<kRows, kFmt, kDs32Roles>;
         uint64_t* bars = reinterpret_cast<uint64_t*>(smem + RS::bars);
         for (int s = 0; s < RS::kRing; ++s) {
           mbar_init(bars + s, kKeys);                                    // full: one arrive per copying lane
@@ -523,19 +524,19 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
           produce_packed<kRows, kFmt, kTwo, kBf16Route<kRows, kFmt, kPair, false>, kFirstAlone<kRows, kFmt, kPair, kLogits>,
                          kConvertEarlyWide<kRows, kFmt, false, kLogits>, kPackedEmptyHalves<kRows, kFmt, kPair>>(p, w, smem);
       }
-    } else if constexpr (kRawRoles<kRows, kFmt> || kRolesOnSplitPlan<kRows, kFmt, kMaxLogits>) {
-      constexpr bool kEarlyV = kRolesEarlyVOf<kRows, kFmt>;
+    } else if constexpr (kRawRoles<kRows, kFmt, kDs32Roles> || kRolesOnSplitPlan<kRows, kFmt, kMaxLogits>) {
+      constexpr bool kEarlyV = kRolesEarlyVOf<kRows, kFmt, kDs32Roles>;
       if (wg == 0) {  // each role at its own register budget
         setmaxnreg_to<kRegsRolesWg0<kEarlyV>, kEntry>();
-        load_q_f16<kRows, kFmt>(p, w, smem);
-        consume_ds32_roles<kRows, kMaxLogits, 0>(p, w, smem);
+        load_q_f16<kRows, kFmt, kDs32Roles>(p, w, smem);
+        consume_ds32_roles<kRows, kMaxLogits, 0, kDs32Roles>(p, w, smem);
       } else if (wg == 1) {
         setmaxnreg_to<kRegsRolesWg1<kEarlyV>, kEntry>();
-        load_q_f16<kRows, kFmt>(p, w, smem);
-        consume_ds32_roles<kRows, kMaxLogits, 1>(p, w, smem);
+        load_q_f16<kRows, kFmt, kDs32Roles>(p, w, smem);
+        consume_ds32_roles<kRows, kMaxLogits, 1, kDs32Roles>(p, w, smem);
       } else {
         setmaxnreg_to<kRegsRawProducer<kRows, kFmt>, kEntry>();
-        produce_raw_ring<kRows, kFmt, !kMaxLogits>(p, w, smem);
+        produce_raw_ring<kRows, kFmt, !kMaxLogits, kDs32Roles>(p, w, smem);
       }
     } else if constexpr (kRawConsumer<kRows, kFmt>) {
       if (wg < kRawWgs<kRows, kFmt>) {

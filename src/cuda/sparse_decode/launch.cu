@@ -14,6 +14,7 @@ namespace smla::cuda::sparse_decode_family {
 
 template <int kRows, int kD, int kFmt, bool kLogits>
 void launch_instance(const AttnParams& p, dim3 grid, bool pair, cudaStream_t stream);
+void launch_ds32_roles(const AttnParams& p, dim3 grid, cudaStream_t stream);
 
 namespace {
 
@@ -52,17 +53,15 @@ void by_rows(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream) {
   }
 }
 
-// Whether a 32-row fp8_ds_mla decode launch takes the consumer warpgroups in roles (the paged
-// prefill's 32-row kernels, config.h kRolesOnSplitPlan, with max_logits null: WG0 every block's
-// S^T and softmax, WG1 all of O^T one block behind) instead of the halves (each warpgroup half of
-// every block, meeting twice a block). The roles' consumers alone are ~10% faster, but WG0 carries
-// each block's whole path. The roles build of the forty-ninth pass (its own kernel: four ring
-// slots, the lazy rescale, the rows' evict_first policy) took b128 h32 85.3 -> 79.5 µs and s_q2
-// h32 164.3 -> 153.3 on an H200 (36 GB/s of memory an SM, the consumers the bound), 94.9 -> 98.2
-// on an H100 (25 GB/s an SM, the gathers the bound), and with splits (b <= 96 at 32 heads) was
-// slower on both (docs/PERF.md, forty-ninth and fifty-first passes). by_device asks for an
-// unsplit launch on a device with 30 GB/s an SM or more; these kernels there (three slots, no
-// lazy rescale, no policy) are untimed, so the default stays the halves.
+// Whether a 32-row fp8_ds_mla decode launch takes its consumer warpgroups in roles (config.h
+// kRawRoles, the kernel's kDs32Roles: WG0 every block's S^T and softmax, WG1 all of O^T one block
+// behind, WG1's value words loaded first) instead of the halves (each warpgroup half of every
+// block, meeting twice a block). The roles' consumers alone are ~10% faster, but WG0 carries each
+// block's whole path. In the SMLA_SD_DS32_ROLES=1 + SMLA_SD_DS32_ROLES_EARLY_V=1 build, whose
+// kernel this one is: b128 h32 85.3 -> 79.5 µs and s_q2 h32 164.3 -> 153.3 on an H200 (36 GB/s of
+// memory an SM, the consumers the bound), 94.9 -> 97.9 on an H100 (25 GB/s an SM, the gathers the
+// bound), and with splits (b <= 96 at 32 heads) slower on both (docs/PERF.md, forty-ninth and
+// fifty-first passes). by_device: an unsplit launch on a device with 30 GB/s an SM or more.
 bool ds32_decode_roles(const AttnParams& p, int rows) {
   if (rows != 32 || p.main.format != kDs || p.max_logits != nullptr) return false;
   switch (ds32_by_env()) {
@@ -210,7 +209,7 @@ void launch(const AttnParams& p_in, int rows, dim3 grid, cudaStream_t stream) {
   // Sparse prefill from a packed cache also writes max_logits (its own kernels, so that the
   // decode kernels carry none of it).
   const bool logits = p.max_logits != nullptr;
-  if (ds32_decode_roles(p, rows)) return launch_instance<32, 576, kDs, true>(p, grid, false, stream);
+  if (ds32_decode_roles(p, rows)) return launch_ds32_roles(p, grid, stream);
   if (fmt == kDs) logits ? by_rows<576, kDs, true>(p, rows, grid, stream) : by_rows<576, kDs>(p, rows, grid, stream);
   else if (fmt == kM1) logits ? by_rows<512, kM1, true>(p, rows, grid, stream) : by_rows<512, kM1>(p, rows, grid, stream);
   else if (p.d_qk == 576) by_rows<576, kBf>(p, rows, grid, stream);

@@ -26,10 +26,10 @@
 namespace smla::cuda::sparse_decode_family {
 
 // kReadOnce: each row is read by this CTA alone (decode), so its copy may carry the L2
-// evict_first policy (producer.cuh copy_row_g2s).
-template <int kRows, int kFmt, bool kReadOnce>
+// evict_first policy (producer.cuh copy_row_g2s). kDs32Roles: on the run-time roles kernel's plan.
+template <int kRows, int kFmt, bool kReadOnce, bool kDs32Roles = false>
 __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* smem) {
-  using S = RingSmem<kRows, kFmt>;
+  using S = RingSmem<kRows, kFmt, kDs32Roles>;
   using R = RawRow<kFmt>;
   constexpr int kStride = kRawRingStride<kFmt>;
   static_assert(R::kBytes <= kStride && R::kBytes % 16 == 0, "a ring row holds one cache row");
