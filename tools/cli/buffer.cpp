@@ -9,6 +9,10 @@
 
 #if SMLA_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include <cstdio>
+
+#include "cuda/common/device_info.h"
 #endif
 
 namespace smla::cli {
@@ -136,8 +140,12 @@ const char* cuda_device_description() {
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return std::string();
     const double gib = static_cast<double>(p.totalGlobalMem) / (1ull << 30);
+    // The peak memory bandwidth an SM, as the launch rules read it (DeviceInfo), where reported.
+    char bw[64] = "";
+    if (const double g = cuda::current_device_info().mem_gbps_per_sm; g > 0)
+      std::snprintf(bw, sizeof bw, ", %.1f GB/s of memory an SM", g);
     return std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
-           std::to_string(p.multiProcessorCount) + " SMs, " + std::to_string(static_cast<int>(gib + 0.5)) + " GiB)";
+           std::to_string(p.multiProcessorCount) + " SMs, " + std::to_string(static_cast<int>(gib + 0.5)) + " GiB" + bw + ")";
   }();
   return desc.c_str();
 #else
