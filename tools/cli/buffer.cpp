@@ -1,5 +1,6 @@
 #include "cli/buffer.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -9,8 +10,6 @@
 
 #if SMLA_WITH_CUDA
 #include <cuda_runtime.h>
-
-#include <cstdio>
 
 #include "cuda/common/device_info.h"
 #endif
