@@ -62,28 +62,26 @@ if has tests; then
   [ $rc -ne 0 ] && status=1
   echo "- GPU tests: rc=$rc in $(( $(date +%s) - t0 )) s; $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$OUT/gpu_tests.log" | tr '\n' ' ')" >> "$SUMMARY"
   grep -E "^\[  FAILED  \]|Failure|error" "$OUT/gpu_tests.log" | head -40 >> "$SUMMARY"
-  # The persistent sparse-decode kernel runs only on grids beyond one wave: the sparse-decode
-  # and graph tests again with it forced on every 64-row packed launch.
-  SMLA_SPARSE_DECODE_KERNEL=persistent timeout ${TEST_TIMEOUT:-900} ./build-gpu/tests/smla_gpu_tests \
-    --gtest_filter='GpuSparseDecode.*:GpuGraph.*' > "$OUT/gpu_tests_persistent.log" 2>&1
-  rc=$?
-  [ $rc -ne 0 ] && status=1
-  echo "- GPU sparse-decode + graph tests, persistent kernel forced: rc=$rc; $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$OUT/gpu_tests_persistent.log" | tr '\n' ' ')" >> "$SUMMARY"
+  # The sparse-decode and graph tests again with one launch choice forced: rerun VAR=VALUE FILTER
+  # LOG LABEL (the log under $OUT, the label in the summary).
+  rerun() {
+    env "$1" timeout ${TEST_TIMEOUT:-900} ./build-gpu/tests/smla_gpu_tests --gtest_filter="$2" > "$OUT/$3" 2>&1
+    local rc=$?
+    [ $rc -ne 0 ] && status=1
+    echo "- GPU sparse-decode + graph tests, $4: rc=$rc; $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$OUT/$3" | tr '\n' ' ')" >> "$SUMMARY"
+  }
+  # The persistent sparse-decode kernel runs only on grids beyond one wave: forced on every
+  # 64-row packed launch.
+  rerun SMLA_SPARSE_DECODE_KERNEL=persistent 'GpuSparseDecode.*:GpuGraph.*' gpu_tests_persistent.log \
+    "persistent kernel forced"
   # Small batches above 32 heads run on 16-row tiles (attention_launch.cu narrow_floor): the
-  # sparse-decode and graph tests again with the 64-row tiles kept there.
-  SMLA_SD_ROWS=64 timeout ${TEST_TIMEOUT:-900} ./build-gpu/tests/smla_gpu_tests \
-    --gtest_filter='GpuSparseDecode.*:GpuGraph.*:-*RealShapeSampled*' > "$OUT/gpu_tests_rows64.log" 2>&1
-  rc=$?
-  [ $rc -ne 0 ] && status=1
-  echo "- GPU sparse-decode + graph tests, 64-row tiles kept at small batches: rc=$rc; $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$OUT/gpu_tests_rows64.log" | tr '\n' ' ')" >> "$SUMMARY"
+  # 64-row tiles kept there.
+  rerun SMLA_SD_ROWS=64 'GpuSparseDecode.*:GpuGraph.*:-*RealShapeSampled*' gpu_tests_rows64.log \
+    "64-row tiles kept at small batches"
   # The 32-row fp8_ds_mla decode tiles take their warpgroups in roles only where
-  # SMLA_SD_DS32_DECODE asks (launch.cu ds32_decode_roles): the sparse-decode and graph tests again
-  # with the roles on every such launch.
-  SMLA_SD_DS32_DECODE=roles timeout ${TEST_TIMEOUT:-900} ./build-gpu/tests/smla_gpu_tests \
-    --gtest_filter='GpuSparseDecode.*:GpuGraph.*:-*RealShapeSampled*' > "$OUT/gpu_tests_ds32_roles.log" 2>&1
-  rc=$?
-  [ $rc -ne 0 ] && status=1
-  echo "- GPU sparse-decode + graph tests, 32-row fp8_ds_mla decode in roles: rc=$rc; $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$OUT/gpu_tests_ds32_roles.log" | tr '\n' ' ')" >> "$SUMMARY"
+  # SMLA_SD_DS32_DECODE asks (launch.cu ds32_decode_roles): the roles on every such launch.
+  rerun SMLA_SD_DS32_DECODE=roles 'GpuSparseDecode.*:GpuGraph.*:-*RealShapeSampled*' gpu_tests_ds32_roles.log \
+    "32-row fp8_ds_mla decode in roles"
   if [ -x ./build-gpu/tests/smla_cpu_tests ]; then
     ./build-gpu/tests/smla_cpu_tests --gtest_brief=1 > "$OUT/cpu_tests.log" 2>&1
     rc=$?
