@@ -329,7 +329,7 @@ inline constexpr bool kRawConsumer =
 // h24 84.6 -> 80.1 -> 78.7, b64 s_q2 h32 85.3 -> 79.5 (early V), but b8 h32 23.9 -> 29.8 -> 30.5,
 // b1 h32 16.8 -> 21.4 -> 22.6, b64 h32 55.2 -> 57.9, b96 100.9 -> 103.4 (split launches). The
 // default build holds the EARLY_V build's decode kernel as the kernel argument kDs32Roles (the same
-// SASS), which launch.cu ds32_decode_roles takes where SMLA_SD_DS32_DECODE asks.
+// SASS), which launch.cu ds32_decode_roles takes for unsplit launches on bandwidth-rich devices.
 #ifndef SMLA_SD_DS32_ROLES
 #define SMLA_SD_DS32_ROLES 0
 #endif

@@ -61,7 +61,8 @@ void by_rows(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream) {
 // kernel this one is: b128 h32 85.3 -> 79.5 µs and s_q2 h32 164.3 -> 153.3 on an H200 (36 GB/s of
 // memory an SM, the consumers the bound), 94.9 -> 97.9 on an H100 (25 GB/s an SM, the gathers the
 // bound), and with splits (b <= 96 at 32 heads) slower on both (docs/PERF.md, forty-ninth and
-// fifty-first passes). by_device: an unsplit launch on a device with 30 GB/s an SM or more.
+// fifty-first passes). by_device (the default): an unsplit launch on a device with 30 GB/s an SM or
+// more.
 bool ds32_decode_roles(const AttnParams& p, int rows) {
   if (rows != 32 || p.main.format != kDs || p.max_logits != nullptr) return false;
   switch (ds32_by_env()) {
@@ -246,9 +247,9 @@ PersistentChoice persistent_by_env() {
 }
 
 Ds32Choice ds32_by_env() {
-  static const Ds32Choice choice = env_is("SMLA_SD_DS32_DECODE", "roles")       ? Ds32Choice::roles
-                                   : env_is("SMLA_SD_DS32_DECODE", "by_device") ? Ds32Choice::by_device
-                                                                                : Ds32Choice::halves;
+  static const Ds32Choice choice = env_is("SMLA_SD_DS32_DECODE", "roles")    ? Ds32Choice::roles
+                                   : env_is("SMLA_SD_DS32_DECODE", "halves") ? Ds32Choice::halves
+                                                                             : Ds32Choice::by_device;
   return choice;
 }
 

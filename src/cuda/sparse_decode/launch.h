@@ -43,9 +43,9 @@ bool unpaired_by_env();
 // SMLA_SPARSE_DECODE_KERNEL=persistent always, =one_unit never (tests and A/B measurements).
 enum class PersistentChoice { beyond_one_wave, always, never };
 PersistentChoice persistent_by_env();
-// The 32-row fp8_ds_mla decode tiles' consumer warpgroups: in halves (the default),
-// SMLA_SD_DS32_DECODE=roles always in roles, =by_device by the device and the launch (launch.cu
-// ds32_decode_roles; tests and A/Bs).
+// The 32-row fp8_ds_mla decode tiles' consumer warpgroups: by the device and the launch (the
+// default, launch.cu ds32_decode_roles); SMLA_SD_DS32_DECODE=roles always in roles, =halves
+// always in halves (tests and A/Bs).
 enum class Ds32Choice { halves, roles, by_device };
 Ds32Choice ds32_by_env();
 // Sparse prefill's tail split (config.h kTailMerge; p.heads_tile as the plan's): where the
