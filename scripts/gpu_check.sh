@@ -78,10 +78,13 @@ if has tests; then
   # 64-row tiles kept there.
   rerun SMLA_SD_ROWS=64 'GpuSparseDecode.*:GpuGraph.*:-*RealShapeSampled*' gpu_tests_rows64.log \
     "64-row tiles kept at small batches"
-  # The 32-row fp8_ds_mla decode tiles take their warpgroups in roles only where
-  # SMLA_SD_DS32_DECODE asks (launch.cu ds32_decode_roles): the roles on every such launch.
+  # The 32-row fp8_ds_mla decode tiles take their warpgroups in roles only for unsplit launches on
+  # a bandwidth-rich device (launch.cu ds32_decode_roles): the roles on every such launch, and the
+  # halves on every one (which an H200 would otherwise run only where the schedule splits).
   rerun SMLA_SD_DS32_DECODE=roles 'GpuSparseDecode.*:GpuGraph.*:-*RealShapeSampled*' gpu_tests_ds32_roles.log \
     "32-row fp8_ds_mla decode in roles"
+  rerun SMLA_SD_DS32_DECODE=halves 'GpuSparseDecode.*:GpuGraph.*:-*RealShapeSampled*' gpu_tests_ds32_halves.log \
+    "32-row fp8_ds_mla decode in halves"
   if [ -x ./build-gpu/tests/smla_cpu_tests ]; then
     ./build-gpu/tests/smla_cpu_tests --gtest_brief=1 > "$OUT/cpu_tests.log" 2>&1
     rc=$?

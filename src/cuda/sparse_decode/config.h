@@ -362,6 +362,18 @@ inline constexpr bool kRawSplitDv = kRawConsumer<kRows, kFmt> && kRows == 32 &&
 #endif
 template <int kRows, int kFmt, bool kMaxLogits>
 inline constexpr bool kRolesOnSplitPlan = SMLA_SD_DS32_ROLES_PREFILL != 0 && kMaxLogits && kRawSplitDv<kRows, kFmt>;
+// Measurement build SMLA_SD_DS32_ROLES_SPLIT_S=1 (needs SMLA_SD_DS32_ROLES_RING=3 for its 8 KB):
+// in the roles on their own plan (kRawRoles, the run-time roles kernel included) WG1 computes the
+// partial S^T of scale tile 3 and the RoPE columns of block i + 1 (three of the nine 64-column
+// groups, folded with their scales) before its P V of block i, and hands it to WG0 in shared
+// memory (RingSmem::xs, float[16][128]); WG0 computes tiles 0-2 and adds it. WG0's loop on an
+// H200 is the bound (~1,140 instructions a block, WG1 waiting for it 36% of its samples; docs/PERF.md
+// fifty-third pass): predicted ~-12% in WG0's path, b128 h32 78.9 -> ~72 where the gathers keep up.
+#ifndef SMLA_SD_DS32_ROLES_SPLIT_S
+#define SMLA_SD_DS32_ROLES_SPLIT_S 0
+#endif
+template <int kRows, int kFmt, bool kDs32Roles = false>
+inline constexpr bool kRolesSplitS = SMLA_SD_DS32_ROLES_SPLIT_S != 0 && kRawRoles<kRows, kFmt, kDs32Roles> && !kRolesPByWg1;
 // The 16-row fp8_ds_mla raw consumer converts values to bf16 on the integer pipes (a
 // sign-replicating prmt, a shift and a mask per pair: exact, the value times 2^-120, subnormals
 // included) instead of e4m3 -> f16 -> f32 -> bf16; P^T carries 2^60 more and O^T is multiplied
@@ -933,7 +945,9 @@ struct RingSmem {
   static constexpr size_t heads = merge + kWgs * 2 * 4 * 32 * 4;   // kWgs > 1: float[2 (m, l)][kWgs][32], each state's heads
   static constexpr size_t qinv = heads + (kWgs > 1 ? 2 * kWgs * 32 * 4 : 0);  // float[32]: 2^(e - 15), Q's per-head factor undone
   static constexpr size_t xchg = qinv + 32 * 4;                    // kSplitDv: float[2][2][16][128]; kRoles: float[192] (RolesHand)
-  static constexpr size_t bars = xchg + (kSplitDv ? 2 * 2 * 16 * 128 * 4 : kRoles ? 192 * 4 : 0);  // uint64 full[kRing], empty[kRing]
+  static constexpr bool kSplitS = kRolesSplitS<kRows, kFmt, kDs32Roles>;
+  static constexpr size_t xs = xchg + (kRoles ? 192 * 4 : 0);         // kSplitS: float[16][128], WG1's part of S^T
+  static constexpr size_t bars = xchg + (kSplitDv ? 2 * 2 * 16 * 128 * 4 : kRoles ? 192 * 4 + (kSplitS ? 16 * 128 * 4 : 0) : 0);  // uint64 full[kRing], empty[kRing]
   static constexpr size_t ok = bars + 2 * kRing * 8;               // uint8[kRing][64]: the row is real
   static constexpr size_t ring = (ok + kRing * kKeys + 127) / 128 * 128;
   static constexpr size_t bytes = ring + kRing * kSlotBytes;

@@ -16,14 +16,16 @@ namespace smla::cuda::sparse_decode_family {
 // tile (groups 0..7, two per tile: e4m3 -> f16 exact, against Q's f16 latent columns at dq) and
 // one over the RoPE columns (group 8: bf16 as stored, against Q's bf16 RoPE part at dqr); the next
 // group's fragments are converted while the previous group's wgmmas run. Returns with every
-// wgmma drained.
-template <int N, int kNJ>
+// wgmma drained. kG0..kG1: only those groups (kSplitS: tiles 0-2 on one warpgroup, tile 3 and
+// the RoPE part on the other); st and sr outside them are left as they were.
+template <int N, int kNJ, int kG0 = 0, int kG1 = 8>
 __device__ __forceinline__ void ds_partial_st(const uint8_t* row_a, const uint8_t* row_b, int c, uint64_t dq, uint64_t dqr,
                                               float (&st)[4][kNJ][4], float (&sr)[kNJ][4], uint32_t (&a)[2][4][4]) {
   using L = DsMlaLayout;
   static_assert(L::num_scales == 4 && L::d_latent == 512, "four 128-column scale tiles");
+  static_assert(kG0 % 2 == 0 && kG0 <= kG1 && kG1 <= L::d_latent / 64, "whole scale tiles");
 #pragma unroll
-  for (int grp = 0; grp <= L::d_latent / 64; ++grp) {
+  for (int grp = kG0; grp <= kG1; ++grp) {
     const bool rope = grp == L::d_latent / 64;
     uint32_t wa[8], wb[8];
     if (!rope) {
@@ -40,7 +42,7 @@ __device__ __forceinline__ void ds_partial_st(const uint8_t* row_a, const uint8_
         wb[4 * h] = vb.x, wb[4 * h + 1] = vb.y, wb[4 * h + 2] = vb.z, wb[4 * h + 3] = vb.w;
       }
     }
-    if (grp >= 2) {
+    if (grp >= kG0 + 2) {
       wgmma_wait<1>();  // group grp - 2 has read a[grp % 2]
       reg_fence(a[grp & 1]);
     }
@@ -61,10 +63,10 @@ __device__ __forceinline__ void ds_partial_st(const uint8_t* row_a, const uint8_
   }
   wgmma_wait<0>();
 #pragma unroll
-  for (int t = 0; t < 4; ++t) reg_fence(st[t]);
-  reg_fence(sr);
+  for (int t = kG0 / 2; t <= (kG1 < 8 ? kG1 : 7) / 2; ++t) reg_fence(st[t]);
+  if constexpr (kG1 == 8) reg_fence(sr);
   reg_fence(a[0]);
-  reg_fence(a[1]);
+  if constexpr (kG1 > kG0) reg_fence(a[1]);
 }
 
 // A key row's four scale-tile factors (float32, at the row's scale offset; a skipped row was
@@ -88,6 +90,35 @@ __device__ __forceinline__ void ds_fold(const float (&st)[4][kNJ][4], const floa
       for (int t = 0; t < 4; ++t) xa += sa[t] * st[t][j][e], xb += sb[t] * st[t][j][2 + e];
       s[j][e] = qv[j][e] * xa + sr[j][e];
       s[j][2 + e] = qv[j][e] * xb + sr[j][2 + e];
+    }
+}
+
+// kSplitS (config.h kRolesSplitS): the fold in two parts. ds_fold_last: x = qinv_h . scale_3 S_3 +
+// S_rope (tile 3 and the RoPE columns, on one warpgroup); ds_fold_first: S = qinv_h . sum_{t < 3}
+// scale_t S_t + x (on the other).
+template <int kNJ>
+__device__ __forceinline__ void ds_fold_last(const float (&st)[4][kNJ][4], const float (&sr)[kNJ][4], const float (&sa)[4],
+                                             const float (&sb)[4], const float (&qv)[kNJ][2], float (&x)[kNJ][4]) {
+#pragma unroll
+  for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      x[j][e] = qv[j][e] * (sa[3] * st[3][j][e]) + sr[j][e];
+      x[j][2 + e] = qv[j][e] * (sb[3] * st[3][j][2 + e]) + sr[j][2 + e];
+    }
+}
+template <int kNJ>
+__device__ __forceinline__ void ds_fold_first(const float (&st)[4][kNJ][4], const float (&x)[kNJ][4], const float (&sa)[4],
+                                              const float (&sb)[4], const float (&qv)[kNJ][2], float (&s)[kNJ][4]) {
+#pragma unroll
+  for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float xa = 0.f, xb = 0.f;
+#pragma unroll
+      for (int t = 0; t < 3; ++t) xa += sa[t] * st[t][j][e], xb += sb[t] * st[t][j][2 + e];
+      s[j][e] = qv[j][e] * xa + x[j][e];
+      s[j][2 + e] = qv[j][e] * xb + x[j][2 + e];
     }
 }
 
