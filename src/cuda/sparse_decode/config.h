@@ -369,6 +369,8 @@ inline constexpr bool kRolesOnSplitPlan = SMLA_SD_DS32_ROLES_PREFILL != 0 && kMa
 // memory (RingSmem::xs, float[16][128]); WG0 computes tiles 0-2 and adds it. WG0's loop on an
 // H200 is the bound (~1,140 instructions a block, WG1 waiting for it 36% of its samples; docs/PERF.md
 // fifty-third pass): predicted ~-12% in WG0's path, b128 h32 78.9 -> ~72 where the gathers keep up.
+// Not yet timed on an H200. On an H100, roles forced (2026-12-06, µs, b128 h32): four slots 97.5,
+// three slots 95.1, the split with three slots 94.8, the halves 94.6.
 #ifndef SMLA_SD_DS32_ROLES_SPLIT_S
 #define SMLA_SD_DS32_ROLES_SPLIT_S 0
 #endif
