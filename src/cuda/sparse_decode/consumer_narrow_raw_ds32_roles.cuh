@@ -139,7 +139,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
         for (int j = 0; j < kNJ; ++j)
 #pragma unroll
           for (int k = 0; k < 4; ++k) x[j][k] = xs[(4 * j + k) * kThreads + tid];
-        ds_fold_first(st, x, sa, sb, qv, s);
+        ds_fold_tiles<0, 3>(st, x, sa, sb, qv, s);
       } else {
         ds_fold(st, sr, sa, sb, qv, s);
       }
@@ -247,7 +247,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
       for (int j = 0; j < kNJ; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) qv[j][e] = wg.qinv[head_of(j, e)];
-      ds_fold_last(st, sr, sa, sb, qv, x);
+      ds_fold_tiles<3, 4>(st, sr, sa, sb, qv, x);
       float* xs = reinterpret_cast<float*>(smem + S::xs);
 #pragma unroll
       for (int j = 0; j < kNJ; ++j)

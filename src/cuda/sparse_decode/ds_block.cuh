@@ -23,7 +23,8 @@ __device__ __forceinline__ void ds_partial_st(const uint8_t* row_a, const uint8_
                                               float (&st)[4][kNJ][4], float (&sr)[kNJ][4], uint32_t (&a)[2][4][4]) {
   using L = DsMlaLayout;
   static_assert(L::num_scales == 4 && L::d_latent == 512, "four 128-column scale tiles");
-  static_assert(kG0 % 2 == 0 && kG0 <= kG1 && kG1 <= L::d_latent / 64, "whole scale tiles");
+  static_assert(kG0 % 2 == 0 && (kG1 % 2 == 1 || kG1 == L::d_latent / 64) && kG0 <= kG1 && kG1 <= L::d_latent / 64,
+                "whole scale tiles");
 #pragma unroll
   for (int grp = kG0; grp <= kG1; ++grp) {
     const bool rope = grp == L::d_latent / 64;
@@ -76,39 +77,11 @@ __device__ __forceinline__ void ds_key_scales(const uint8_t* row, float (&s)[4])
   s[0] = v.x, s[1] = v.y, s[2] = v.z, s[3] = v.w;
 }
 
-// S = qinv_h . sum_t scale_t S_t + S_rope for this thread's heads and its two keys (sa, sb: their
-// four scales; a skipped row was zeroed, so its scales are 0).
-template <int kNJ>
-__device__ __forceinline__ void ds_fold(const float (&st)[4][kNJ][4], const float (&sr)[kNJ][4], const float (&sa)[4],
-                                        const float (&sb)[4], const float (&qv)[kNJ][2], float (&s)[kNJ][4]) {
-#pragma unroll
-  for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      float xa = 0.f, xb = 0.f;
-#pragma unroll
-      for (int t = 0; t < 4; ++t) xa += sa[t] * st[t][j][e], xb += sb[t] * st[t][j][2 + e];
-      s[j][e] = qv[j][e] * xa + sr[j][e];
-      s[j][2 + e] = qv[j][e] * xb + sr[j][2 + e];
-    }
-}
-
-// kSplitS (config.h kRolesSplitS): the fold in two parts. ds_fold_last: x = qinv_h . scale_3 S_3 +
-// S_rope (tile 3 and the RoPE columns, on one warpgroup); ds_fold_first: S = qinv_h . sum_{t < 3}
-// scale_t S_t + x (on the other).
-template <int kNJ>
-__device__ __forceinline__ void ds_fold_last(const float (&st)[4][kNJ][4], const float (&sr)[kNJ][4], const float (&sa)[4],
-                                             const float (&sb)[4], const float (&qv)[kNJ][2], float (&x)[kNJ][4]) {
-#pragma unroll
-  for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      x[j][e] = qv[j][e] * (sa[3] * st[3][j][e]) + sr[j][e];
-      x[j][2 + e] = qv[j][e] * (sb[3] * st[3][j][2 + e]) + sr[j][2 + e];
-    }
-}
-template <int kNJ>
-__device__ __forceinline__ void ds_fold_first(const float (&st)[4][kNJ][4], const float (&x)[kNJ][4], const float (&sa)[4],
+// S = qinv_h . sum_{kT0 <= t < kT1} scale_t S_t + add for this thread's heads and its two keys
+// (sa, sb: their four scales; a skipped row was zeroed, so its scales are 0). kSplitS (config.h
+// kRolesSplitS) folds in two parts: x = <3, 4>(S_rope) on one warpgroup, S = <0, 3>(x) on the other.
+template <int kT0, int kT1, int kNJ>
+__device__ __forceinline__ void ds_fold_tiles(const float (&st)[4][kNJ][4], const float (&add)[kNJ][4], const float (&sa)[4],
                                               const float (&sb)[4], const float (&qv)[kNJ][2], float (&s)[kNJ][4]) {
 #pragma unroll
   for (int j = 0; j < kNJ; ++j)
@@ -116,10 +89,16 @@ __device__ __forceinline__ void ds_fold_first(const float (&st)[4][kNJ][4], cons
     for (int e = 0; e < 2; ++e) {
       float xa = 0.f, xb = 0.f;
 #pragma unroll
-      for (int t = 0; t < 3; ++t) xa += sa[t] * st[t][j][e], xb += sb[t] * st[t][j][2 + e];
-      s[j][e] = qv[j][e] * xa + x[j][e];
-      s[j][2 + e] = qv[j][e] * xb + x[j][2 + e];
+      for (int t = kT0; t < kT1; ++t) xa += sa[t] * st[t][j][e], xb += sb[t] * st[t][j][2 + e];
+      s[j][e] = qv[j][e] * xa + add[j][e];
+      s[j][2 + e] = qv[j][e] * xb + add[j][2 + e];
     }
+}
+// The whole fold: S = qinv_h . sum_t scale_t S_t + S_rope.
+template <int kNJ>
+__device__ __forceinline__ void ds_fold(const float (&st)[4][kNJ][4], const float (&sr)[kNJ][4], const float (&sa)[4],
+                                        const float (&sb)[4], const float (&qv)[kNJ][2], float (&s)[kNJ][4]) {
+  ds_fold_tiles<0, 4>(st, sr, sa, sb, qv, s);
 }
 
 // P^T_t of the four scale tiles for this thread's heads and keys (ds_p_word; kF16: with each
