@@ -91,6 +91,9 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
   const int tid = static_cast<int>(threadIdx.x) & 127;
   constexpr int kPTile16 = static_cast<int>(S::kPBytes / 16);  // descriptor units between P^T tiles
   const int nb = w.kb_end - w.kb_begin;
+  // Q's descriptors from its shared-memory address qa: the 512 f16 latent columns, the bf16 RoPE part
+  auto q_desc = [](uint32_t qa) { return gmma_desc(qa, 128, 16 * S::kQCols); };
+  auto q_rope_desc = [](uint32_t qa) { return gmma_desc(qa + static_cast<uint32_t>(S::q_rope - S::q), 128, 16 * 64); };
 
   if constexpr (kRole == 0) {
     // ---------------- WG0: S^T, the softmax, P^T ----------------
@@ -118,8 +121,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
       // shuffled (warp-uniform): from the address held in an ordinary register across the loop,
       // ptxas built all 36 there and moved each into uniform registers before its wgmma
       const uint32_t qa = __shfl_sync(0xffffffffu, *reinterpret_cast<volatile uint32_t*>(hand + H::q_addr), 0);
-      const uint64_t dq = gmma_desc(qa, 128, 16 * S::kQCols);
-      const uint64_t dqr = gmma_desc(qa + static_cast<uint32_t>(S::q_rope - S::q), 128, 16 * 64);
+      const uint64_t dq = q_desc(qa), dqr = q_rope_desc(qa);
 
       float st[kTiles][kNJ][4], sr[kNJ][4];
       uint32_t a[2][4][4];
@@ -236,13 +238,13 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
       const uint8_t* row_a = blk + ka * kStride;
       const uint8_t* row_b = blk + kb_ * kStride;
       const uint32_t qa = __shfl_sync(0xffffffffu, smem_addr(smem + S::q), 0);
-      const uint64_t dq = gmma_desc(qa, 128, 16 * S::kQCols);
-      const uint64_t dqr = gmma_desc(qa + static_cast<uint32_t>(S::q_rope - S::q), 128, 16 * 64);
+      const uint64_t dq = q_desc(qa), dqr = q_rope_desc(qa);
       float st[kTiles][kNJ][4], sr[kNJ][4];
       ds_partial_st<N, kNJ, 6, 8>(row_a, row_b, c, dq, dqr, st, sr, a);
       float sa[kTiles], sb[kTiles], qv[kNJ][2], x[kNJ][4];
       ds_key_scales(row_a, sa);
       ds_key_scales(row_b, sb);
+      // Q's factors read each block, not held across the loop: WG1's registers hold O^T
 #pragma unroll
       for (int j = 0; j < kNJ; ++j)
 #pragma unroll
