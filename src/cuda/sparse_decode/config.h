@@ -316,7 +316,7 @@ inline constexpr bool kRawConsumer =
 // WG1 holds all of O^T (128 registers) and runs every block's P V one block behind, so neither
 // waits for the other's half of a block (the halves wait for each other twice a block). One set
 // of P^T tiles (WG0 writes block i + 1's once WG1's P V of block i drained), no exchange buffer,
-// SMLA_SD_DS32_ROLES_RING slots (default 4: WG1 holds a slot a block longer). Same-call A/Bs on
+// SMLA_SD_DS32_ROLES_RING slots (three; four in the forty-ninth pass's A/Bs below). Same-call A/Bs on
 // an H100 (2026-12-05, µs, docs/PERF.md forty-ninth pass): the consumers alone (variant
 // SMLA_SD_RAW_NO_COPY=1) 10-11% faster, b128 h32 80.3 -> 71.9, s_q2 h32 152.5 -> 137.6, h24
 // 78.8 -> 70.7; but the kernel slower in decode, b128 h32 94.9 -> 98.2, s_q2 h32 175.5 -> 177.1,
@@ -333,8 +333,15 @@ inline constexpr bool kRawConsumer =
 #ifndef SMLA_SD_DS32_ROLES
 #define SMLA_SD_DS32_ROLES 0
 #endif
+// SMLA_SD_DS32_ROLES_RING: the roles' slots (default 3). Same call on an H200 (2026-12-06, µs,
+// 90 replays, docs/PERF.md fifty-fourth pass, four slots -> three): b128 h32 79.38 / 79.14 /
+// 79.26 -> 78.05 / 77.95 / 77.86, s_q2 h32 152.9 -> 150.5, h24 80.0 -> 77.4, b256 h32 153.2 ->
+// 150.6; on an H100 (roles forced) b128 h32 97.5 -> 95.1. Why three slots are faster than four
+// is not measured.
+// WG1 computing a third of S^T for WG0 (a measurement build of the fifty-third pass, three slots)
+// took 79.4 / 79.4 / 79.5 in that call and was removed.
 #ifndef SMLA_SD_DS32_ROLES_RING
-#define SMLA_SD_DS32_ROLES_RING 4
+#define SMLA_SD_DS32_ROLES_RING 3
 #endif
 // =2: WG0 hands over P itself and WG1 makes the four P^T tiles (and tracks the tiles' scale
 // exponents), ~1100 -> 858 instructions a block in WG0's loop, ~590 -> 822 in WG1's: level with =1
@@ -362,20 +369,6 @@ inline constexpr bool kRawSplitDv = kRawConsumer<kRows, kFmt> && kRows == 32 &&
 #endif
 template <int kRows, int kFmt, bool kMaxLogits>
 inline constexpr bool kRolesOnSplitPlan = SMLA_SD_DS32_ROLES_PREFILL != 0 && kMaxLogits && kRawSplitDv<kRows, kFmt>;
-// Measurement build SMLA_SD_DS32_ROLES_SPLIT_S=1 (needs SMLA_SD_DS32_ROLES_RING=3 for its 8 KB):
-// in the roles on their own plan (kRawRoles, the run-time roles kernel included) WG1 computes the
-// partial S^T of scale tile 3 and the RoPE columns of block i + 1 (three of the nine 64-column
-// groups, folded with their scales) before its P V of block i, and hands it to WG0 in shared
-// memory (RingSmem::xs, float[16][128]); WG0 computes tiles 0-2 and adds it. WG0's loop on an
-// H200 is the bound (~1,140 instructions a block, WG1 waiting for it 36% of its samples; docs/PERF.md
-// fifty-third pass): predicted ~-12% in WG0's path, b128 h32 78.9 -> ~72 where the gathers keep up.
-// Not yet timed on an H200. On an H100, roles forced (2026-12-06, µs, b128 h32): four slots 97.5,
-// three slots 95.1, the split with three slots 94.8, the halves 94.6.
-#ifndef SMLA_SD_DS32_ROLES_SPLIT_S
-#define SMLA_SD_DS32_ROLES_SPLIT_S 0
-#endif
-template <int kRows, int kFmt, bool kDs32Roles = false>
-inline constexpr bool kRolesSplitS = SMLA_SD_DS32_ROLES_SPLIT_S != 0 && kRawRoles<kRows, kFmt, kDs32Roles> && !kRolesPByWg1;
 // The 16-row fp8_ds_mla raw consumer converts values to bf16 on the integer pipes (a
 // sign-replicating prmt, a shift and a mask per pair: exact, the value times 2^-120, subnormals
 // included) instead of e4m3 -> f16 -> f32 -> bf16; P^T carries 2^60 more and O^T is multiplied
@@ -947,9 +940,7 @@ struct RingSmem {
   static constexpr size_t heads = merge + kWgs * 2 * 4 * 32 * 4;   // kWgs > 1: float[2 (m, l)][kWgs][32], each state's heads
   static constexpr size_t qinv = heads + (kWgs > 1 ? 2 * kWgs * 32 * 4 : 0);  // float[32]: 2^(e - 15), Q's per-head factor undone
   static constexpr size_t xchg = qinv + 32 * 4;                    // kSplitDv: float[2][2][16][128]; kRoles: float[192] (RolesHand)
-  static constexpr bool kSplitS = kRolesSplitS<kRows, kFmt, kDs32Roles>;
-  static constexpr size_t xs = xchg + (kRoles ? 192 * 4 : 0);         // kSplitS: float[16][128], WG1's part of S^T
-  static constexpr size_t bars = xchg + (kSplitDv ? 2 * 2 * 16 * 128 * 4 : kRoles ? 192 * 4 + (kSplitS ? 16 * 128 * 4 : 0) : 0);  // uint64 full[kRing], empty[kRing]
+  static constexpr size_t bars = xchg + (kSplitDv ? 2 * 2 * 16 * 128 * 4 : kRoles ? 192 * 4 : 0);  // uint64 full[kRing], empty[kRing]
   static constexpr size_t ok = bars + 2 * kRing * 8;               // uint8[kRing][64]: the row is real
   static constexpr size_t ring = (ok + kRing * kKeys + 127) / 128 * 128;
   static constexpr size_t bytes = ring + kRing * kSlotBytes;

@@ -16,9 +16,6 @@
 // set of P^T tiles; each barrier alternates strictly, so its arrivals never mix two blocks. The
 // last block's hand-over also carries WG0's final m, l and tile exponents, and WG1 runs the
 // epilogue. Fragment rows, key order and reads are those of consumer_narrow_raw_ds.cuh.
-// kSplitS (config.h kRolesSplitS, a measurement build): WG1 computes block i + 1's S^T part of
-// scale tile 3 and the RoPE columns before its P V of block i and hands it to WG0 (kBarRolesXFull,
-// RingSmem::xs), which computes tiles 0-2 and adds it.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +31,6 @@ namespace smla::cuda::sparse_decode_family {
 
 inline constexpr int kBarRolesPFull = kBarPReady;  // the 64-row tiles' ids; no other user in these CTAs
 inline constexpr int kBarRolesPFree = kBarPFree;
-inline constexpr int kBarRolesXFull = 9;  // kSplitS: WG1 -> WG0, block i's part of S^T is in RingSmem::xs
 
 // RingSmem::xchg of the roles' tiles: float[192].
 struct RolesHand {
@@ -73,7 +69,6 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
                 "the split plan holds the four P^T tiles and RolesHand");
   // On the split tiles' plan (kRolesOnSplitPlan: three slots) WG1 always loads its value words first.
   constexpr bool kPByWg1 = kRolesPByWg1 && S::kRoles, kEarlyV = kRolesEarlyVOf<kRows, kFmt, kDs32Roles>;
-  constexpr bool kSplitS = S::kSplitS;  // WG1 computes scale tile 3 and the RoPE part of S^T (config.h)
   constexpr int kStride = kRawRingStride<kFmt>;
   constexpr int N = kRows, kNJ = N / 8, kMT = kDv / 64, kTiles = L::num_scales;
   constexpr int kThreads = 128;
@@ -91,9 +86,6 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
   const int tid = static_cast<int>(threadIdx.x) & 127;
   constexpr int kPTile16 = static_cast<int>(S::kPBytes / 16);  // descriptor units between P^T tiles
   const int nb = w.kb_end - w.kb_begin;
-  // Q's descriptors from its shared-memory address qa: the 512 f16 latent columns, the bf16 RoPE part
-  auto q_desc = [](uint32_t qa) { return gmma_desc(qa, 128, 16 * S::kQCols); };
-  auto q_rope_desc = [](uint32_t qa) { return gmma_desc(qa + static_cast<uint32_t>(S::q_rope - S::q), 128, 16 * 64); };
 
   if constexpr (kRole == 0) {
     // ---------------- WG0: S^T, the softmax, P^T ----------------
@@ -121,30 +113,19 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
       // shuffled (warp-uniform): from the address held in an ordinary register across the loop,
       // ptxas built all 36 there and moved each into uniform registers before its wgmma
       const uint32_t qa = __shfl_sync(0xffffffffu, *reinterpret_cast<volatile uint32_t*>(hand + H::q_addr), 0);
-      const uint64_t dq = q_desc(qa), dqr = q_rope_desc(qa);
+      const uint64_t dq = gmma_desc(qa, 128, 16 * S::kQCols);
+      const uint64_t dqr = gmma_desc(qa + static_cast<uint32_t>(S::q_rope - S::q), 128, 16 * 64);
 
       float st[kTiles][kNJ][4], sr[kNJ][4];
       uint32_t a[2][4][4];
-      if constexpr (kSplitS) ds_partial_st<N, kNJ, 0, 5>(row_a, row_b, c, dq, dqr, st, sr, a);
-      else ds_partial_st<N>(row_a, row_b, c, dq, dqr, st, sr, a);
+      ds_partial_st<N>(row_a, row_b, c, dq, dqr, st, sr, a);
 
       // S = qinv_h . sum_t scale_t S_t + S_rope
       float sa[kTiles], sb[kTiles];
       ds_key_scales(row_a, sa);
       ds_key_scales(row_b, sb);
       float s[kNJ][4];
-      if constexpr (kSplitS) {
-        named_bar_sync(kBarRolesXFull, 2 * kThreads);  // WG1's part of this block is in
-        const float* xs = reinterpret_cast<const float*>(smem + S::xs);
-        float x[kNJ][4];
-#pragma unroll
-        for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-          for (int k = 0; k < 4; ++k) x[j][k] = xs[(4 * j + k) * kThreads + tid];
-        ds_fold_tiles<0, 3>(st, x, sa, sb, qv, s);
-      } else {
-        ds_fold(st, sr, sa, sb, qv, s);
-      }
+      ds_fold(st, sr, sa, sb, qv, s);
       const bool ok0 = ok_bytes[slot * kKeys + ka] != 0, ok1 = ok_bytes[slot * kKeys + kb_] != 0;
       raw_slot_release(empty + slot, lane);  // WG0's reads of the slot are done; WG1's follow
 
@@ -229,43 +210,9 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
     int e_run[kTiles] = {};
     uint32_t a[2][4][4];
     uint32_t* p_ab = reinterpret_cast<uint32_t*>(RawWg<kRows, kFmt, kDs32Roles>::key_entry(pt, raw_key_logical(ka)));
-    // kSplitS: block i's partial S^T of scale tile 3 and the RoPE columns, folded, to WG0 (its
-    // one buffer is free: WG0 read block i - 1's before the hand-over this follows)
-    auto s_part = [&](int i) {
-      const int slot = i % S::kRing;
-      mbar_wait(full + slot, (i / S::kRing) & 1);
-      const uint8_t* blk = ring + slot * S::kSlotBytes;
-      const uint8_t* row_a = blk + ka * kStride;
-      const uint8_t* row_b = blk + kb_ * kStride;
-      const uint32_t qa = __shfl_sync(0xffffffffu, smem_addr(smem + S::q), 0);
-      const uint64_t dq = q_desc(qa), dqr = q_rope_desc(qa);
-      float st[kTiles][kNJ][4], sr[kNJ][4];
-      ds_partial_st<N, kNJ, 6, 8>(row_a, row_b, c, dq, dqr, st, sr, a);
-      float sa[kTiles], sb[kTiles], qv[kNJ][2], x[kNJ][4];
-      ds_key_scales(row_a, sa);
-      ds_key_scales(row_b, sb);
-      // Q's factors read each block, not held across the loop: WG1's registers hold O^T
-#pragma unroll
-      for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) qv[j][e] = wg.qinv[head_of(j, e)];
-      ds_fold_tiles<3, 4>(st, sr, sa, sb, qv, x);
-      float* xs = reinterpret_cast<float*>(smem + S::xs);
-#pragma unroll
-      for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-        for (int k = 0; k < 4; ++k) xs[(4 * j + k) * kThreads + tid] = x[j][k];
-      named_bar_arrive(kBarRolesXFull, 2 * kThreads);
-    };
-    if constexpr (kSplitS) {
-      if (nb > 0) s_part(0);
-    }
     for (int i = 0; i < nb; ++i) {
       const int slot = i % S::kRing;
       named_bar_sync(kBarRolesPFull, 2 * kThreads);
-      if constexpr (kSplitS) {
-        if (i + 1 < nb) s_part(i + 1);
-      }
       mbar_wait(full + slot, (i / S::kRing) & 1);  // complete already (WG0 waited): the slot's bytes for this thread
       const uint8_t* blk = ring + slot * S::kSlotBytes;
       // O^T += V^T P^T_t below: per k-step kk (16 keys) and half (scale tiles 2 half, 2 half + 1:

@@ -16,17 +16,14 @@ namespace smla::cuda::sparse_decode_family {
 // tile (groups 0..7, two per tile: e4m3 -> f16 exact, against Q's f16 latent columns at dq) and
 // one over the RoPE columns (group 8: bf16 as stored, against Q's bf16 RoPE part at dqr); the next
 // group's fragments are converted while the previous group's wgmmas run. Returns with every
-// wgmma drained. kG0..kG1: only those groups (kSplitS: tiles 0-2 on one warpgroup, tile 3 and
-// the RoPE part on the other); st and sr outside them are left as they were.
-template <int N, int kNJ, int kG0 = 0, int kG1 = 8>
+// wgmma drained.
+template <int N, int kNJ>
 __device__ __forceinline__ void ds_partial_st(const uint8_t* row_a, const uint8_t* row_b, int c, uint64_t dq, uint64_t dqr,
                                               float (&st)[4][kNJ][4], float (&sr)[kNJ][4], uint32_t (&a)[2][4][4]) {
   using L = DsMlaLayout;
   static_assert(L::num_scales == 4 && L::d_latent == 512, "four 128-column scale tiles");
-  static_assert(kG0 % 2 == 0 && (kG1 % 2 == 1 || kG1 == L::d_latent / 64) && kG0 <= kG1 && kG1 <= L::d_latent / 64,
-                "whole scale tiles");
 #pragma unroll
-  for (int grp = kG0; grp <= kG1; ++grp) {
+  for (int grp = 0; grp <= L::d_latent / 64; ++grp) {
     const bool rope = grp == L::d_latent / 64;
     uint32_t wa[8], wb[8];
     if (!rope) {
@@ -43,7 +40,7 @@ __device__ __forceinline__ void ds_partial_st(const uint8_t* row_a, const uint8_
         wb[4 * h] = vb.x, wb[4 * h + 1] = vb.y, wb[4 * h + 2] = vb.z, wb[4 * h + 3] = vb.w;
       }
     }
-    if (grp >= kG0 + 2) {
+    if (grp >= 2) {
       wgmma_wait<1>();  // group grp - 2 has read a[grp % 2]
       reg_fence(a[grp & 1]);
     }
@@ -64,10 +61,10 @@ __device__ __forceinline__ void ds_partial_st(const uint8_t* row_a, const uint8_
   }
   wgmma_wait<0>();
 #pragma unroll
-  for (int t = kG0 / 2; t <= (kG1 < 8 ? kG1 : 7) / 2; ++t) reg_fence(st[t]);
-  if constexpr (kG1 == 8) reg_fence(sr);
+  for (int t = 0; t < 4; ++t) reg_fence(st[t]);
+  reg_fence(sr);
   reg_fence(a[0]);
-  if constexpr (kG1 > kG0) reg_fence(a[1]);
+  reg_fence(a[1]);
 }
 
 // A key row's four scale-tile factors (float32, at the row's scale offset; a skipped row was
@@ -77,28 +74,21 @@ __device__ __forceinline__ void ds_key_scales(const uint8_t* row, float (&s)[4])
   s[0] = v.x, s[1] = v.y, s[2] = v.z, s[3] = v.w;
 }
 
-// S = qinv_h . sum_{kT0 <= t < kT1} scale_t S_t + add for this thread's heads and its two keys
-// (sa, sb: their four scales; a skipped row was zeroed, so its scales are 0). kSplitS (config.h
-// kRolesSplitS) folds in two parts: x = <3, 4>(S_rope) on one warpgroup, S = <0, 3>(x) on the other.
-template <int kT0, int kT1, int kNJ>
-__device__ __forceinline__ void ds_fold_tiles(const float (&st)[4][kNJ][4], const float (&add)[kNJ][4], const float (&sa)[4],
-                                              const float (&sb)[4], const float (&qv)[kNJ][2], float (&s)[kNJ][4]) {
+// S = qinv_h . sum_t scale_t S_t + S_rope for this thread's heads and its two keys (sa, sb: their
+// four scales; a skipped row was zeroed, so its scales are 0).
+template <int kNJ>
+__device__ __forceinline__ void ds_fold(const float (&st)[4][kNJ][4], const float (&sr)[kNJ][4], const float (&sa)[4],
+                                        const float (&sb)[4], const float (&qv)[kNJ][2], float (&s)[kNJ][4]) {
 #pragma unroll
   for (int j = 0; j < kNJ; ++j)
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       float xa = 0.f, xb = 0.f;
 #pragma unroll
-      for (int t = kT0; t < kT1; ++t) xa += sa[t] * st[t][j][e], xb += sb[t] * st[t][j][2 + e];
-      s[j][e] = qv[j][e] * xa + add[j][e];
-      s[j][2 + e] = qv[j][e] * xb + add[j][2 + e];
+      for (int t = 0; t < 4; ++t) xa += sa[t] * st[t][j][e], xb += sb[t] * st[t][j][2 + e];
+      s[j][e] = qv[j][e] * xa + sr[j][e];
+      s[j][2 + e] = qv[j][e] * xb + sr[j][2 + e];
     }
-}
-// The whole fold: S = qinv_h . sum_t scale_t S_t + S_rope.
-template <int kNJ>
-__device__ __forceinline__ void ds_fold(const float (&st)[4][kNJ][4], const float (&sr)[kNJ][4], const float (&sa)[4],
-                                        const float (&sb)[4], const float (&qv)[kNJ][2], float (&s)[kNJ][4]) {
-  ds_fold_tiles<0, 4>(st, sr, sa, sb, qv, s);
 }
 
 // P^T_t of the four scale tiles for this thread's heads and keys (ds_p_word; kF16: with each
