@@ -15,6 +15,7 @@ namespace smla::cuda::sparse_decode_family {
 template <int kRows, int kD, int kFmt, bool kLogits>
 void launch_instance(const AttnParams& p, dim3 grid, bool pair, cudaStream_t stream);
 void launch_ds32_roles(const AttnParams& p, dim3 grid, cudaStream_t stream);
+int64_t ds16_merge_clusters(int n);
 
 namespace {
 
@@ -217,6 +218,15 @@ void launch(const AttnParams& p_in, int rows, dim3 grid, cudaStream_t stream) {
   else by_rows<512, kBf>(p, rows, grid, stream);
 }
 
+
+int merge_splits_in_kernel(const AttnParams& p, int rows, dim3 grid, int n) {
+  static const bool off = env_is("SMLA_SD_MERGE", "combine");
+  if (!kClusterMergeOf<16, kDs, false> || off || rows != 16 || p.main.format != kDs || p.dense || p.max_logits != nullptr ||
+      n < 2 || n > kMaxMergeSplits || grid.x % static_cast<unsigned>(n) != 0)
+    return 0;
+  const int64_t clusters = static_cast<int64_t>(grid.x / n) * grid.y * grid.z;
+  return ds16_merge_clusters(n) >= clusters ? n : 0;
+}
 
 bool disabled_by_env() {
   static const bool off = env_is("SMLA_SPARSE_DECODE_KERNEL", "generic");
