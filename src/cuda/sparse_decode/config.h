@@ -596,8 +596,8 @@ inline constexpr bool kFirstBlockAlone = SMLA_SD_FIRST_BLOCK_ALONE != 0;
 inline constexpr bool kNarrowFastEnd = SMLA_SD_NARROW_FAST_END != 0;
 // SMLA_SD_CLUSTER_MERGE (default 1): a second instantiation of the 16-row fp8_ds_mla decode
 // kernel whose uniform splits merge inside the kernel (cluster_merge.cuh), which the launch takes
-// where a request's splits fit one cluster and every cluster of the grid is resident at once
-// (attention_launch.cu); 0 (a measurement build): the combine kernel always.
+// where SMLA_SD_MERGE=cluster asks, a request's splits fit one cluster and every cluster of the
+// grid is resident at once (launch.cu merge_splits_in_kernel); 0: none compiled.
 #ifndef SMLA_SD_CLUSTER_MERGE
 #define SMLA_SD_CLUSTER_MERGE 1
 #endif

@@ -1,6 +1,7 @@
 #include "cuda/sparse_decode/launch.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -220,12 +221,15 @@ void launch(const AttnParams& p_in, int rows, dim3 grid, cudaStream_t stream) {
 
 
 int merge_splits_in_kernel(const AttnParams& p, int rows, dim3 grid, int n) {
-  static const bool off = env_is("SMLA_SD_MERGE", "combine");
-  if (!kClusterMergeOf<16, kDs, false> || off || rows != 16 || p.main.format != kDs || p.dense || p.max_logits != nullptr ||
+  static const bool on = env_is("SMLA_SD_MERGE", "cluster") || env_is("SMLA_SD_MERGE", "cluster_log");
+  static const bool log = env_is("SMLA_SD_MERGE", "cluster_log");
+  if (!kClusterMergeOf<16, kDs, false> || !on || rows != 16 || p.main.format != kDs || p.dense || p.max_logits != nullptr ||
       n < 2 || n > kMaxMergeSplits || grid.x % static_cast<unsigned>(n) != 0)
     return 0;
-  const int64_t clusters = static_cast<int64_t>(grid.x / n) * grid.y * grid.z;
-  return ds16_merge_clusters(n) >= clusters ? n : 0;
+  const int64_t clusters = static_cast<int64_t>(grid.x / n) * grid.y * grid.z, resident = ds16_merge_clusters(n);
+  if (log) std::fprintf(stderr, "smla merge: %d splits, %lld clusters, %lld resident\n", n, static_cast<long long>(clusters),
+                        static_cast<long long>(resident));
+  return resident >= clusters ? n : 0;
 }
 
 bool disabled_by_env() {
