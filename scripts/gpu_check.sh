@@ -85,10 +85,6 @@ if has tests; then
     "32-row fp8_ds_mla decode in roles"
   rerun SMLA_SD_DS32_DECODE=halves 'GpuSparseDecode.*:GpuGraph.*:-*RealShapeSampled*' gpu_tests_ds32_halves.log \
     "32-row fp8_ds_mla decode in halves"
-  # Uniform splits of 16-row fp8_ds_mla tiles merged inside the kernel by clusters (an A/B knob,
-  # launch.cu merge_splits_in_kernel).
-  rerun SMLA_SD_MERGE=cluster 'GpuSparseDecode.*:GpuGraph.*:-*RealShapeSampled*' gpu_tests_merge.log \
-    "splits merged in clusters"
   if [ -x ./build-gpu/tests/smla_cpu_tests ]; then
     ./build-gpu/tests/smla_cpu_tests --gtest_brief=1 > "$OUT/cpu_tests.log" 2>&1
     rc=$?

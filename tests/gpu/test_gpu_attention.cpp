@@ -286,12 +286,10 @@ TEST(GpuSparseDecode, NarrowTilesUniformSplits) {
   run_sparse_decode({CacheFormat::bf16, 512, 1, 1, 8, 1000, 16, 128, false, false, false});
 }
 
-TEST(GpuSparseDecode, SplitsMergedInClusters) {
-  // Uniform splits of 16-row fp8_ds_mla tiles within one wave, which merge inside the kernel
-  // (each request's splits a cluster, cluster_merge.cuh) where SMLA_SD_MERGE=cluster asks (the
-  // GPU check reruns these so) and otherwise go through the combine kernel: padded rows (h 8 in a 16-row tile: 10 one-block splits, a cluster past the
-  // portable 8; h 100 as seven tiles of 15: 8 splits), s_q 3 (11 splits), keys that end inside a
-  // block, NaN pages past the lengths, a sink, hostile indices. (b 1 h128 above: 11 splits.)
+TEST(GpuSparseDecode, NarrowUniformSplitsPaddedRows) {
+  // Uniform splits (no topk_length) of 16-row fp8_ds_mla tiles through the combine: padded rows
+  // (h 8 in a 16-row tile: 10 one-block splits; h 100 as seven tiles of 15: 8 splits), s_q 3 (11
+  // splits), keys that end inside a block, NaN pages past the lengths, a sink, hostile indices.
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 1, 1, 8, 600, 64, 1024, false, true, false});
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 1, 1, 100, 1000, 64, 1024, false, true, false});
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 1, 3, 16, 700, 64, 1024, false, false, false});

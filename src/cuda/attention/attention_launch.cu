@@ -283,8 +283,6 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
       p.uniform_splits = static_cast<int>(n);
       grid.x = static_cast<unsigned>(static_cast<int64_t>(p.b) * n);  // <= b + num_units (split_schedule.cpp)
       combine_warps_per_head = n >= 8 ? kCombineWarps : 1;
-      if (plan.family == AttentionPlan::Family::sparse_decode)
-        p.cluster_merge = sparse_decode_family::merge_splits_in_kernel(p, plan.rows, grid, static_cast<int>(n));
     }
   } else if (plan.split) {
     // Dense decode on the family's kernels: 4 key blocks a split at least. Small batches would
@@ -312,7 +310,7 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
     if (plan.family == AttentionPlan::Family::sparse_decode) sparse_decode_family::launch(p, plan.rows, grid, stream);
     else dispatch(plan, p, grid, stream);
   }
-  if ((p.split_offsets != nullptr || p.uniform_splits > 0) && p.cluster_merge == 0 && !(skip_env & 2)) {
+  if ((p.split_offsets != nullptr || p.uniform_splits > 0) && !(skip_env & 2)) {
     const unsigned heads_z = static_cast<unsigned>((p.h_q * combine_warps_per_head + kCombineWarps - 1) / kCombineWarps);
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(p.b, p.s_q, heads_z);

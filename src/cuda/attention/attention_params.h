@@ -68,10 +68,6 @@ struct AttnParams {
   // uniform_splits > 0 instead: every request has that many splits (split_lookup.cuh).
   const int32_t* split_offsets = nullptr;
   int uniform_splits = 0;
-  // Uniform splits merged inside the sparse-decode kernel (sparse_decode/cluster_merge.cuh): the
-  // splits of a request's head tile and token run as one cluster of this many CTAs along grid.x
-  // and merge through distributed shared memory; no partials, no combine. 0: the combine kernel.
-  int cluster_merge = 0;
   float* part_o = nullptr;    // [splits, s_q, h_q, 512]
   float* part_lse = nullptr;  // [splits, s_q, h_q]
 

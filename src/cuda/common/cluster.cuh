@@ -52,20 +52,6 @@ __device__ __forceinline__ void bulk_copy_s2peer(uint32_t dst, uint32_t src, uin
                : "memory");
 }
 
-// Loads from a shared::cluster address (any CTA of the cluster; the peer wrote it before a
-// cluster barrier both passed).
-__device__ __forceinline__ float ld_cluster_f32(uint32_t addr) {
-  float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
-  return v;
-}
-__device__ __forceinline__ float4 ld_cluster_v4(uint32_t addr) {
-  float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr)
-               : "memory");
-  return v;
-}
-
 // Arrive once on an mbarrier of any CTA of the cluster. The default (CTA-scope) semantics: a
 // consumer that releases a tile it read with wgmma has nothing of its own to publish, and a
 // cluster-scope release costs a fence per arrive (measured: a sixth of the consumers' stalls).

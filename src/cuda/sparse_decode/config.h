@@ -594,18 +594,6 @@ inline constexpr bool kFirstBlockAlone = SMLA_SD_FIRST_BLOCK_ALONE != 0;
 #define SMLA_SD_NARROW_FAST_END 1
 #endif
 inline constexpr bool kNarrowFastEnd = SMLA_SD_NARROW_FAST_END != 0;
-// SMLA_SD_CLUSTER_MERGE (default 1): a second instantiation of the 16-row fp8_ds_mla decode
-// kernel whose uniform splits merge inside the kernel (cluster_merge.cuh), which the launch takes
-// where SMLA_SD_MERGE=cluster asks, a request's splits fit one cluster and every cluster of the
-// grid is resident at once (launch.cu merge_splits_in_kernel); 0: none compiled.
-#ifndef SMLA_SD_CLUSTER_MERGE
-#define SMLA_SD_CLUSTER_MERGE 1
-#endif
-template <int kRows, int kFmt, bool kLogits>
-inline constexpr bool kClusterMergeOf = SMLA_SD_CLUSTER_MERGE != 0 && kRows == 16 && !kLogits &&
-                                        kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
-// The largest cluster (splits a request) the merge takes: the hardware's non-portable limit.
-inline constexpr int kMaxMergeSplits = 16;
 // A narrow wgmma kernel's consumer and producer registers (setmaxnreg). With the batched read-back
 // above the 32-row fp8_model1 consumer fits 200 (with the loop before it spilled 44 bytes there),
 // and its producers take the 8 released: at 144 ptxas spilled 8 bytes inside their loop (make

@@ -24,8 +24,7 @@
 
 namespace smla::cuda::sparse_decode_family {
 
-// kMerge: the kernel merges its cluster's splits (cluster_merge.cuh).
-template <int kRows, bool kMaxLogits, bool kMerge = false>
+template <int kRows, bool kMaxLogits>
 __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_t* smem) {
   constexpr int kFmt = static_cast<int>(CacheFormat::fp8_ds_mla);
   using S = RingSmem<kRows, kFmt>;
@@ -141,11 +140,9 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
   }
   const int col0 = 4 * (8 * wq + g);
   auto col = [&](int mi, int hf) { return 128 * (mi >> 1) + col0 + 2 * (mi & 1) + hf; };
-  // (kMerge: the lse and the merge's scratch in WG0's P^T tiles past its row sums)
-  static_assert(!kMerge || 1024 + (32 + (kMaxMergeSplits + 1) * kRows) * 4 <= S::kPTiles * S::kPBytes, "merge scratch fits");
-  narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits, decltype(col), wg.kWgs, 1, kMerge>(
+  narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits, decltype(col), wg.kWgs>(
       p, w, reinterpret_cast<float*>(s_p), reinterpret_cast<float*>(smem + S::ring), o, m_run, l_run, wq, g, c, col, wg.cw,
-      reinterpret_cast<float*>(smem + S::heads), 0, 0, reinterpret_cast<float*>(smem + S::p) + 256);
+      reinterpret_cast<float*>(smem + S::heads));
   if (kTimeline && threadIdx.x == 0) timeline_mark(6);
 }
 

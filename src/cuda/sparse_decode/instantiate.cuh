@@ -9,7 +9,6 @@
 #include "cuda/common/device_info.h"
 #include "cuda/common/pdl.cuh"
 #include "cuda/common/per_device.h"
-#include "cuda/sparse_decode/cluster_merge.cuh"
 #include "cuda/sparse_decode/kernel.cuh"
 #include "cuda/sparse_decode/launch.h"
 
@@ -20,23 +19,13 @@ namespace smla::cuda::sparse_decode_family {
 // the clusters of two CTAs along grid.y of pairs, in attrs[1] the programmatic dependence on the
 // split schedule kernel (the kernel waits for it before it reads anything). Pairs use both
 // attributes, other kernels attrs[1] alone. kDs32Roles: the 32-row decode kernel in roles.
-// cluster_x > 1 (kernels with kMerge): clusters of that many CTAs along grid.x instead, past the
-// portable 8 where the function allows it (set once per device).
 template <auto kKernel, int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kDs32Roles = false>
-cudaLaunchConfig_t launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttribute (&attrs)[2], int cluster_x = 1) {
+cudaLaunchConfig_t launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttribute (&attrs)[2]) {
   constexpr size_t kSmem = smem_bytes<kRows, kD, kFmt, kDs32Roles>();
   raise_dynamic_smem<kKernel>(kSmem);  // on each device the process launches on (per_device.h)
-  if (cluster_x > 8) {
-    struct Tag {};
-    once_per_device<Tag>([] {
-      SMLA_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-      return int64_t{1};
-    });
-  }
-  const bool cluster = kPair || cluster_x > 1;
   attrs[0] = {};
   attrs[0].id = cudaLaunchAttributeClusterDimension;
-  attrs[0].val.clusterDim.x = static_cast<unsigned>(cluster_x);
+  attrs[0].val.clusterDim.x = 1;
   attrs[0].val.clusterDim.y = kPair ? kPairCtas : 1;
   attrs[0].val.clusterDim.z = 1;
   attrs[1] = pdl_attribute();
@@ -45,21 +34,19 @@ cudaLaunchConfig_t launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttri
   cfg.blockDim = dim3(kernel_threads<kRows, kFmt, kPair, kPersist>());
   cfg.dynamicSmemBytes = kSmem;
   cfg.stream = stream;
-  cfg.attrs = cluster ? attrs : attrs + 1;
-  cfg.numAttrs = cluster ? 2 : 1;
+  cfg.attrs = kPair ? attrs : attrs + 1;
+  cfg.numAttrs = kPair ? 2 : 1;
   return cfg;
 }
 
 // One kernel launch; kPair: as clusters of two CTAs along grid.y (config.h, kPairCtas);
 // kPersist: the persistent kernel on `resident` CTAs (pairs: clusters) walking `grid` as units.
-// kDs32Roles: the 32-row fp8_ds_mla decode kernel in roles (config.h kRawRoles). kMerge: the
-// kernel that merges a request's splits as clusters of p.cluster_merge CTAs (cluster_merge.cuh).
-template <int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kLogits, bool kDs32Roles = false, bool kMerge = false>
+// kDs32Roles: the 32-row fp8_ds_mla decode kernel in roles (config.h kRawRoles).
+template <int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kLogits, bool kDs32Roles = false>
 void launch_kernel(const AttnParams& p, dim3 grid, int64_t resident, cudaStream_t stream) {
-  constexpr auto kernel = sparse_decode_kernel<kRows, kD, kFmt, kPair, kPersist, kLogits, kDs32Roles, kMerge>;
+  constexpr auto kernel = sparse_decode_kernel<kRows, kD, kFmt, kPair, kPersist, kLogits, kDs32Roles>;
   cudaLaunchAttribute attrs[2];
-  cudaLaunchConfig_t cfg =
-      launch_config<kernel, kRows, kD, kFmt, kPair, kPersist, kDs32Roles>(grid, stream, attrs, kMerge ? p.cluster_merge : 1);
+  cudaLaunchConfig_t cfg = launch_config<kernel, kRows, kD, kFmt, kPair, kPersist, kDs32Roles>(grid, stream, attrs);
   AttnParams args = p;
   // q's tensor map, where this instance reads it (else its Q load never looks at q_tma).
   if constexpr (kLoadsQByTma<kRows, kD, kFmt, kPair, kPersist, kLogits || kFmt == static_cast<int>(CacheFormat::bf16), kLogits>)
@@ -119,43 +106,13 @@ void launch_tiles(const AttnParams& p, dim3 grid, cudaStream_t stream) {
 // gathers; only 64-row tiles of packed formats (and of bf16 with kBf16Pairs) have a pair kernel
 // (launch.cu decides).
 // kLogits: the kernels that also keep max_logits (kernel.cuh), for sparse prefill from a packed cache.
-// p.cluster_merge > 1: the merging kernel (config.h kClusterMergeOf; merge_clusters_resident
-// decided it can run).
 template <int kRows, int kD, int kFmt, bool kLogits>
 void launch_instance(const AttnParams& p, dim3 grid, bool pair, cudaStream_t stream) {
-  if constexpr (kClusterMergeOf<kRows, kFmt, kLogits>) {
-    if (p.cluster_merge > 1) return launch_kernel<kRows, kD, kFmt, false, false, kLogits, false, true>(p, grid, 0, stream);
-  }
   if constexpr (kRows == 64 && kFmt != kDenseE4m3Fp8 &&
                 (!bf16_rows(kFmt) || (kBf16Pairs && kFmt == static_cast<int>(CacheFormat::bf16)))) {
     if (pair) return launch_tiles<kRows, kD, kFmt, true, kLogits>(p, grid, stream);
   }
   launch_tiles<kRows, kD, kFmt, false, kLogits>(p, grid, stream);
-}
-
-// Clusters of n CTAs (2 .. kMaxMergeSplits) of the merging kernel of (kRows, kD, kFmt) resident
-// at once on the current device (0: none can run), by the occupancy query, once per device and n.
-template <int kRows, int kD, int kFmt, int kN = 2>
-int64_t merge_clusters_resident(int n) {
-  if constexpr (kN > kMaxMergeSplits) {
-    return 0;
-  } else {
-    if (n != kN) return merge_clusters_resident<kRows, kD, kFmt, kN + 1>(n);
-    struct Tag {};
-    return once_per_device<Tag>([] {
-             constexpr auto kernel = sparse_decode_kernel<kRows, kD, kFmt, false, false, false, false, true>;
-             cudaLaunchAttribute attrs[2];
-             cudaLaunchConfig_t one = launch_config<kernel, kRows, kD, kFmt, false, false>(dim3(kN, 1, 1), nullptr, attrs, kN);
-             one.numAttrs = 1;  // the cluster shape alone
-             int clusters = 0;
-             if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &one) != cudaSuccess) {
-               (void)cudaGetLastError();  // a shape the device cannot run: none resident
-               clusters = 0;
-             }
-             return static_cast<int64_t>(clusters) + 1;  // (0 means "not yet computed")
-           }) -
-           1;
-  }
 }
 
 #define SMLA_INSTANTIATE_SPARSE_DECODE(D, FMT)                                                      \

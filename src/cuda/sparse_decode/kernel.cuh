@@ -429,11 +429,8 @@ __device__ void fp8_tile_roles(const AttnParams& p, const Work& w, uint8_t* smem
 // walks the unit grid p.unit_g{x,y,z} (persistent_units). kLogits: the consumers also keep each
 // head's exact largest logit for p.max_logits (sparse prefill from a packed cache; the bf16
 // kernels, which sparse prefill also runs, always do). kDs32Roles: the 32-row fp8_ds_mla decode
-// kernel in roles (config.h kRawRoles), which launch.cu takes at run time. kMerge: the 16-row
-// fp8_ds_mla kernel launched as clusters of a request's splits, which merge them
-// (cluster_merge.cuh, config.h kClusterMergeOf).
-template <int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kLogits = false, bool kDs32Roles = false,
-          bool kMerge = false>
+// kernel in roles (config.h kRawRoles), which launch.cu takes at run time.
+template <int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kLogits = false, bool kDs32Roles = false>
 __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>(), 1) sparse_decode_kernel(const __grid_constant__ AttnParams p) {
   extern __shared__ __align__(1024) uint8_t smem[];  // 128-byte-swizzled tiles (kSw) need 1024
   constexpr bool kBf16 = bf16_rows(kFmt);
@@ -547,15 +544,11 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
         load_q_f16<kRows, kFmt>(p, w, smem);
         if (kTimeline && threadIdx.x == 0) timeline_mark(3);
         if constexpr (kRawSplitDv<kRows, kFmt>) consume_narrow_raw_ds32<kRows, kMaxLogits>(p, w, smem);
-        else if constexpr (kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)) consume_narrow_raw_ds<kRows, kMaxLogits, kMerge>(p, w, smem);
+        else if constexpr (kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)) consume_narrow_raw_ds<kRows, kMaxLogits>(p, w, smem);
         else consume_narrow_raw<kRows>(p, w, smem);
       } else {
         setmaxnreg_to<kRegsRawProducer<kRows, kFmt>, kEntry>();
         produce_raw_ring<kRows, kFmt, !kMaxLogits>(p, w, smem);
-        if constexpr (kMerge) {  // the consumers' two cluster barriers (cluster_merge.cuh)
-          cluster_sync();
-          cluster_sync();
-        }
       }
     } else {
       if (wg < consumer_threads(kRows) / 128) {

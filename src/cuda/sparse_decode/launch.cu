@@ -1,7 +1,6 @@
 #include "cuda/sparse_decode/launch.h"
 
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -16,7 +15,6 @@ namespace smla::cuda::sparse_decode_family {
 template <int kRows, int kD, int kFmt, bool kLogits>
 void launch_instance(const AttnParams& p, dim3 grid, bool pair, cudaStream_t stream);
 void launch_ds32_roles(const AttnParams& p, dim3 grid, cudaStream_t stream);
-int64_t ds16_merge_clusters(int n);
 
 namespace {
 
@@ -219,18 +217,6 @@ void launch(const AttnParams& p_in, int rows, dim3 grid, cudaStream_t stream) {
   else by_rows<512, kBf>(p, rows, grid, stream);
 }
 
-
-int merge_splits_in_kernel(const AttnParams& p, int rows, dim3 grid, int n) {
-  static const bool on = env_is("SMLA_SD_MERGE", "cluster") || env_is("SMLA_SD_MERGE", "cluster_log");
-  static const bool log = env_is("SMLA_SD_MERGE", "cluster_log");
-  if (!kClusterMergeOf<16, kDs, false> || !on || rows != 16 || p.main.format != kDs || p.dense || p.max_logits != nullptr ||
-      n < 2 || n > kMaxMergeSplits || grid.x % static_cast<unsigned>(n) != 0)
-    return 0;
-  const int64_t clusters = static_cast<int64_t>(grid.x / n) * grid.y * grid.z, resident = ds16_merge_clusters(n);
-  if (log) std::fprintf(stderr, "smla merge: %d splits, %lld clusters, %lld resident\n", n, static_cast<long long>(clusters),
-                        static_cast<long long>(resident));
-  return resident >= clusters ? n : 0;
-}
 
 bool disabled_by_env() {
   static const bool off = env_is("SMLA_SPARSE_DECODE_KERNEL", "generic");

@@ -25,12 +25,6 @@ bool takes_prefill(const uint8_t* kv, int64_t row_stride_bytes, int d_qk);
 // y: head tiles, z: query tokens); a dense decode whose pages the TMA unit can load goes to the
 // kDenseTma kernels (config.h), SMLA_DENSE_DECODE_KERNEL=gather keeps it on cp.async gathers.
 void launch(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream);
-// The cluster size (p.cluster_merge) at which a launch of `grid` whose every request has n
-// uniform splits merges them inside the kernel (cluster_merge.cuh), or 0 for the combine kernel:
-// the 16-row fp8_ds_mla decode tiles (no max_logits, not dense), 2 <= n <= 16, and every cluster
-// of the grid resident at once (the occupancy query); only where SMLA_SD_MERGE=cluster asks
-// (=cluster_log also prints each decision to stderr): an A/B knob, the combine by default.
-int merge_splits_in_kernel(const AttnParams& p, int rows, dim3 grid, int n);
 // Fills p.q_map with q for the TMA unit's Q load where the unit can read it (launch.cu); false
 // where it cannot (the kernel then loads Q by cp.async).
 bool q_tma_map(AttnParams& p);

@@ -9,7 +9,6 @@
 
 #include "cuda/common/barriers.cuh"
 #include "cuda/common/online_softmax.cuh"
-#include "cuda/sparse_decode/cluster_merge.cuh"
 #include "cuda/sparse_decode/config.h"
 #include "cuda/sparse_decode/epilogue.cuh"
 #include "cuda/sparse_decode/timeline.cuh"
@@ -175,15 +174,11 @@ __device__ __forceinline__ void warp_head_sums(const float (&l)[kNJ][2], float* 
 // hold disjoint value columns (col) of O^T write them into one obuf between two barriers over
 // both, and all their threads write it out. lse_wg: the warpgroup whose threads store lse (and
 // max_logits); tid0: the first thread of the warpgroups here (the 32-row roles: WG1 alone, 128).
-// kClusterMerge (kWgs 2, p.cluster_merge > 1: cluster_merge.cuh): the rows and lse stay in shared
-// memory (lse at merge_buf, its scratch after it) and the cluster's CTAs merge them.
-template <int kNJ, int kMT, int kThreads, bool kMaxLogits, class Col, int kWgs = 1, int kDvWgs = 1, bool kClusterMerge = false>
+template <int kNJ, int kMT, int kThreads, bool kMaxLogits, class Col, int kWgs = 1, int kDvWgs = 1>
 __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work& w, float* s_l, float* obuf,
                                                 const float (&o)[kMT][kNJ][4], const float (&m_run)[kNJ][2],
                                                 const float (&l_run)[kNJ][2], int wq, int g, int c, Col col,
-                                                int cw = 0, float* heads = nullptr, int lse_wg = 0, int tid0 = 0,
-                                                float* merge_buf = nullptr) {
-  static_assert(!kClusterMerge || (kWgs == 2 && kDvWgs == 1 && !kMaxLogits), "the merge of two warpgroups' blocks");
+                                                int cw = 0, float* heads = nullptr, int lse_wg = 0, int tid0 = 0) {
   auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
   const bool marker = kTimeline && threadIdx.x == 128;
   if (marker) timeline_mark(10);
@@ -234,11 +229,7 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
       }
       const bool real = h < w.heads;
       const RowResult res = finish_row_as<kNarrowFastEnd>(p, w, w.head0 + h, m, l, real);
-      if constexpr (kClusterMerge) {
-        if (cw == lse_wg && wq == 0 && g == 0) merge_buf[h] = res.lse;
-      } else if (real && cw == lse_wg && wq == 0 && g == 0) {
-        store_lse(p, w, w.head0 + h, res.lse);
-      }
+      if (real && cw == lse_wg && wq == 0 && g == 0) store_lse(p, w, w.head0 + h, res.lse);
       if (kMaxLogits && real && cw == lse_wg && wq == 0 && g == 0) store_max_logit(p, w, w.head0 + h, m);
       const float f = res.factor * mine;
 #pragma unroll
@@ -252,20 +243,6 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
   if (marker) timeline_mark(12);
   constexpr int kT = kWgs * kDvWgs * kThreads;  // the threads here: tid0 .. tid0 + kT - 1
   const int tid = static_cast<int>(threadIdx.x) - tid0;
-  if constexpr (kClusterMerge) {
-    // the two warpgroups' rows summed into the first buffer, then the cluster's merge
-#pragma unroll
-    for (int it = 0; it < kRows * (kDv / 4) / kT; ++it) {
-      const int idx = tid + it * kT, h = idx / (kDv / 4), cl = 4 * (idx % (kDv / 4));
-      float4* a = reinterpret_cast<float4*>(obuf + h * kStride + cl);
-      const float4 b = *reinterpret_cast<const float4*>(obuf + kRows * kStride + h * kStride + cl);
-      float4 v = *a;
-      v.x += b.x, v.y += b.y, v.z += b.z, v.w += b.w;
-      *a = v;
-    }
-    cluster_merge_rows<kRows, kStride, kT>(p, w, obuf, merge_buf, merge_buf + 32, tid);
-    return;
-  }
   // The tile's rows read eight 16-byte pieces a thread at a time (rows past w.heads are in obuf
   // too, and not stored), so that the reads' latencies overlap; then their stores.
   constexpr int kIters = kRows * (kDv / 4) / kT, kBatch = kIters < 8 ? kIters : 8;
