@@ -830,6 +830,12 @@ inline constexpr int kRawRing = SMLA_SD_RAW_RING;
 #ifndef SMLA_SD_RAW_RING16
 #define SMLA_SD_RAW_RING16 SMLA_SD_RAW_RING
 #endif
+// Measurement build SMLA_SD_DS_RING16=n: n slots in the 16-row fp8_ds_mla tiles only (three fit
+// beside their two warpgroups' O^T buffers). Three slots took the 32-row roles 1.6-3% faster on an
+// H200 (SMLA_SD_DS32_ROLES_RING, fifty-fourth pass); this asks the same of h16 and b = 1.
+#ifndef SMLA_SD_DS_RING16
+#define SMLA_SD_DS_RING16 SMLA_SD_RAW_RING
+#endif
 // Rows of a ring slot lie 608 bytes apart for fp8_e4m3 (576 + 32: 96 mod 128) and 672 for
 // fp8_ds_mla (656 + 16: 32 mod 128), so the lanes of a quarter warp that read four consecutive
 // rows, or two rows two apart, hit distinct banks.
@@ -930,7 +936,10 @@ struct RingSmem {
   static constexpr int kPTiles = kDs ? (kSplitDv ? 2 : 4) : 1;  // per warpgroup (kRoles: one set, WG0 writes, WG1 reads)
   static constexpr int kWgs = kRawWgs<kRows, kFmt>;
   static constexpr int kPSets = kRoles ? 1 : kWgs;
-  static constexpr int kRing = kSplitDv ? 3 : kRoles ? SMLA_SD_DS32_ROLES_RING : kRows == 16 && !kDs ? SMLA_SD_RAW_RING16 : kRawRing;  // slots
+  static constexpr int kRing = kSplitDv ? 3
+                              : kRoles   ? SMLA_SD_DS32_ROLES_RING
+                              : kRows == 16 ? (kDs ? SMLA_SD_DS_RING16 : SMLA_SD_RAW_RING16)
+                                            : kRawRing;  // slots
   static constexpr size_t kSlotBytes = static_cast<size_t>(kKeys) * kRawRingStride<kFmt>;
   static constexpr size_t q = 0;                                              // kRows x kQCols f16, core matrices, permuted
   static constexpr size_t q_rope = q + static_cast<size_t>(kRows) * kQCols * 2;  // kDs: kRows x 64 bf16, permuted
