@@ -41,7 +41,6 @@ builds=(
   "-DSMLA_SD_DS32_ROLES=1|sparse_decode_fp8_ds_mla_576"   # 32-row tiles in roles (decode too, four slots)
   "-DSMLA_SD_DS32_ROLES=2|sparse_decode_fp8_ds_mla_576"   # ... WG1 making the P^T tiles
   "-DSMLA_SD_DS32_ROLES=1 -DSMLA_SD_DS32_ROLES_EARLY_V=1|sparse_decode_fp8_ds_mla_576"   # ... WG1's value words first
-  "-DSMLA_SD_DS_RING16=3|sparse_decode_fp8_ds_mla_576"   # three slots in the 16-row fp8_ds_mla tiles
   "-DSMLA_SD_DS32_ROLES_RING=2|sparse_decode_fp8_ds_mla_576"   # two slots in the 32-row decode roles
   "-DSMLA_SD_DS32_ROLES=1|sparse_prefill_fp8_ds_mla_576"
   "-DSMLA_SD_DS32_ROLES_PREFILL=0|sparse_prefill_fp8_ds_mla_576"   # the paged prefill's 32-row tiles in halves

@@ -451,7 +451,9 @@ inline constexpr bool kDs32Split = SMLA_SD_DS32_SPLIT_SOFTMAX == 2 || (SMLA_SD_D
 // 2026-12-01, at 152 / 160 registers: dense fp8 h16 L8k 191.8 -> 196.8 / 194.4 µs, with five
 // slots 196.6; at 160 that kernel neither spills nor serializes). The fp8_ds_mla kernel's
 // numbers (sparse V3.2 h16 69.3 -> 70.6 / 70.5) do not count: at both budgets ptxas serializes
-// its wgmmas (C7512, insufficient registers).
+// its wgmmas (C7512, insufficient registers). Its rings of four and five slots are not multiples
+// of three, so those builds could read rows before they landed; RingSmem now refuses them
+// (a three-warpgroup build needs three or six slots).
 #ifndef SMLA_SD_RAW_WGS
 #define SMLA_SD_RAW_WGS 2
 #endif
@@ -824,17 +826,13 @@ inline constexpr int kBarXchg = 14;
 #define SMLA_SD_RAW_RING 4
 #endif
 inline constexpr int kRawRing = SMLA_SD_RAW_RING;
-// Measurement build SMLA_SD_RAW_RING16=n: a ring of n slots in 16-row fp8_e4m3 tiles (five fit
-// there; 32-row tiles and fp8_ds_mla's longer rows keep kRawRing). Five measured level with four
-// (dense fp8 b128 h16 L8k 209.4 -> 208.1 µs, s_q2 h16 365.6 -> 364.4, 2026-12-01).
+// Measurement build SMLA_SD_RAW_RING16=n: a ring of n slots in 16-row fp8_e4m3 tiles (32-row
+// tiles and fp8_ds_mla's longer rows keep kRawRing); n a multiple of the consumer warpgroups
+// (RingSmem's assert). Five slots measured level with four (dense fp8 b128 h16 L8k 209.4 -> 208.1
+// µs, s_q2 h16 365.6 -> 364.4, 2026-12-01), but five do not give each warpgroup its own slots, so
+// that build could read rows before they landed: the figure does not count.
 #ifndef SMLA_SD_RAW_RING16
 #define SMLA_SD_RAW_RING16 SMLA_SD_RAW_RING
-#endif
-// Measurement build SMLA_SD_DS_RING16=n: n slots in the 16-row fp8_ds_mla tiles only (three fit
-// beside their two warpgroups' O^T buffers). Three slots took the 32-row roles 1.6-3% faster on an
-// H200 (SMLA_SD_DS32_ROLES_RING, fifty-fourth pass); this asks the same of h16 and b = 1.
-#ifndef SMLA_SD_DS_RING16
-#define SMLA_SD_DS_RING16 SMLA_SD_RAW_RING
 #endif
 // Rows of a ring slot lie 608 bytes apart for fp8_e4m3 (576 + 32: 96 mod 128) and 672 for
 // fp8_ds_mla (656 + 16: 32 mod 128), so the lanes of a quarter warp that read four consecutive
@@ -936,10 +934,7 @@ struct RingSmem {
   static constexpr int kPTiles = kDs ? (kSplitDv ? 2 : 4) : 1;  // per warpgroup (kRoles: one set, WG0 writes, WG1 reads)
   static constexpr int kWgs = kRawWgs<kRows, kFmt>;
   static constexpr int kPSets = kRoles ? 1 : kWgs;
-  static constexpr int kRing = kSplitDv ? 3
-                              : kRoles   ? SMLA_SD_DS32_ROLES_RING
-                              : kRows == 16 ? (kDs ? SMLA_SD_DS_RING16 : SMLA_SD_RAW_RING16)
-                                            : kRawRing;  // slots
+  static constexpr int kRing = kSplitDv ? 3 : kRoles ? SMLA_SD_DS32_ROLES_RING : kRows == 16 && !kDs ? SMLA_SD_RAW_RING16 : kRawRing;  // slots
   static constexpr size_t kSlotBytes = static_cast<size_t>(kKeys) * kRawRingStride<kFmt>;
   static constexpr size_t q = 0;                                              // kRows x kQCols f16, core matrices, permuted
   static constexpr size_t q_rope = q + static_cast<size_t>(kRows) * kQCols * 2;  // kDs: kRows x 64 bf16, permuted
@@ -954,6 +949,12 @@ struct RingSmem {
   static constexpr size_t ring = (ok + kRing * kKeys + 127) / 128 * 128;
   static constexpr size_t bytes = ring + kRing * kSlotBytes;
   static_assert(bytes <= 232448, "ring plan exceeds the 227 KB opt-in limit");
+  // Warpgroups that take alternate blocks (kWgs > 1 without kSplitDv or kRoles, where each reads
+  // every block) must each own whole slots: with a ring of another size a slot passes from one
+  // warpgroup to the next, and a warpgroup's parity wait for the slot's use after next returns on
+  // the phase before it, whose rows are still in flight (three slots in the 16-row fp8_ds_mla
+  // tiles failed at b128 h16 on an H100, docs/PERF.md fifty-fourth pass).
+  static_assert(kSplitDv || kRoles || kWgs == 1 || kRing % kWgs == 0, "each alternating warpgroup owns its slots");
   static_assert(kRing * kSlotBytes >= (kSplitDv || kRoles ? 1 : kWgs) * static_cast<size_t>(kRows) * (512 + 4) * 4, "the epilogue's O^T buffers");
 };
 // Bytes of a raw row of the narrow bulk producer's formats.
