@@ -38,7 +38,7 @@ builds=(
   "-DSMLA_SD_ROWS_EVICT_FIRST=3|sparse_decode_fp8_ds_mla_576"   # the policy on a unit's first half of blocks only
   "-DSMLA_SD_ROWS_EVICT_FIRST=3|sparse_decode_fp8_model1_512"
   "-DSMLA_SD_ROWS_EVICT_FIRST=1|sparse_decode_fp8_ds_mla_576"   # the policy on every row copy, in any grid
-  "-DSMLA_SD_DS32_ROLES=1|sparse_decode_fp8_ds_mla_576"   # 32-row tiles in roles (decode too, four slots)
+  "-DSMLA_SD_DS32_ROLES=1|sparse_decode_fp8_ds_mla_576"   # 32-row tiles in roles (decode too)
   "-DSMLA_SD_DS32_ROLES=2|sparse_decode_fp8_ds_mla_576"   # ... WG1 making the P^T tiles
   "-DSMLA_SD_DS32_ROLES=1 -DSMLA_SD_DS32_ROLES_EARLY_V=1|sparse_decode_fp8_ds_mla_576"   # ... WG1's value words first
   "-DSMLA_SD_DS32_ROLES_RING=2|sparse_decode_fp8_ds_mla_576"   # two slots in the 32-row decode roles
