@@ -284,12 +284,9 @@ TEST(GpuSparseDecode, NarrowTilesUniformSplits) {
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 3, 1, 32, 700, 64, 1024, false, true, false});
   run_sparse_decode({CacheFormat::fp8_model1, 512, 1, 2, 64, 640, 256, 16, false, true, false});
   run_sparse_decode({CacheFormat::bf16, 512, 1, 1, 8, 1000, 16, 128, false, false, false});
-}
-
-TEST(GpuSparseDecode, NarrowUniformSplitsPaddedRows) {
-  // Uniform splits (no topk_length) of 16-row fp8_ds_mla tiles through the combine: padded rows
-  // (h 8 in a 16-row tile: 10 one-block splits; h 100 as seven tiles of 15: 8 splits), s_q 3 (11
-  // splits), keys that end inside a block, NaN pages past the lengths, a sink, hostile indices.
+  // Padded rows: h 8 in a 16-row tile (10 one-block splits), h 100 as seven tiles of 15 (8
+  // splits); s_q 3 (11 splits); keys that end inside a block; NaN pages in the cache that no
+  // valid index names.
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 1, 1, 8, 600, 64, 1024, false, true, false});
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 1, 1, 100, 1000, 64, 1024, false, true, false});
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 1, 3, 16, 700, 64, 1024, false, false, false});

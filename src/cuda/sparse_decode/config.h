@@ -948,14 +948,17 @@ struct RingSmem {
   static constexpr size_t ok = bars + 2 * kRing * 8;               // uint8[kRing][64]: the row is real
   static constexpr size_t ring = (ok + kRing * kKeys + 127) / 128 * 128;
   static constexpr size_t bytes = ring + kRing * kSlotBytes;
+  // The consumer warpgroups take alternate blocks, each with its own O^T (else each reads every
+  // block: kSplitDv, kRoles, or one warpgroup); the warpgroups that read a slot's block.
+  static constexpr bool kAlternating = kWgs > 1 && !kSplitDv && !kRoles;
+  static constexpr int kSlotReaders = kAlternating ? 1 : kWgs;
   static_assert(bytes <= 232448, "ring plan exceeds the 227 KB opt-in limit");
-  // Warpgroups that take alternate blocks (kWgs > 1 without kSplitDv or kRoles, where each reads
-  // every block) must each own whole slots: with a ring of another size a slot passes from one
-  // warpgroup to the next, and a warpgroup's parity wait for the slot's use after next returns on
-  // the phase before it, whose rows are still in flight (three slots in the 16-row fp8_ds_mla
-  // tiles failed at b128 h16 on an H100, docs/PERF.md fifty-fourth pass).
-  static_assert(kSplitDv || kRoles || kWgs == 1 || kRing % kWgs == 0, "each alternating warpgroup owns its slots");
-  static_assert(kRing * kSlotBytes >= (kSplitDv || kRoles ? 1 : kWgs) * static_cast<size_t>(kRows) * (512 + 4) * 4, "the epilogue's O^T buffers");
+  // Alternating warpgroups must each own whole slots: with a ring of another size a slot passes
+  // from one warpgroup to the next, and a warpgroup's parity wait for the slot's use after next
+  // returns on the phase before it, whose rows are still in flight (three slots in the 16-row
+  // fp8_ds_mla tiles failed at b128 h16 on an H100, docs/PERF.md fifty-fourth pass).
+  static_assert(!kAlternating || kRing % kWgs == 0, "each alternating warpgroup owns its slots");
+  static_assert(kRing * kSlotBytes >= (kAlternating ? kWgs : 1) * static_cast<size_t>(kRows) * (512 + 4) * 4, "the epilogue's O^T buffers");
 };
 // Bytes of a raw row of the narrow bulk producer's formats.
 template <int kFmt>
