@@ -799,6 +799,15 @@ constexpr int producer_regs_wide() {
 #define SMLA_SD_Q_ONE_PASS 1
 #endif
 inline constexpr bool kQOnePass = SMLA_SD_Q_ONE_PASS != 0;
+// Measurement build SMLA_SD_RAW_Q_FIRST: the raw-ring producer starts its row copies only once
+// the consumers' Q is in shared memory (1) or once their loads of it are issued (2), so that a
+// full wave's first copies (128 CTAs x the ring: ~16 MB) do not queue ahead of Q's loads and the
+// consumers' first code (ncu of b128 h32, 2026-12-06: WG0's Q load ~13% of its samples, most of
+// them waiting for instructions; b128 h16's first block in at 7.3 us, Q at 5.2). 0: at once.
+#ifndef SMLA_SD_RAW_Q_FIRST
+#define SMLA_SD_RAW_Q_FIRST 0
+#endif
+inline constexpr int kRawQFirst = SMLA_SD_RAW_Q_FIRST;
 // (Loading each 64-column group of a block's K pieces one group ahead of its conversion, since
 // ncu put 8% of the 16-row fp8_ds_mla consumer loop's stall samples on conversions waiting for
 // their shared-memory loads, measured level: sparse V3.2 h16 69.2 -> 69.2 / 69.5 µs, dense fp8
@@ -822,6 +831,9 @@ inline constexpr int kBarMerge2 = 12, kBarPReady2 = 13;
 inline constexpr int kBarMerge3 = 14, kBarPReady3 = 15;  // the third (SMLA_SD_RAW_WGS=3)
 // kRawSplitDv tiles (32 rows, never three warpgroups): both warpgroups' partial S^T are in xchg.
 inline constexpr int kBarXchg = 14;
+// kRawQFirst: the consumers -> the producer, Q is in (or its loads issued). Ids 8-11 belong to
+// the 64-row tiles, which never run a raw ring.
+inline constexpr int kBarRawQIn = 9;
 #ifndef SMLA_SD_RAW_RING
 #define SMLA_SD_RAW_RING 4
 #endif
@@ -896,6 +908,14 @@ static_assert(kRegsProducerRawDual >= 56, "dual ring register budget");
 #define SMLA_SD_DS32_ROLES_EARLY_V 0
 #endif
 inline constexpr bool kRolesEarlyV = SMLA_SD_DS32_ROLES_EARLY_V != 0;
+// Measurement build SMLA_SD_ROLES_END_WG0=1: in the 32-row roles WG0, done after its last block,
+// joins WG1's epilogue stores (narrow_epilogue's helpers: 256 threads write the tile's 32 rows,
+// 16 pieces a thread instead of 32). ncu of b128 h32 (2026-12-06, an H100): ~20% of WG1's
+// samples in its epilogue, half of them waiting for the store loop's instructions.
+#ifndef SMLA_SD_ROLES_END_WG0
+#define SMLA_SD_ROLES_END_WG0 0
+#endif
+inline constexpr bool kRolesEndWg0 = SMLA_SD_ROLES_END_WG0 != 0;
 // Whether the roles of a 32-row tile load WG1's value words first: always on the split tiles'
 // plan (kRolesOnSplitPlan), with the switch on their own (kRawRoles).
 // The run-time roles kernel (kDs32Roles) always does.

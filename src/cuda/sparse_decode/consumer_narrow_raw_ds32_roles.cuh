@@ -201,6 +201,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
       if constexpr (!kPByWg1) fence_proxy_async();  // P^T is read next by WG1's wgmmas
       named_bar_arrive(kBarRolesPFull, 2 * kThreads);
     }
+    if constexpr (kRolesEndWg0) narrow_epilogue_helper<kRows, 2 * kThreads>(p, w, reinterpret_cast<const float*>(smem + S::ring), tid);
     return;
   } else {
     // ---------------- WG1: O^T ----------------
@@ -291,9 +292,10 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
     for (int mi = 0; mi < kMT; ++mi) scale_tile(o[mi], __int_as_float((max(e_run[mi >> 1], 7) - 6) << 23));  // 2^(e_run - 133)
     const int col0 = 4 * (8 * wq + g);
     auto col = [&](int mi, int hf) { return 128 * (mi >> 1) + col0 + 2 * (mi & 1) + hf; };
-    narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits, decltype(col)>(p, w, reinterpret_cast<float*>(pt),
-                                                                   reinterpret_cast<float*>(smem + S::ring), o, m_run, l_run, wq, g,
-                                                                   c, col, 1, nullptr, 1, kThreads);
+    // (kRolesEndWg0: WG0's threads join the stores as tids 0-127, WG1's are 128-255)
+    narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits, decltype(col), 1, 1, kRolesEndWg0 ? kThreads : 0>(
+        p, w, reinterpret_cast<float*>(pt), reinterpret_cast<float*>(smem + S::ring), o, m_run, l_run, wq, g, c, col, 1, nullptr, 1,
+        kRolesEndWg0 ? 0 : kThreads);
   }
 }
 

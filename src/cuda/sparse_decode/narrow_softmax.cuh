@@ -161,6 +161,44 @@ __device__ __forceinline__ void warp_head_sums(const float (&l)[kNJ][2], float* 
     }
 }
 
+// A narrow tile's rows of O from obuf ([kWgs][kRows][kDv + 4] floats, the kWgs buffers summed)
+// written out by kT threads (tid 0 .. kT - 1): eight 16-byte pieces a thread read at a time (rows
+// past w.heads are in obuf too, and not stored), so that the reads' latencies overlap; then their
+// stores.
+template <int kRows, int kT, int kWgs = 1>
+__device__ __forceinline__ void narrow_store_rows(const AttnParams& p, const Work& w, const float* obuf, int tid) {
+  constexpr int kStride = kDv + 4;
+  constexpr int kIters = kRows * (kDv / 4) / kT, kBatch = kIters < 8 ? kIters : 8;
+  static_assert(kIters % kBatch == 0, "the tile's rows in whole rounds of the threads");
+#pragma unroll
+  for (int i0 = 0; i0 < kIters; i0 += kBatch) {
+    float4 v[kBatch];
+#pragma unroll
+    for (int it = 0; it < kBatch; ++it) {
+      const int idx = tid + (i0 + it) * kT, h = idx / (kDv / 4), cl = 4 * (idx % (kDv / 4));
+      v[it] = *reinterpret_cast<const float4*>(obuf + h * kStride + cl);
+#pragma unroll
+      for (int b = 1; b < kWgs; ++b) {
+        const float4 u = *reinterpret_cast<const float4*>(obuf + b * kRows * kStride + h * kStride + cl);
+        v[it].x += u.x, v[it].y += u.y, v[it].z += u.z, v[it].w += u.w;
+      }
+    }
+#pragma unroll
+    for (int it = 0; it < kBatch; ++it) {
+      const int idx = tid + (i0 + it) * kT, h = idx / (kDv / 4);
+      if (h < w.heads) store_o4(p, w, w.head0 + h, 4 * (idx % (kDv / 4)), v[it]);
+    }
+  }
+}
+
+// Threads of another warpgroup that join a narrow tile's stores (narrow_epilogue's kHelpers; kT
+// all of them) once its rows are in obuf; tid 0 .. kHelpers - 1.
+template <int kRows, int kT>
+__device__ __forceinline__ void narrow_epilogue_helper(const AttnParams& p, const Work& w, const float* obuf, int tid) {
+  named_bar_sync(kBarFinal, kT);
+  narrow_store_rows<kRows, kT>(p, w, obuf, tid);
+}
+
 // The end of a narrow tile: each head's row sum over the lanes and warps (through s_l[4][32]),
 // lse (and with kMaxLogits max_logits: m_run is exact here), then O^T scaled by each head's final
 // factor into obuf ([head][512 + 4] floats; col(mi, half): the value column of tile mi's
@@ -174,7 +212,9 @@ __device__ __forceinline__ void warp_head_sums(const float (&l)[kNJ][2], float* 
 // hold disjoint value columns (col) of O^T write them into one obuf between two barriers over
 // both, and all their threads write it out. lse_wg: the warpgroup whose threads store lse (and
 // max_logits); tid0: the first thread of the warpgroups here (the 32-row roles: WG1 alone, 128).
-template <int kNJ, int kMT, int kThreads, bool kMaxLogits, class Col, int kWgs = 1, int kDvWgs = 1>
+// kHelpers: threads of other warpgroups (narrow_epilogue_helper, tids before ours) that join
+// the stores (the 32-row roles' WG0 with SMLA_SD_ROLES_END_WG0).
+template <int kNJ, int kMT, int kThreads, bool kMaxLogits, class Col, int kWgs = 1, int kDvWgs = 1, int kHelpers = 0>
 __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work& w, float* s_l, float* obuf,
                                                 const float (&o)[kMT][kNJ][4], const float (&m_run)[kNJ][2],
                                                 const float (&l_run)[kNJ][2], int wq, int g, int c, Col col,
@@ -201,6 +241,7 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
   }
   if (marker) timeline_mark(11);
   static_assert(kDvWgs == 1 || kWgs == 1, "value columns split among warpgroups that share one state");
+  static_assert(kHelpers == 0 || (kWgs == 1 && kDvWgs == 1), "helpers join one warpgroup's stores");
   if constexpr (kDvWgs > 1) named_bar_sync(kBarFinal, kDvWgs * kThreads);  // both are past their ring reads
   float* ob = obuf + (kWgs > 1 ? cw * kRows * kStride : 0);
 #pragma unroll
@@ -239,33 +280,11 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
       }
     }
   if constexpr (kWgs > 1 || kDvWgs > 1) named_bar_sync(kBarFinal, kWgs * kDvWgs * kThreads);
+  else if constexpr (kHelpers > 0) named_bar_sync(kBarFinal, kThreads + kHelpers);  // the helpers' tids come first
   else merge_bar_sync<kWgs>(cw, kThreads);
   if (marker) timeline_mark(12);
-  constexpr int kT = kWgs * kDvWgs * kThreads;  // the threads here: tid0 .. tid0 + kT - 1
-  const int tid = static_cast<int>(threadIdx.x) - tid0;
-  // The tile's rows read eight 16-byte pieces a thread at a time (rows past w.heads are in obuf
-  // too, and not stored), so that the reads' latencies overlap; then their stores.
-  constexpr int kIters = kRows * (kDv / 4) / kT, kBatch = kIters < 8 ? kIters : 8;
-  static_assert(kIters % kBatch == 0, "the tile's rows in whole rounds of the threads");
-#pragma unroll
-  for (int i0 = 0; i0 < kIters; i0 += kBatch) {
-    float4 v[kBatch];
-#pragma unroll
-    for (int it = 0; it < kBatch; ++it) {
-      const int idx = tid + (i0 + it) * kT, h = idx / (kDv / 4), cl = 4 * (idx % (kDv / 4));
-      v[it] = *reinterpret_cast<const float4*>(obuf + h * kStride + cl);
-#pragma unroll
-      for (int b = 1; b < kWgs; ++b) {
-        const float4 u = *reinterpret_cast<const float4*>(obuf + b * kRows * kStride + h * kStride + cl);
-        v[it].x += u.x, v[it].y += u.y, v[it].z += u.z, v[it].w += u.w;
-      }
-    }
-#pragma unroll
-    for (int it = 0; it < kBatch; ++it) {
-      const int idx = tid + (i0 + it) * kT, h = idx / (kDv / 4);
-      if (h < w.heads) store_o4(p, w, w.head0 + h, 4 * (idx % (kDv / 4)), v[it]);
-    }
-  }
+  constexpr int kT = kWgs * kDvWgs * kThreads + kHelpers;  // the threads here: tid0 .. tid0 + kT - 1
+  narrow_store_rows<kRows, kT, kWgs>(p, w, obuf, static_cast<int>(threadIdx.x) - tid0);
   if (marker) timeline_mark(13);
 }
 
