@@ -804,6 +804,11 @@ inline constexpr bool kQOnePass = SMLA_SD_Q_ONE_PASS != 0;
 // full wave's first copies (128 CTAs x the ring: ~16 MB) do not queue ahead of Q's loads and the
 // consumers' first code (ncu of b128 h32, 2026-12-06: WG0's Q load ~13% of its samples, most of
 // them waiting for instructions; b128 h16's first block in at 7.3 us, Q at 5.2). 0: at once.
+// Same call on an H100 (2026-12-06, 90 replays, two reps, us, 0 / 1 / 2): b128 h16 85.63 / 85.42,
+// 87.14 / 87.41, 85.49 / 85.90; s_q2 h16 155.0 / 155.4, 158.0 / 158.2, 155.5 / 155.2; b1 h128
+// 16.77 / 16.75, 17.78 / 17.86, 16.91 / 16.72; b128 h32 (roles) 91.97 / 91.94, 91.94 / 92.06,
+// 91.76 / 91.58; dense fp8 h16 level. Waiting for Q costs the rows' start; Q's head start gains
+// nothing: the copies do not hold Q back.
 #ifndef SMLA_SD_RAW_Q_FIRST
 #define SMLA_SD_RAW_Q_FIRST 0
 #endif
@@ -908,12 +913,14 @@ static_assert(kRegsProducerRawDual >= 56, "dual ring register budget");
 #define SMLA_SD_DS32_ROLES_EARLY_V 0
 #endif
 inline constexpr bool kRolesEarlyV = SMLA_SD_DS32_ROLES_EARLY_V != 0;
-// Measurement build SMLA_SD_ROLES_END_WG0=1: in the 32-row roles WG0, done after its last block,
-// joins WG1's epilogue stores (narrow_epilogue's helpers: 256 threads write the tile's 32 rows,
-// 16 pieces a thread instead of 32). ncu of b128 h32 (2026-12-06, an H100): ~20% of WG1's
-// samples in its epilogue, half of them waiting for the store loop's instructions.
+// SMLA_SD_ROLES_END_WG0 (default 1): in the 32-row roles WG0, done after its last block, joins
+// WG1's epilogue stores (narrow_epilogue's helpers: 256 threads write the tile's 32 rows, 16
+// pieces a thread instead of 32). ncu of b128 h32 (2026-12-06, an H100) had ~20% of WG1's
+// samples in its epilogue, half of them waiting for the store loop's instructions. Same call on
+// an H100 (2026-12-06, roles forced, 90 replays, two reps, us, =0 -> =1): b128 h32 91.97 / 91.94
+// -> 91.38 / 91.33, h24 91.10 / 90.72 -> 90.59 / 90.11. =0 (a measurement build): WG1 alone.
 #ifndef SMLA_SD_ROLES_END_WG0
-#define SMLA_SD_ROLES_END_WG0 0
+#define SMLA_SD_ROLES_END_WG0 1
 #endif
 inline constexpr bool kRolesEndWg0 = SMLA_SD_ROLES_END_WG0 != 0;
 // Whether the roles of a 32-row tile load WG1's value words first: always on the split tiles'
