@@ -337,7 +337,10 @@ inline constexpr bool kRawConsumer =
 // 90 replays, docs/PERF.md fifty-fourth pass, four slots -> three): b128 h32 79.38 / 79.14 /
 // 79.26 -> 78.05 / 77.95 / 77.86, s_q2 h32 152.9 -> 150.5, h24 80.0 -> 77.4, b256 h32 153.2 ->
 // 150.6; on an H100 (roles forced) b128 h32 97.5 -> 95.1. Why three slots are faster than four
-// is not measured.
+// is not measured. =2 on H100s (2026-12-06, roles forced, same calls, us, three -> two slots):
+// b128 h32 94.82 / 94.94 -> 92.66 / 92.59, h24 94.24 / 93.92 -> 92.32 / 92.21; on a third card
+// b128 h32 90.69 -> 89.41, topk 1024 55.28 -> 54.02, but s_q2 h32 165.5 -> 167.6 and b256 h32
+// 165.3 -> 167.6 (two waves). Not timed on an H200.
 // WG1 computing a third of S^T for WG0 (a measurement build of the fifty-third pass, three slots)
 // took 79.4 / 79.4 / 79.5 in that call and was removed.
 #ifndef SMLA_SD_DS32_ROLES_RING
@@ -915,10 +918,12 @@ static_assert(kRegsProducerRawDual >= 56, "dual ring register budget");
 inline constexpr bool kRolesEarlyV = SMLA_SD_DS32_ROLES_EARLY_V != 0;
 // SMLA_SD_ROLES_END_WG0 (default 1): in the 32-row roles WG0, done after its last block, joins
 // WG1's epilogue stores (narrow_epilogue's helpers: 256 threads write the tile's 32 rows, 16
-// pieces a thread instead of 32). ncu of b128 h32 (2026-12-06, an H100) had ~20% of WG1's
-// samples in its epilogue, half of them waiting for the store loop's instructions. Same call on
-// an H100 (2026-12-06, roles forced, 90 replays, two reps, us, =0 -> =1): b128 h32 91.97 / 91.94
-// -> 91.38 / 91.33, h24 91.10 / 90.72 -> 90.59 / 90.11. =0 (a measurement build): WG1 alone.
+// pieces a thread instead of 32). ncu of b128 h32 (2026-12-06, an H100) had 21% of WG1's
+// samples in its epilogue, two thirds of those in the store loop (most waiting for its
+// instructions). Same calls on two H100s (2026-12-06, roles forced, 90 replays, two reps, us,
+// =0 -> =1): b128 h32 91.97 / 91.94 -> 91.38 / 91.33 and 94.99 / 95.47 -> 94.82 / 94.94, h24
+// 91.10 / 90.72 -> 90.59 / 90.11 and 94.40 / 94.54 -> 94.24 / 93.92. Not timed on an H200.
+// =0 (a measurement build): WG1 alone.
 #ifndef SMLA_SD_ROLES_END_WG0
 #define SMLA_SD_ROLES_END_WG0 1
 #endif
