@@ -802,20 +802,6 @@ constexpr int producer_regs_wide() {
 #define SMLA_SD_Q_ONE_PASS 1
 #endif
 inline constexpr bool kQOnePass = SMLA_SD_Q_ONE_PASS != 0;
-// Measurement build SMLA_SD_RAW_Q_FIRST: the raw-ring producer starts its row copies only once
-// the consumers' Q is in shared memory (1) or once their loads of it are issued (2), so that a
-// full wave's first copies (128 CTAs x the ring: ~16 MB) do not queue ahead of Q's loads and the
-// consumers' first code (ncu of b128 h32, 2026-12-06: WG0's Q load ~13% of its samples, most of
-// them waiting for instructions; b128 h16's first block in at 7.3 us, Q at 5.2). 0: at once.
-// Same call on an H100 (2026-12-06, 90 replays, two reps, us, 0 / 1 / 2): b128 h16 85.63 / 85.42,
-// 87.14 / 87.41, 85.49 / 85.90; s_q2 h16 155.0 / 155.4, 158.0 / 158.2, 155.5 / 155.2; b1 h128
-// 16.77 / 16.75, 17.78 / 17.86, 16.91 / 16.72; b128 h32 (roles) 91.97 / 91.94, 91.94 / 92.06,
-// 91.76 / 91.58; dense fp8 h16 level. Waiting for Q costs the rows' start; Q's head start gains
-// nothing: the copies do not hold Q back.
-#ifndef SMLA_SD_RAW_Q_FIRST
-#define SMLA_SD_RAW_Q_FIRST 0
-#endif
-inline constexpr int kRawQFirst = SMLA_SD_RAW_Q_FIRST;
 // (Loading each 64-column group of a block's K pieces one group ahead of its conversion, since
 // ncu put 8% of the 16-row fp8_ds_mla consumer loop's stall samples on conversions waiting for
 // their shared-memory loads, measured level: sparse V3.2 h16 69.2 -> 69.2 / 69.5 µs, dense fp8
@@ -839,9 +825,6 @@ inline constexpr int kBarMerge2 = 12, kBarPReady2 = 13;
 inline constexpr int kBarMerge3 = 14, kBarPReady3 = 15;  // the third (SMLA_SD_RAW_WGS=3)
 // kRawSplitDv tiles (32 rows, never three warpgroups): both warpgroups' partial S^T are in xchg.
 inline constexpr int kBarXchg = 14;
-// kRawQFirst: the consumers -> the producer, Q is in (or its loads issued). Ids 8-11 belong to
-// the 64-row tiles, which never run a raw ring.
-inline constexpr int kBarRawQIn = 9;
 #ifndef SMLA_SD_RAW_RING
 #define SMLA_SD_RAW_RING 4
 #endif

@@ -301,7 +301,6 @@ __device__ __forceinline__ void load_q_f16(const AttnParams& p, const Work& w, u
         v[k][it] = make_uint4(0, 0, 0, 0);
         if (r < w.heads && ch < kChunks) v[k][it] = __ldg(reinterpret_cast<const uint4*>(q + r * p.q_sh) + ch);
       }
-    if constexpr (kRawQFirst == 2) named_bar_arrive(kBarRawQIn, kernel_threads<kRows, kFmt>());  // Q's loads are out
 #pragma unroll
     for (int k = 0; k < kPerWarp; ++k) {
       const int r = wq + k * kWarps;
@@ -333,7 +332,6 @@ __device__ __forceinline__ void load_q_f16(const AttnParams& p, const Work& w, u
   }
   fence_proxy_async();  // Q is read by wgmma
   named_bar_sync(kBarQReady, kThreads);
-  if constexpr (kRawQFirst == 1 || (kRawQFirst == 2 && !kQOnePass)) named_bar_arrive(kBarRawQIn, kernel_threads<kRows, kFmt>());
 }
 
 template <int kRows>

@@ -12,6 +12,9 @@
 // each lane's first index at the kernel's entry, before the barriers' setup, with or without the
 // consumers' Q lines prefetched into L2 there (2026-12-02, level within 1%: b1 h128 16.9 / 17.0
 // / 16.7, b128 h16 67.7 / 68.1 / 68.0, h32 87.9 / 88.8 / 88.1, dense fp8 h16 178.6 / 180.0 / 179.7).
+// Tried and removed (2026-12-06, docs/PERF.md fifty-fifth pass, an H100, two reps): no copy
+// until the consumers' Q is in shared memory (b128 h16 85.5 -> 87.3 µs, b1 h128 16.8 -> 17.8) or
+// until its loads are issued (level): the copies do not hold Q back (code in 285e7cc).
 #pragma once
 
 #include <cstdint>
@@ -25,21 +28,26 @@
 
 namespace smla::cuda::sparse_decode_family {
 
-// The copies of one producer lane (row: its row of every block; idx0: its first index).
-template <int kRows, int kFmt, bool kReadOnce, bool kDs32Roles>
-__device__ __forceinline__ void raw_ring_copies(const AttnParams& p, const Work& w, uint8_t* smem, int pt, int row, int blocks,
-                                                int32_t idx0) {
+// kReadOnce: each row is read by this CTA alone (decode), so its copy may carry the L2
+// evict_first policy (producer.cuh copy_row_g2s). kDs32Roles: on the run-time roles kernel's plan.
+template <int kRows, int kFmt, bool kReadOnce, bool kDs32Roles = false>
+__device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* smem) {
   using S = RingSmem<kRows, kFmt, kDs32Roles>;
   using R = RawRow<kFmt>;
   constexpr int kStride = kRawRingStride<kFmt>;
   static_assert(R::kBytes <= kStride && R::kBytes % 16 == 0, "a ring row holds one cache row");
   static_assert(!(kE4m3Runs && R::kDense) || kStride == R::kBytes, "runs of rows keep the cache's pitch");
+  // Rows per producer warp: eight warps (lanes 0..7) or, with two consumer warpgroups, four (0..15).
   constexpr int kLanes = kKeys / ((kernel_threads<kRows, kFmt>() - raw_consumer_threads<kRows, kFmt>()) / 32);
+  const int pt = static_cast<int>(threadIdx.x) - raw_consumer_threads<kRows, kFmt>();
+  if ((pt & 31) >= kLanes) return;
+  const int row = (pt >> 5) * kLanes + (pt & (kLanes - 1));
+  const int blocks = w.kb_end - w.kb_begin;
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::bars);
   uint64_t* empty = full + S::kRing;
   uint8_t* ok_bytes = smem + S::ok;
   uint8_t* ring = smem + S::ring;
-  int32_t idx = idx0;
+  int32_t idx = blocks > 0 ? load_key_index<R::kDense>(p, w, w.kb_begin * kKeys + row) : -1;
   // kRawPrefetch: the index of the row this lane prefetches next (block i + kRawPrefetch)
   int32_t pidx = kRawPrefetch > 0 && kRawPrefetch < blocks
                      ? load_key_index<R::kDense>(p, w, (w.kb_begin + kRawPrefetch) * kKeys + row) : -1;
@@ -99,30 +107,6 @@ __device__ __forceinline__ void raw_ring_copies(const AttnParams& p, const Work&
     if (kBlockTimeline && pt == 0) block_event(3, i);
   }
   if (kTimeline && pt == 0) timeline_mark(8);
-}
-
-// kReadOnce: each row is read by this CTA alone (decode), so its copy may carry the L2
-// evict_first policy (producer.cuh copy_row_g2s). kDs32Roles: on the run-time roles kernel's plan.
-template <int kRows, int kFmt, bool kReadOnce, bool kDs32Roles = false>
-__device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* smem) {
-  // Rows per producer warp: eight warps (lanes 0..7) or, with two consumer warpgroups, four (0..15).
-  constexpr int kLanes = kKeys / ((kernel_threads<kRows, kFmt>() - raw_consumer_threads<kRows, kFmt>()) / 32);
-  const int pt = static_cast<int>(threadIdx.x) - raw_consumer_threads<kRows, kFmt>();
-  if constexpr (kRawQFirst != 0) {
-    // the first index loaded, then every producer thread waits for the consumers' Q (config.h)
-    const bool lane_on = (pt & 31) < kLanes;
-    const int row = (pt >> 5) * kLanes + (pt & (kLanes - 1));
-    const int blocks = w.kb_end - w.kb_begin;
-    const int32_t idx0 = lane_on && blocks > 0 ? load_key_index<RawRow<kFmt>::kDense>(p, w, w.kb_begin * kKeys + row) : -1;
-    named_bar_sync(kBarRawQIn, kernel_threads<kRows, kFmt>());
-    if (lane_on) raw_ring_copies<kRows, kFmt, kReadOnce, kDs32Roles>(p, w, smem, pt, row, blocks, idx0);
-  } else {
-    if ((pt & 31) >= kLanes) return;
-    const int row = (pt >> 5) * kLanes + (pt & (kLanes - 1));
-    const int blocks = w.kb_end - w.kb_begin;
-    const int32_t idx0 = blocks > 0 ? load_key_index<RawRow<kFmt>::kDense>(p, w, w.kb_begin * kKeys + row) : -1;
-    raw_ring_copies<kRows, kFmt, kReadOnce, kDs32Roles>(p, w, smem, pt, row, blocks, idx0);
-  }
 }
 
 }  // namespace smla::cuda::sparse_decode_family
