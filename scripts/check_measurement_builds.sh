@@ -44,6 +44,7 @@ builds=(
   "-DSMLA_SD_DS32_ROLES_RING=2|sparse_decode_fp8_ds_mla_576"   # two slots in the 32-row decode roles
   "-DSMLA_SD_ROLES_END_WG0=0|sparse_decode_fp8_ds_mla_576"   # ... WG1 alone in their epilogue stores
   "-DSMLA_SD_ROLES_END_WG0=0|sparse_prefill_fp8_ds_mla_576"
+  "-DSMLA_SD_TIMELINE=4|sparse_decode_fp8_ds_mla_576"   # the roles' per-block marks (bench/roles_timeline.py)
   "-DSMLA_SD_DS32_ROLES=1|sparse_prefill_fp8_ds_mla_576"
   "-DSMLA_SD_DS32_ROLES_PREFILL=0|sparse_prefill_fp8_ds_mla_576"   # the paged prefill's 32-row tiles in halves
   "-DSMLA_SD_NO_PEER_STORES=1|sparse_decode_fp8_ds_mla_576"   # a pair's rows kept from the peer

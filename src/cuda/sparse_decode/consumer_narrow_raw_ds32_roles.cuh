@@ -93,6 +93,8 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
     float* s_max = wg.max_buf;
     if (threadIdx.x == 0) *reinterpret_cast<uint32_t*>(hand + H::q_addr) = smem_addr(smem + S::q);
     named_bar_sync(kBarMerge, kThreads);
+    constexpr bool kMarks = kRolesTimeline && kDs32Roles;  // per-block marks (timeline.cuh role_mark)
+    if (kMarks && tid == 0) role_mark(10, 0);
     float qv[kNJ][2];
 #pragma unroll
     for (int j = 0; j < kNJ; ++j)
@@ -106,6 +108,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
     for (int i = 0; i < nb; ++i) {
       const int slot = i % S::kRing;
       mbar_wait(full + slot, (i / S::kRing) & 1);
+      if (kMarks && tid == 0) role_mark(2, i);
       const uint8_t* blk = ring + slot * S::kSlotBytes;
       const uint8_t* row_a = blk + ka * kStride;
       const uint8_t* row_b = blk + kb_ * kStride;
@@ -119,6 +122,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
       float st[kTiles][kNJ][4], sr[kNJ][4];
       uint32_t a[2][4][4];
       ds_partial_st<N>(row_a, row_b, c, dq, dqr, st, sr, a);
+      if (kMarks && tid == 0) role_mark(3, i);
 
       // S = qinv_h . sum_t scale_t S_t + S_rope
       float sa[kTiles], sb[kTiles];
@@ -178,7 +182,9 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
       }
 
       // block i - 1's P V has drained: P^T_t of this block (kPByWg1: P itself) and its factors
+      if (kMarks && tid == 0) role_mark(4, i);
       if (i > 0) named_bar_sync(kBarRolesPFree, 2 * kThreads);
+      if (kMarks && tid == 0) role_mark(5, i);
       if constexpr (kPByWg1) {
 #pragma unroll
         for (int j = 0; j < kNJ; ++j) stage[j * kThreads + tid] = make_float4(s[j][0], s[j][1], s[j][2], s[j][3]);
@@ -200,6 +206,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
       }
       if constexpr (!kPByWg1) fence_proxy_async();  // P^T is read next by WG1's wgmmas
       named_bar_arrive(kBarRolesPFull, 2 * kThreads);
+      if (kMarks && tid == 0) role_mark(6, i);
     }
     if constexpr (kRolesEndWg0) narrow_epilogue_helper<kRows, 2 * kThreads>(p, w, reinterpret_cast<const float*>(smem + S::ring), tid);
     return;
@@ -214,6 +221,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
     for (int i = 0; i < nb; ++i) {
       const int slot = i % S::kRing;
       named_bar_sync(kBarRolesPFull, 2 * kThreads);
+      if (kRolesTimeline && kDs32Roles && tid == 0) role_mark(7, i);
       mbar_wait(full + slot, (i / S::kRing) & 1);  // complete already (WG0 waited): the slot's bytes for this thread
       const uint8_t* blk = ring + slot * S::kSlotBytes;
       // O^T += V^T P^T_t below: per k-step kk (16 keys) and half (scale tiles 2 half, 2 half + 1:
@@ -272,6 +280,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
       auto pv_word = [&](int h, int tt, int r) { return kEarlyV ? xv[kEarlyV ? h : 0][tt][r] : value_word(h, tt, r); };
       ds_pv_block<N, ValueConversion::f16>(o, a, pv_word, dp, kPTile16);
       raw_block_end<kMT, kNJ, !kEarlyV>(o, a, empty + slot, lane);  // drained (and the slot released)
+      if (kRolesTimeline && kDs32Roles && tid == 0) role_mark(8, i);
       if (i + 1 < nb) named_bar_arrive(kBarRolesPFree, 2 * kThreads);  // P^T (and kPByWg1's P) may be rewritten
     }
     if (nb > 0) {  // WG0's final state came with the last block's hand-over
@@ -296,6 +305,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
     narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits, decltype(col), 1, 1, kRolesEndWg0 ? kThreads : 0>(
         p, w, reinterpret_cast<float*>(pt), reinterpret_cast<float*>(smem + S::ring), o, m_run, l_run, wq, g, c, col, 1, nullptr, 1,
         kRolesEndWg0 ? 0 : kThreads);
+    if (kRolesTimeline && kDs32Roles && tid == 0) role_mark(11, 0);
   }
 }
 

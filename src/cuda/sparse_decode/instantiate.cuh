@@ -61,6 +61,7 @@ void launch_kernel(const AttnParams& p, dim3 grid, int64_t resident, cudaStream_
   }
   SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args));
   if constexpr (kPersist) print_unit_timeline(stream);  // SMLA_SD_TIMELINE=3 only (timeline.cuh)
+  if constexpr (kDs32Roles) print_role_timeline(stream);  // SMLA_SD_TIMELINE=4 only
 }
 
 // CTAs (pairs: two-CTA clusters) of the persistent kernel resident at once on the current

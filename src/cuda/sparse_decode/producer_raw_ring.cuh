@@ -58,6 +58,7 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
     if (i + 1 < blocks) idx = load_key_index<R::kDense>(p, w, v + kKeys);
     if (i >= S::kRing) mbar_wait(empty + slot, ((i / S::kRing) - 1) & 1);
     if (kBlockTimeline && pt == 0) block_event(1, i);
+    if (kRolesTimeline && kDs32Roles && pt == 0) role_mark(0, i);
     const bool ok = a.page != nullptr;
     uint8_t* dst = ring + slot * S::kSlotBytes + row * kStride;
     if constexpr (kRawNoCopy) {  // consumers' speed alone: zeroed rows, nothing copied
@@ -105,6 +106,7 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
     }
     if (kTimeline && pt == 0 && i == 0) timeline_mark(7);
     if (kBlockTimeline && pt == 0) block_event(3, i);
+    if (kRolesTimeline && kDs32Roles && pt == 0) role_mark(1, i);
   }
   if (kTimeline && pt == 0) timeline_mark(8);
 }

@@ -3,8 +3,10 @@
 // exit: where a CTA's time goes outside its per-block loop. SMLA_SD_TIMELINE=2 adds per-block
 // events of the 16/32-row bulk-copy CTAs (where each block waits). SMLA_SD_TIMELINE=3 also keeps
 // per-unit marks of four persistent bf16-row CTAs in global memory, printed by a kernel of their
-// own after each launch (unit_mark): no printf in the measured kernel. Off (no code) in every
-// other build. (ptxas serializes the wgmmas of the 32- and 64-row fp8_ds_mla kernels in these builds,
+// own after each launch (unit_mark): no printf in the measured kernel. SMLA_SD_TIMELINE=4 keeps
+// only per-block marks of four 32-row roles CTAs (consumer_narrow_raw_ds32_roles.cuh and its
+// producer) in global memory, printed the same way (role_mark; bench/roles_timeline.py
+// summarizes them): no other mark, no printf anywhere. Off (no code) in every other build. (ptxas serializes the wgmmas of the 32- and 64-row fp8_ds_mla kernels in these builds,
 // C7510, for the printf call: time those from the marks' differences only with care.)
 #pragma once
 
@@ -18,9 +20,10 @@ namespace smla::cuda::sparse_decode_family {
 #ifndef SMLA_SD_TIMELINE
 #define SMLA_SD_TIMELINE 0
 #endif
-inline constexpr bool kTimeline = SMLA_SD_TIMELINE != 0;
+inline constexpr bool kTimeline = SMLA_SD_TIMELINE >= 1 && SMLA_SD_TIMELINE <= 3;
 inline constexpr bool kBlockTimeline = SMLA_SD_TIMELINE == 2;
 inline constexpr bool kUnitTimeline = SMLA_SD_TIMELINE == 3;
+inline constexpr bool kRolesTimeline = SMLA_SD_TIMELINE == 4;
 
 // Marks: 0 entry, 1 after the grid-dependency wait, 2 barriers initialized, 3 Q in shared
 // memory (consumer), 4 first K tile full (consumer), 5 last block done (consumer), 6 consumer
@@ -140,6 +143,51 @@ inline void print_unit_timeline(cudaStream_t stream) { unit_timeline_print<<<1, 
 #else
 __device__ __forceinline__ void unit_mark(int, int, uint64_t = 0) {}
 inline void print_unit_timeline(cudaStream_t) {}
+#endif
+
+// Per-block marks (kRolesTimeline) of the 32-row roles CTAs 0, 1, grid / 2 and grid - 1 (head tile
+// 0), their first kRlBlocks blocks, %globaltimer ns. Events of block i: 0 the producer's first
+// lane past the slot's empty wait, 1 its copy issued; WG0 (thread 0): 2 past the full wait, 3 S^T
+// in registers, 4 the softmax done, 5 past the wait for block i - 1's P V (kBarRolesPFree), 6 P^T
+// and the factors handed over; WG1 (thread 128): 7 past the hand-over, 8 its P V drained. Block
+// 0 also holds the CTA's 9 entry, 10 WG0's Q in shared memory, 11 WG1's epilogue done.
+inline constexpr int kRlBlocks = 40, kRlEvents = 12;
+#if SMLA_SD_TIMELINE == 4
+static __device__ uint64_t g_role_marks[kTlCtas][kRlBlocks][kRlEvents];
+
+// Event e of the chosen CTA's block i, now.
+__device__ __forceinline__ void role_mark(int e, int i) {
+  const unsigned g = gridDim.x, b = blockIdx.x;
+  const int c = blockIdx.y != 0 || blockIdx.z != 0 ? -1 : b == 0 ? 0 : b == 1 ? 1 : b == g / 2 ? 2 : b == g - 1 ? 3 : -1;
+  if (c < 0 || i >= kRlBlocks) return;
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  g_role_marks[c][i][e] = t;
+}
+
+// One thread prints the marks, ns after the CTA's entry, one line per CTA and block, and clears them.
+static __global__ void role_timeline_print() {
+  for (int c = 0; c < kTlCtas; ++c) {
+    const uint64_t t0 = g_role_marks[c][0][9];
+    if (t0 == 0) continue;
+    for (int i = 0; i < kRlBlocks; ++i) {
+      uint64_t* m = g_role_marks[c][i];
+      if (i > 0 && m[2] == 0) continue;
+      long long d[kRlEvents];
+      for (int e = 0; e < kRlEvents; ++e) d[e] = m[e] == 0 ? -1 : static_cast<long long>(m[e] - t0);
+      printf("role_timeline cta %d block %d | producer free %lld issued %lld | wg0 full %lld st %lld softmax %lld p_free %lld"
+             " handed %lld | wg1 taken %lld pv_done %lld | q %lld epilogue_done %lld\n",
+             c, i, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[10], d[11]);
+      for (int e = 0; e < kRlEvents; ++e) m[e] = 0;
+    }
+  }
+}
+
+// After each launch of the run-time roles kernel (instantiate.cuh launch_kernel).
+inline void print_role_timeline(cudaStream_t stream) { role_timeline_print<<<1, 1, 0, stream>>>(); }
+#else
+__device__ __forceinline__ void role_mark(int, int) {}
+inline void print_role_timeline(cudaStream_t) {}
 #endif
 
 }  // namespace smla::cuda::sparse_decode_family

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Summarizes the per-block marks of the 32-row roles CTAs (build -DSMLA_SD_TIMELINE=4:
+src/cuda/sparse_decode/timeline.cuh prints one "role_timeline cta C block I | ..." line per chosen
+CTA and block after every launch of the run-time roles kernel). Takes the last launch's lines of
+each file and prints, per phase of a block, the median and range over the blocks past the first
+two and before the last (the ring's steady state), and the CTA's start and end, in ns; --jsonl
+writes one record per file instead, as bench/results/*-timeline-*.jsonl hold them.
+
+usage: python3 bench/roles_timeline.py FILE... [--jsonl --commit C --call N --build B --config CFG]
+"""
+import argparse
+import json
+import re
+import statistics
+
+LINE = re.compile(r"role_timeline cta (\d+) block (\d+) \| producer free (-?\d+) issued (-?\d+) \| wg0 full (-?\d+) "
+                  r"st (-?\d+) softmax (-?\d+) p_free (-?\d+) handed (-?\d+) \| wg1 taken (-?\d+) pv_done (-?\d+) \| "
+                  r"q (-?\d+) epilogue_done (-?\d+)")
+KEYS = ["free", "issued", "full", "st", "softmax", "p_free", "handed", "taken", "pv_done", "q", "epilogue_done"]
+
+# phase of block b (and b - 1: p): differences, ns
+PHASES = {
+    "wg0_pace": lambda b, p: b["full"] - p["full"],
+    "wg0_wait_for_rows": lambda b, p: b["full"] - p["handed"],
+    "wg0_st": lambda b, p: b["st"] - b["full"],
+    "wg0_softmax": lambda b, p: b["softmax"] - b["st"],
+    "wg0_wait_for_wg1_pv": lambda b, p: b["p_free"] - b["softmax"],
+    "wg0_pt_and_hand_over": lambda b, p: b["handed"] - b["p_free"],
+    "hand_over_to_wg1": lambda b, p: b["taken"] - b["handed"],
+    "wg1_pv": lambda b, p: b["pv_done"] - b["taken"],
+    "wg1_wait_for_wg0": lambda b, p: b["taken"] - p["pv_done"],
+    "producer_slot_free_to_issued": lambda b, p: b["issued"] - b["free"],
+    "issued_to_wg0_full": lambda b, p: b["full"] - b["issued"],
+}
+# the CTA's start and end: block 0's marks, the last block's
+ENDS = {
+    "q_in": lambda f, l: f["q"],
+    "first_rows_issued": lambda f, l: f["issued"],
+    "first_full": lambda f, l: f["full"],
+    "last_pv_done": lambda f, l: l["pv_done"],
+    "epilogue": lambda f, l: f["epilogue_done"] - l["pv_done"],
+    "cta": lambda f, l: f["epilogue_done"],
+}
+
+
+def stats(x):
+    return {"median": statistics.median(x), "min": min(x), "max": max(x), "n": len(x)}
+
+
+def summarize(path):
+    lines = [m for m in (LINE.search(l) for l in open(path)) if m]
+    # The last launch: the lines from the last block 0 of the first CTA printed (c0: CTA 0 unless
+    # it printed nothing) on.
+    blocks = {}
+    if lines:
+        c0 = min(m.group(1) for m in lines)
+        first = max(i for i, m in enumerate(lines) if m.group(1) == c0 and m.group(2) == "0")
+        for m in lines[first:]:
+            v = [int(x) if x != "-1" else None for x in m.groups()]  # -1: a mark never reached
+            blocks[(v[0], v[1])] = dict(zip(KEYS, v[2:]))
+    out = {}
+    for name, f in PHASES.items():
+        x = []
+        for (c, i), b in blocks.items():
+            last = max(k for (cc, k) in blocks if cc == c)
+            if i >= 2 and i < last and (c, i - 1) in blocks:
+                try:
+                    x.append(f(b, blocks[(c, i - 1)]))
+                except TypeError:
+                    pass
+        if x:
+            out[name] = stats(x)
+    for name, f in ENDS.items():
+        x = []
+        for c in sorted({c for c, _ in blocks}):
+            last = max(k for (cc, k) in blocks if cc == c)
+            try:
+                v = f(blocks[(c, 0)], blocks[(c, last)])
+            except (KeyError, TypeError):  # a mark never reached
+                continue
+            if v is not None:
+                x.append(v)
+        if x:
+            out[name] = stats(x)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--jsonl", action="store_true")
+    ap.add_argument("--commit", default="")
+    ap.add_argument("--call", type=int, default=0)
+    ap.add_argument("--build", default="SMLA_SD_TIMELINE=4")
+    ap.add_argument("--config", default="")
+    ap.add_argument("--date", default="")
+    a = ap.parse_args()
+    for path in a.files:
+        s = summarize(path)
+        if a.jsonl:
+            print(json.dumps({"kind": "role_timeline", "build": a.build, "config": a.config, "commit": a.commit,
+                              "call": a.call, "date": a.date, "file": path.split("/")[-1], "ns": s}))
+        else:
+            print(path)
+            for name, v in s.items():
+                print(f"  {name:30s} median {v['median']:8.0f}  min {v['min']:8.0f}  max {v['max']:8.0f}  n {v['n']}")
+
+
+if __name__ == "__main__":
+    main()
