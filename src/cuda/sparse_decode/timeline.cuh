@@ -6,8 +6,9 @@
 // own after each launch (unit_mark): no printf in the measured kernel. SMLA_SD_TIMELINE=4 keeps
 // only per-block marks of four 32-row roles CTAs (consumer_narrow_raw_ds32_roles.cuh and its
 // producer) in global memory, printed the same way (role_mark; bench/roles_timeline.py
-// summarizes them): no other mark, no printf anywhere. Off (no code) in every other build. (ptxas serializes the wgmmas of the 32- and 64-row fp8_ds_mla kernels in these builds,
-// C7510, for the printf call: time those from the marks' differences only with care.)
+// summarizes them): no other mark, no printf anywhere. Off (no code) in every other build.
+// (ptxas serializes the wgmmas of the 32- and 64-row fp8_ds_mla kernels in the builds 1-3, C7510,
+// for the printf call: time those from the marks' differences only with care.)
 #pragma once
 
 #include <cstdint>
