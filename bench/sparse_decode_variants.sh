@@ -21,6 +21,9 @@
 # bf16-row CTAs, src/cuda/sparse_decode/timeline.cuh) and, instead of timing, runs each
 # configuration for two launches and appends bench/unit_timeline.py's summary of its marks to
 # $OUT/units-summary.txt (the marks in $OUT/units-<build>-<n>.txt).
+# A variant with SMLA_SD_TIMELINE=4 (the 32-row roles' per-block marks, timeline.cuh) is run the
+# same way and summarized by bench/roles_timeline.py into $OUT/roles-summary.txt; on an H100 set
+# SMLA_SD_DS32_DECODE=roles in the environment (its default keeps the halves there).
 set -uo pipefail
 VARIANTS=${1:-"0 3 4 7"}
 shift || true
@@ -77,6 +80,13 @@ for cfg in "${CONFIGS[@]}"; do
       timeout ${BENCH_TIMEOUT:-300} env $envs "$bin" bench ${OP_FLAGS:---op sparse_decode --format fp8_ds_mla --topk 2048} $cfg \
           --iters 2 --warmup 1 --check_rows 0 "$@" 2>&1 | grep unit_timeline > "$marks"
       { echo "== $v | $cfg"; python3 bench/unit_timeline.py "$marks"; } >> "$OUT/units-summary.txt" 2>&1
+      continue
+    fi
+    if [[ "+$v+" == *"+SMLA_SD_TIMELINE=4+"* ]]; then  # the 32-row roles' per-block marks
+      marks="$OUT/roles-$(dir "$v")-$n.txt"
+      timeout ${BENCH_TIMEOUT:-300} env $envs "$bin" bench ${OP_FLAGS:---op sparse_decode --format fp8_ds_mla --topk 2048} $cfg \
+          --iters 2 --warmup 1 --check_rows 0 "$@" 2>&1 | grep role_timeline > "$marks"
+      { echo "== $v | $cfg"; python3 bench/roles_timeline.py "$marks"; } >> "$OUT/roles-summary.txt" 2>&1
       continue
     fi
     r=$(timeout ${BENCH_TIMEOUT:-300} env $envs "$bin" bench ${OP_FLAGS:---op sparse_decode --format fp8_ds_mla --topk 2048} $cfg --iters ${ITERS:-30} \
