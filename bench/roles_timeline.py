@@ -8,10 +8,13 @@ writes one record per file instead, as bench/results/*-timeline-*.jsonl hold the
 
 usage: python3 bench/roles_timeline.py FILE... [--jsonl --commit C --call N --build B --config CFG]
 """
-import argparse
-import json
+import os
 import re
 import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import unit_timeline  # noqa: E402  (its command line)
 
 LINE = re.compile(r"role_timeline cta (\d+) block (\d+) \| producer free (-?\d+) issued (-?\d+) \| wg0 full (-?\d+) "
                   r"st (-?\d+) softmax (-?\d+) p_free (-?\d+) handed (-?\d+) \| wg1 taken (-?\d+) pv_done (-?\d+) \| "
@@ -86,24 +89,7 @@ def summarize(path):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("files", nargs="+")
-    ap.add_argument("--jsonl", action="store_true")
-    ap.add_argument("--commit", default="")
-    ap.add_argument("--call", type=int, default=0)
-    ap.add_argument("--build", default="SMLA_SD_TIMELINE=4")
-    ap.add_argument("--config", default="")
-    ap.add_argument("--date", default="")
-    a = ap.parse_args()
-    for path in a.files:
-        s = summarize(path)
-        if a.jsonl:
-            print(json.dumps({"kind": "role_timeline", "build": a.build, "config": a.config, "commit": a.commit,
-                              "call": a.call, "date": a.date, "file": path.split("/")[-1], "ns": s}))
-        else:
-            print(path)
-            for name, v in s.items():
-                print(f"  {name:30s} median {v['median']:8.0f}  min {v['min']:8.0f}  max {v['max']:8.0f}  n {v['n']}")
+    unit_timeline.cli(__doc__, summarize, "role_timeline", "SMLA_SD_TIMELINE=4")
 
 
 if __name__ == "__main__":

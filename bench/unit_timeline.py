@@ -67,25 +67,31 @@ def summarize(path):
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def cli(doc, summarize, kind, build=""):
+    """The command line of a marks summarizer (this one, bench/roles_timeline.py): FILE... and the
+    record's fields; summarize(path) gives {phase: {median, min, max, n}}."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("files", nargs="+")
     ap.add_argument("--jsonl", action="store_true")
     ap.add_argument("--commit", default="")
     ap.add_argument("--call", type=int, default=0)
-    ap.add_argument("--build", default="")
+    ap.add_argument("--build", default=build)
     ap.add_argument("--config", default="")
     ap.add_argument("--date", default="")
     a = ap.parse_args()
     for path in a.files:
         s = summarize(path)
         if a.jsonl:
-            print(json.dumps({"kind": "unit_timeline", "build": a.build, "config": a.config, "commit": a.commit,
+            print(json.dumps({"kind": kind, "build": a.build, "config": a.config, "commit": a.commit,
                               "call": a.call, "date": a.date, "file": path.split("/")[-1], "ns": s}))
         else:
             print(path)
             for name, v in s.items():
-                print(f"  {name:42s} median {v['median']:8.0f}  min {v['min']:8.0f}  max {v['max']:8.0f}")
+                print(f"  {name:42s} median {v['median']:8.0f}  min {v['min']:8.0f}  max {v['max']:8.0f}  n {v['n']}")
+
+
+def main():
+    cli(__doc__, summarize, "unit_timeline")
 
 
 if __name__ == "__main__":
