@@ -10,11 +10,10 @@ usage: python3 bench/roles_timeline.py FILE... [--jsonl --commit C --call N --bu
 """
 import os
 import re
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import unit_timeline  # noqa: E402  (its command line)
+import unit_timeline  # noqa: E402  (its command line and figures)
 
 LINE = re.compile(r"role_timeline cta (\d+) block (\d+) \| producer free (-?\d+) issued (-?\d+) \| wg0 full (-?\d+) "
                   r"st (-?\d+) softmax (-?\d+) p_free (-?\d+) handed (-?\d+) \| wg1 taken (-?\d+) pv_done (-?\d+) \| "
@@ -46,10 +45,6 @@ ENDS = {
 }
 
 
-def stats(x):
-    return {"median": statistics.median(x), "min": min(x), "max": max(x), "n": len(x)}
-
-
 def summarize(path):
     lines = [m for m in (LINE.search(l) for l in open(path)) if m]
     # The last launch: the lines from the last block 0 of the first CTA printed (c0: CTA 0 unless
@@ -72,7 +67,7 @@ def summarize(path):
                 except TypeError:
                     pass
         if x:
-            out[name] = stats(x)
+            out[name] = unit_timeline.stats(x)
     for name, f in ENDS.items():
         x = []
         for c in sorted({c for c, _ in blocks}):
@@ -84,7 +79,7 @@ def summarize(path):
             if v is not None:
                 x.append(v)
         if x:
-            out[name] = stats(x)
+            out[name] = unit_timeline.stats(x)
     return out
 
 

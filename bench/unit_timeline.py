@@ -44,6 +44,11 @@ KEYS = ["start", "q", "full", "last_qk", "loop_end", "epilogue", "wg1_epilogue",
         "p_free", "factors", "o_stored", "b0_tile_wait", "b0_tile_free", "b0_issued", "b0_handed"]
 
 
+def stats(x):
+    """A phase's figures over its samples (ns)."""
+    return {"median": statistics.median(x), "min": min(x), "max": max(x), "n": len(x)}
+
+
 def summarize(path):
     lines = [m for m in (LINE.search(l) for l in open(path)) if m]
     # The last launch: lines after the last (cta 0, k 0).
@@ -63,7 +68,7 @@ def summarize(path):
                 except TypeError:  # a mark this build does not print, or the unit did not reach
                     pass
         if x:
-            out[name] = {"median": statistics.median(x), "min": min(x), "max": max(x), "n": len(x)}
+            out[name] = stats(x)
     return out
 
 

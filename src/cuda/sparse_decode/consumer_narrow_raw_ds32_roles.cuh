@@ -86,6 +86,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
   const int tid = static_cast<int>(threadIdx.x) & 127;
   constexpr int kPTile16 = static_cast<int>(S::kPBytes / 16);  // descriptor units between P^T tiles
   const int nb = w.kb_end - w.kb_begin;
+  constexpr bool kMarks = kRolesTimeline && kDs32Roles;  // per-block marks (timeline.cuh role_mark)
 
   if constexpr (kRole == 0) {
     // ---------------- WG0: S^T, the softmax, P^T ----------------
@@ -93,7 +94,6 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
     float* s_max = wg.max_buf;
     if (threadIdx.x == 0) *reinterpret_cast<uint32_t*>(hand + H::q_addr) = smem_addr(smem + S::q);
     named_bar_sync(kBarMerge, kThreads);
-    constexpr bool kMarks = kRolesTimeline && kDs32Roles;  // per-block marks (timeline.cuh role_mark)
     if (kMarks && tid == 0) role_mark(10, 0);
     float qv[kNJ][2];
 #pragma unroll
@@ -221,7 +221,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
     for (int i = 0; i < nb; ++i) {
       const int slot = i % S::kRing;
       named_bar_sync(kBarRolesPFull, 2 * kThreads);
-      if (kRolesTimeline && kDs32Roles && tid == 0) role_mark(7, i);
+      if (kMarks && tid == 0) role_mark(7, i);
       mbar_wait(full + slot, (i / S::kRing) & 1);  // complete already (WG0 waited): the slot's bytes for this thread
       const uint8_t* blk = ring + slot * S::kSlotBytes;
       // O^T += V^T P^T_t below: per k-step kk (16 keys) and half (scale tiles 2 half, 2 half + 1:
@@ -280,7 +280,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
       auto pv_word = [&](int h, int tt, int r) { return kEarlyV ? xv[kEarlyV ? h : 0][tt][r] : value_word(h, tt, r); };
       ds_pv_block<N, ValueConversion::f16>(o, a, pv_word, dp, kPTile16);
       raw_block_end<kMT, kNJ, !kEarlyV>(o, a, empty + slot, lane);  // drained (and the slot released)
-      if (kRolesTimeline && kDs32Roles && tid == 0) role_mark(8, i);
+      if (kMarks && tid == 0) role_mark(8, i);
       if (i + 1 < nb) named_bar_arrive(kBarRolesPFree, 2 * kThreads);  // P^T (and kPByWg1's P) may be rewritten
     }
     if (nb > 0) {  // WG0's final state came with the last block's hand-over
@@ -305,7 +305,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
     narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits, decltype(col), 1, 1, kRolesEndWg0 ? kThreads : 0>(
         p, w, reinterpret_cast<float*>(pt), reinterpret_cast<float*>(smem + S::ring), o, m_run, l_run, wq, g, c, col, 1, nullptr, 1,
         kRolesEndWg0 ? 0 : kThreads);
-    if (kRolesTimeline && kDs32Roles && tid == 0) role_mark(11, 0);
+    if (kMarks && tid == 0) role_mark(11, 0);
   }
 }
 

@@ -33,6 +33,14 @@ inline constexpr bool kRolesTimeline = SMLA_SD_TIMELINE == 4;
 // 10 entered, 11 both warpgroups' row states exchanged, 12 O^T in shared memory, 13 stored.
 inline constexpr int kMarks = 14;
 
+// The index (0..3) of a CTA whose marks the timelines keep (the printed ones, and those of
+// SMLA_SD_TIMELINE 3 and 4 in global memory): CTAs 0, 1, grid / 2 and grid - 1 of grid.x at
+// y = z = 0; -1 for the others.
+__device__ __forceinline__ int marked_cta() {
+  const unsigned g = gridDim.x, b = blockIdx.x;
+  return blockIdx.y != 0 || blockIdx.z != 0 ? -1 : b == 0 ? 0 : b == 1 ? 1 : b == g / 2 ? 2 : b == g - 1 ? 3 : -1;
+}
+
 __device__ __forceinline__ uint64_t* timeline_slots() {
   __shared__ uint64_t slots[kMarks];
   return slots;
@@ -71,9 +79,7 @@ __device__ __forceinline__ void block_event(int e, int i) {
 // blocks: the CTA's block count (kBlockTimeline prints one line per block).
 __device__ __forceinline__ void timeline_print(int blocks = 0) {
   if constexpr (kTimeline) {
-    const bool chosen = blockIdx.y == 0 && blockIdx.z == 0 &&
-                        (blockIdx.x < 2 || blockIdx.x == gridDim.x / 2 || blockIdx.x == gridDim.x - 1);
-    if (!chosen) return;
+    if (marked_cta() < 0) return;
     if constexpr (kBlockTimeline) {
       const uint32_t* ev = block_events();
       for (int i = 0; i < blocks && i < kEventBlocks; ++i)
@@ -107,15 +113,10 @@ inline constexpr int kTlCtas = 4, kTlUnits = 40, kTlEvents = 18;
 #if SMLA_SD_TIMELINE == 3
 static __device__ uint64_t g_unit_marks[kTlCtas][kTlUnits][kTlEvents];
 
-// The chosen CTA's index in g_unit_marks, or -1.
-__device__ __forceinline__ int unit_timeline_cta() {
-  const unsigned g = gridDim.x, b = blockIdx.x;
-  return blockIdx.y != 0 ? -1 : b == 0 ? 0 : b == 1 ? 1 : b == g / 2 ? 2 : b == g - 1 ? 3 : -1;
-}
 
 // Event e of the CTA's unit k at time t (default: now).
 __device__ __forceinline__ void unit_mark(int e, int k, uint64_t t = 0) {
-  const int c = unit_timeline_cta();
+  const int c = marked_cta();
   if (c < 0 || k >= kTlUnits) return;
   if (t == 0) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   g_unit_marks[c][k][e] = t;
@@ -158,8 +159,7 @@ static __device__ uint64_t g_role_marks[kTlCtas][kRlBlocks][kRlEvents];
 
 // Event e of the chosen CTA's block i, now.
 __device__ __forceinline__ void role_mark(int e, int i) {
-  const unsigned g = gridDim.x, b = blockIdx.x;
-  const int c = blockIdx.y != 0 || blockIdx.z != 0 ? -1 : b == 0 ? 0 : b == 1 ? 1 : b == g / 2 ? 2 : b == g - 1 ? 3 : -1;
+  const int c = marked_cta();
   if (c < 0 || i >= kRlBlocks) return;
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
