@@ -17,8 +17,8 @@ import unit_timeline  # noqa: E402  (its command line and figures)
 
 LINE = re.compile(r"role_timeline cta (\d+) block (\d+) \| producer free (-?\d+) issued (-?\d+) \| wg0 full (-?\d+) "
                   r"st (-?\d+) softmax (-?\d+) p_free (-?\d+) handed (-?\d+) \| wg1 taken (-?\d+) pv_done (-?\d+) \| "
-                  r"q (-?\d+) epilogue_done (-?\d+)")
-KEYS = ["free", "issued", "full", "st", "softmax", "p_free", "handed", "taken", "pv_done", "q", "epilogue_done"]
+                  r"q (-?\d+) epilogue_done (-?\d+)(?: pdl (-?\d+))?")
+KEYS = ["free", "issued", "full", "st", "softmax", "p_free", "handed", "taken", "pv_done", "q", "epilogue_done", "pdl"]
 
 # phase of block b (and b - 1: p): differences, ns
 PHASES = {
@@ -36,6 +36,7 @@ PHASES = {
 }
 # the CTA's start and end: block 0's marks, the last block's
 ENDS = {
+    "pdl_done": lambda f, l: f["pdl"],  # past the wait for the grid before (lines of 0f18546 have none)
     "q_in": lambda f, l: f["q"],
     "first_rows_issued": lambda f, l: f["issued"],
     "first_full": lambda f, l: f["full"],
@@ -54,7 +55,7 @@ def summarize(path):
         c0 = min(m.group(1) for m in lines)
         first = max(i for i, m in enumerate(lines) if m.group(1) == c0 and m.group(2) == "0")
         for m in lines[first:]:
-            v = [int(x) if x != "-1" else None for x in m.groups()]  # -1: a mark never reached
+            v = [int(x) if x not in ("-1", None) else None for x in m.groups()]  # -1: a mark never reached
             blocks[(v[0], v[1])] = dict(zip(KEYS, v[2:]))
     out = {}
     for name, f in PHASES.items():

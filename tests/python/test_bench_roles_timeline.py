@@ -8,12 +8,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 TOOL = ROOT / "bench" / "roles_timeline.py"
 
 
-def line(cta, i, pace=2000, q=3000, epi=-1):
+def line(cta, i, pace=2000, q=3000, epi=-1, pdl=1200):
     """A role_timeline line as the print kernel writes it: block i's rows in at 5000 + pace * i."""
     full = 5000 + pace * i
     return (f"role_timeline cta {cta} block {i} | producer free {full - 2500} issued {full - 2400} | wg0 full {full} "
             f"st {full + 700} softmax {full + 1300} p_free {full + 1400} handed {full + 1900} | wg1 taken {full + 1950} "
-            f"pv_done {full + 3100} | q {q if i == 0 else -1} epilogue_done {epi if i == 0 else -1}\n")
+            f"pv_done {full + 3100} | q {q if i == 0 else -1} epilogue_done {epi if i == 0 else -1}"
+            + (f" pdl {pdl if i == 0 else -1}" if pdl is not None else "") + "\n")
 
 
 def run(*args):
@@ -36,6 +37,17 @@ def test_last_launch_phases(tmp_path):
     assert ns["wg0_wait_for_rows"]["median"] == 100 and ns["wg1_pv"]["median"] == 1150
     assert ns["wg1_wait_for_wg0"]["median"] == 2000 + 1950 - 3100
     assert ns["q_in"]["median"] == 3000 and ns["epilogue"]["median"] == 1500 and ns["epilogue"]["n"] == 2
+    assert ns["pdl_done"]["median"] == 1200 and ns["pdl_done"]["n"] == 2
+
+
+def test_lines_without_the_pdl_mark(tmp_path):
+    """Lines of builds before the pdl mark: every phase but pdl_done."""
+    src = tmp_path / "tl.txt"
+    src.write_text("".join(line(0, i, pdl=None) for i in range(6)))
+    p = run(src, "--jsonl")
+    assert p.returncode == 0, p.stderr
+    ns = json.loads(p.stdout)["ns"]
+    assert "pdl_done" not in ns and ns["q_in"]["median"] == 3000 and ns["wg0_pace"]["median"] == 2000
 
 
 def test_missing_marks_are_left_out(tmp_path):

@@ -829,6 +829,16 @@ inline constexpr int kBarXchg = 14;
 #define SMLA_SD_RAW_RING 4
 #endif
 inline constexpr int kRawRing = SMLA_SD_RAW_RING;
+// SMLA_SD_RAW_FIRST_FILL=N (a measurement build; 0 default, off): the raw ring's producer issues
+// only N slots of its first fill at once, each later slot of it once block i - N's rows are in
+// (its full barrier's first phase). Every CTA of a wave fills its ring at the same moment, so the
+// first block's rows share the memory with every slot behind them: on an H100 (2026-12-06, roles
+// b128 h32, per-block marks, SMLA_SD_TIMELINE=4) the first rows land 12.9 µs after the CTA's entry
+// with three slots, 10.8 with two, while the steady pace (~2.1 µs a block) is the same.
+#ifndef SMLA_SD_RAW_FIRST_FILL
+#define SMLA_SD_RAW_FIRST_FILL 0
+#endif
+inline constexpr int kRawFirstFill = SMLA_SD_RAW_FIRST_FILL;
 // Measurement build SMLA_SD_RAW_RING16=n: a ring of n slots in 16-row fp8_e4m3 tiles (32-row
 // tiles and fp8_ds_mla's longer rows keep kRawRing); n a multiple of the consumer warpgroups
 // (RingSmem's assert). Five slots measured level with four (dense fp8 b128 h16 L8k 209.4 -> 208.1

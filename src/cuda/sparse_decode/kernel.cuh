@@ -443,6 +443,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
   if (kTimeline && threadIdx.x == 0) timeline_mark(0);
   if (kRolesTimeline && kDs32Roles && threadIdx.x == 0) role_mark(9, 0);
   pdl_wait();                // the split schedule, and q / the cache / indices of earlier work
+  if (kRolesTimeline && kDs32Roles && threadIdx.x == 0) role_mark(12, 0);
   if (kTimeline && threadIdx.x == 0) timeline_mark(1);
   pdl_launch_dependents();   // the combine may launch once every CTA of this grid has started
   if constexpr (kPersist) {

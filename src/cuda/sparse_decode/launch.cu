@@ -62,8 +62,12 @@ void by_rows(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream) {
 // memory an SM, the consumers the bound), 94.9 -> 97.9 on an H100 (25 GB/s an SM, the gathers the
 // bound), and with splits (b <= 96 at 32 heads) slower on both (docs/PERF.md, forty-ninth and
 // fifty-first passes). by_device (the default): an unsplit launch on a device with 30 GB/s an SM or
-// more (the H200 table: b128 h32 85.0 -> 78.9 µs, fifty-third pass).
-bool ds32_decode_roles(const AttnParams& p, int rows) {
+// more (the H200 table: b128 h32 85.0 -> 78.9 µs, fifty-third pass), or of more CTAs than SMs (one
+// CTA an SM: beyond one wave) on any: on an H100 (2026-12-06, fifty-sixth pass, three reps, µs,
+// halves -> roles) s_q2 h32 172.3-173.2 -> 165.8-166.1, b256 h32 172.4-172.9 -> 166.0-166.3, s_q2
+// h24 170.7-170.9 -> 164.6-165.2, while one wave stays faster in halves (b128 h32 88.6-89.0 ->
+// 91.2-91.4; b64 h32, split, 56.6-56.9 -> 60.0-60.3).
+bool ds32_decode_roles(const AttnParams& p, int rows, dim3 grid) {
   if (rows != 32 || p.main.format != kDs || p.max_logits != nullptr) return false;
   switch (ds32_by_env()) {
     case Ds32Choice::roles: return true;
@@ -71,7 +75,9 @@ bool ds32_decode_roles(const AttnParams& p, int rows) {
     case Ds32Choice::by_device: break;
   }
   const bool unsplit = p.split_offsets == nullptr && p.uniform_splits <= 1;
-  return unsplit && current_device_info().mem_gbps_per_sm >= 30.0;
+  const DeviceInfo& d = current_device_info();
+  const int64_t ctas = static_cast<int64_t>(grid.x) * grid.y * grid.z;
+  return unsplit && (d.mem_gbps_per_sm >= 30.0 || ctas > d.sm_count);
 }
 
 }  // namespace
@@ -210,7 +216,7 @@ void launch(const AttnParams& p_in, int rows, dim3 grid, cudaStream_t stream) {
   // Sparse prefill from a packed cache also writes max_logits (its own kernels, so that the
   // decode kernels carry none of it).
   const bool logits = p.max_logits != nullptr;
-  if (ds32_decode_roles(p, rows)) return launch_ds32_roles(p, grid, stream);
+  if (ds32_decode_roles(p, rows, grid)) return launch_ds32_roles(p, grid, stream);
   if (fmt == kDs) logits ? by_rows<576, kDs, true>(p, rows, grid, stream) : by_rows<576, kDs>(p, rows, grid, stream);
   else if (fmt == kM1) logits ? by_rows<512, kM1, true>(p, rows, grid, stream) : by_rows<512, kM1>(p, rows, grid, stream);
   else if (p.d_qk == 576) by_rows<576, kBf>(p, rows, grid, stream);

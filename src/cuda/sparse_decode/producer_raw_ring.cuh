@@ -57,6 +57,8 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
     const KeyAddr a = key_addr(p, w, v, idx);
     if (i + 1 < blocks) idx = load_key_index<R::kDense>(p, w, v + kKeys);
     if (i >= S::kRing) mbar_wait(empty + slot, ((i / S::kRing) - 1) & 1);
+    // kRawFirstFill: the first fill's later slots wait for block i - N's rows (config.h)
+    if (kRawFirstFill > 0 && i >= kRawFirstFill && i < S::kRing) mbar_wait(full + (i - kRawFirstFill), 0);
     if (kBlockTimeline && pt == 0) block_event(1, i);
     if (kRolesTimeline && kDs32Roles && pt == 0) role_mark(0, i);
     const bool ok = a.page != nullptr;
