@@ -829,16 +829,25 @@ inline constexpr int kBarXchg = 14;
 #define SMLA_SD_RAW_RING 4
 #endif
 inline constexpr int kRawRing = SMLA_SD_RAW_RING;
-// SMLA_SD_RAW_FIRST_FILL=N (a measurement build; 0 default, off): the raw ring's producer issues
-// only N slots of its first fill at once, each later slot of it once block i - N's rows are in
-// (its full barrier's first phase). Every CTA of a wave fills its ring at the same moment, so the
-// first block's rows share the memory with every slot behind them: on an H100 (2026-12-06, roles
-// b128 h32, per-block marks, SMLA_SD_TIMELINE=4) the first rows land 12.9 µs after the CTA's entry
-// with three slots, 10.8 with two, while the steady pace (~2.1 µs a block) is the same.
+// The raw ring's first fill: the producer issues only kRawFirstFill slots of it at once, each
+// later slot of it once block i - N's rows are in (its full barrier's first phase). Every CTA of
+// a wave fills its ring at the same moment, so the first block's rows share the memory with every
+// slot behind them: on an H100 (2026-12-06, roles b128 h32, per-block marks, SMLA_SD_TIMELINE=4)
+// the first rows land 12.9 µs after the CTA's entry with three slots in flight, 10.8 with two,
+// while the steady pace (~2.1 µs a block) is the same. Same call on an H200 (fifty-sixth pass,
+// µs, all slots / two / one): the 32-row fp8_ds_mla decode roles b128 h32 79.3 / 77.8 / 76.5,
+// s_q2 h32 150.3 / 149.8 / 147.4, the halves b128 h32 85.2 / 84.7 / 83.2; but the 16-row tiles
+// b128 h16 66.5 / 66.6 / 67.4, b1 h128 16.4 / 16.5 / 16.6, dense fp8 h16 175.0 / 175.2 / 176.5.
+// SMLA_SD_RAW_FIRST_FILL: -1 (default) one slot for the 32-row fp8_ds_mla decode tiles (kReadOnce:
+// not the paged prefill's), all elsewhere; N >= 1 (a measurement build) N slots for every raw
+// ring; 0 all slots everywhere (the kernels before the fifty-sixth pass).
 #ifndef SMLA_SD_RAW_FIRST_FILL
-#define SMLA_SD_RAW_FIRST_FILL 0
+#define SMLA_SD_RAW_FIRST_FILL -1
 #endif
-inline constexpr int kRawFirstFill = SMLA_SD_RAW_FIRST_FILL;
+template <int kRows, int kFmt, bool kReadOnce>
+inline constexpr int kRawFirstFill =
+    SMLA_SD_RAW_FIRST_FILL >= 0 ? SMLA_SD_RAW_FIRST_FILL
+                                : (kReadOnce && kRows == 32 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla) ? 1 : 0);
 // Measurement build SMLA_SD_RAW_RING16=n: a ring of n slots in 16-row fp8_e4m3 tiles (32-row
 // tiles and fp8_ds_mla's longer rows keep kRawRing); n a multiple of the consumer warpgroups
 // (RingSmem's assert). Five slots measured level with four (dense fp8 b128 h16 L8k 209.4 -> 208.1
