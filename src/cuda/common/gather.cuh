@@ -70,6 +70,14 @@ __device__ __forceinline__ bool grid_in_one_wave() {
   return gridDim.x * gridDim.y * gridDim.z <= sms;
 }
 
+// Whether the grid's CTAs fill half the SMs or more: enough of them that their gathers contend
+// for the memory (sparse_decode config.h kRawFirstFill). Not volatile, as grid_in_one_wave.
+__device__ __forceinline__ bool grid_fills_half_the_sms() {
+  uint32_t sms;
+  asm("mov.u32 %0, %%nsmid;\n" : "=r"(sms));
+  return 2 * gridDim.x * gridDim.y * gridDim.z >= sms;
+}
+
 // An L2 policy that makes the lines it brings in the first to be evicted from their set: rows
 // read once then replace each other, not the lines (dirty ones included) other work left in L2.
 // (Giving it to a fraction of the lines only, 0.5 or 0.25, gained nothing: l2_dirty_lines.cu.)

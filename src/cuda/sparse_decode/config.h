@@ -838,6 +838,10 @@ inline constexpr int kRawRing = SMLA_SD_RAW_RING;
 // µs, all slots / two / one): the 32-row fp8_ds_mla decode roles b128 h32 79.3 / 77.8 / 76.5,
 // s_q2 h32 150.3 / 149.8 / 147.4, the halves b128 h32 85.2 / 84.7 / 83.2; but the 16-row tiles
 // b128 h16 66.5 / 66.6 / 67.4, b1 h128 16.4 / 16.5 / 16.6, dense fp8 h16 175.0 / 175.2 / 176.5.
+// On an H100 (same call, default rule, µs, whole fill -> one slot): b128 h32 95.1 -> 93.5, s_q2
+// h32 172.7 -> 171.4, b64 h32 59.1 -> 58.5, b8 h32 25.9 -> 24.3, but b1 h32 17.0 -> 17.2, whose
+// few CTAs do not contend: the limit holds only where the grid's CTAs fill half the SMs or more
+// (gather.cuh grid_fills_half_the_sms, at run time).
 // SMLA_SD_RAW_FIRST_FILL: -1 (default) one slot for the 32-row fp8_ds_mla decode tiles (kReadOnce:
 // not the paged prefill's), all elsewhere; N >= 1 (a measurement build) N slots for every raw
 // ring; 0 all slots everywhere (the kernels before the fifty-sixth pass).

@@ -35,7 +35,9 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
   using S = RingSmem<kRows, kFmt, kDs32Roles>;
   using R = RawRow<kFmt>;
   constexpr int kStride = kRawRingStride<kFmt>;
+  // the first fill's slots in flight at once (config.h kRawFirstFill; all where few CTAs contend)
   constexpr int kFirst = kRawFirstFill<kRows, kFmt, kReadOnce>;
+  const int first = kFirst > 0 && grid_fills_half_the_sms() ? kFirst : S::kRing;
   static_assert(R::kBytes <= kStride && R::kBytes % 16 == 0, "a ring row holds one cache row");
   static_assert(!(kE4m3Runs && R::kDense) || kStride == R::kBytes, "runs of rows keep the cache's pitch");
   // Rows per producer warp: eight warps (lanes 0..7) or, with two consumer warpgroups, four (0..15).
@@ -58,8 +60,7 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
     const KeyAddr a = key_addr(p, w, v, idx);
     if (i + 1 < blocks) idx = load_key_index<R::kDense>(p, w, v + kKeys);
     if (i >= S::kRing) mbar_wait(empty + slot, ((i / S::kRing) - 1) & 1);
-    // the first fill's later slots wait for block i - N's rows (config.h kRawFirstFill)
-    if (kFirst > 0 && i >= kFirst && i < S::kRing) mbar_wait(full + (i - kFirst), 0);
+    if (i >= first && i < S::kRing) mbar_wait(full + (i - first), 0);  // the first fill's later slots
     if (kBlockTimeline && pt == 0) block_event(1, i);
     if (kRolesTimeline && kDs32Roles && pt == 0) role_mark(0, i);
     const bool ok = a.page != nullptr;
