@@ -65,8 +65,9 @@ void by_rows(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream) {
 // more (the H200 table: b128 h32 85.0 -> 78.9 µs, fifty-third pass), or of more CTAs than SMs (one
 // CTA an SM: beyond one wave) on any: on an H100 (2026-12-06, fifty-sixth pass, three reps, µs,
 // halves -> roles) s_q2 h32 172.3-173.2 -> 165.8-166.1, b256 h32 172.4-172.9 -> 166.0-166.3, s_q2
-// h24 170.7-170.9 -> 164.6-165.2, while one wave stays faster in halves (b128 h32 88.6-89.0 ->
-// 91.2-91.4; b64 h32, split, 56.6-56.9 -> 60.0-60.3).
+// h24 170.7-170.9 -> 164.6-165.2, while one wave stayed faster in halves (b128 h32 88.6-89.0 ->
+// 91.2-91.4; b64 h32, split, 56.6-56.9 -> 60.0-60.3); since the one-slot first fill (config.h
+// kRawFirstFill) the two are within 1% at b128 h32 / h24 on H100s, either one ahead by the card.
 bool ds32_decode_roles(const AttnParams& p, int rows, dim3 grid) {
   if (rows != 32 || p.main.format != kDs || p.max_logits != nullptr) return false;
   switch (ds32_by_env()) {
