@@ -47,22 +47,15 @@ ENDS = {
 
 
 def summarize(path):
-    lines = [m for m in (LINE.search(l) for l in open(path)) if m]
-    # The last launch: the lines from the last block 0 of the first CTA printed (c0: CTA 0 unless
-    # it printed nothing) on.
-    blocks = {}
-    if lines:
-        c0 = min(m.group(1) for m in lines)
-        first = max(i for i, m in enumerate(lines) if m.group(1) == c0 and m.group(2) == "0")
-        for m in lines[first:]:
-            v = [int(x) if x not in ("-1", None) else None for x in m.groups()]  # -1: a mark never reached
-            blocks[(v[0], v[1])] = dict(zip(KEYS, v[2:]))
+    blocks = unit_timeline.last_launch(path, LINE, KEYS)
+    last = {}  # each CTA's last block printed
+    for c, i in blocks:
+        last[c] = max(last.get(c, i), i)
     out = {}
     for name, f in PHASES.items():
         x = []
         for (c, i), b in blocks.items():
-            last = max(k for (cc, k) in blocks if cc == c)
-            if i >= 2 and i < last and (c, i - 1) in blocks:
+            if i >= 2 and i < last[c] and (c, i - 1) in blocks:
                 try:
                     x.append(f(b, blocks[(c, i - 1)]))
                 except TypeError:
@@ -71,10 +64,9 @@ def summarize(path):
             out[name] = unit_timeline.stats(x)
     for name, f in ENDS.items():
         x = []
-        for c in sorted({c for c, _ in blocks}):
-            last = max(k for (cc, k) in blocks if cc == c)
+        for c in sorted(last):
             try:
-                v = f(blocks[(c, 0)], blocks[(c, last)])
+                v = f(blocks[(c, 0)], blocks[(c, last[c])])
             except (KeyError, TypeError):  # a mark never reached
                 continue
             if v is not None:

@@ -49,15 +49,24 @@ def stats(x):
     return {"median": statistics.median(x), "min": min(x), "max": max(x), "n": len(x)}
 
 
-def summarize(path):
-    lines = [m for m in (LINE.search(l) for l in open(path)) if m]
-    # The last launch: lines after the last (cta 0, k 0).
-    first = max(i for i, m in enumerate(lines) if m.group(1) == "0" and m.group(2) == "0")
-    units = {}
+def last_launch(path, line, keys):
+    """The marks of a file's last launch (this one's and bench/roles_timeline.py's lines): {(cta,
+    index): {key: ns}} from the last line of index 0 of the first CTA printed (CTA 0 unless it
+    printed nothing) on; a mark printed as -1 (never reached) or not printed by the build is None."""
+    lines = [m for m in (line.search(l) for l in open(path)) if m]
+    if not lines:
+        return {}
+    c0 = min(m.group(1) for m in lines)
+    first = max(i for i, m in enumerate(lines) if m.group(1) == c0 and m.group(2) == "0")
+    marks = {}
     for m in lines[first:]:
-        # (-1: a mark the unit never reached, as a missing one)
-        v = [int(x) if x is not None and x != "-1" else None for x in m.groups()]
-        units[(v[0], v[1])] = dict(zip(KEYS, v[2:]))
+        v = [int(x) if x not in ("-1", None) else None for x in m.groups()]
+        marks[(v[0], v[1])] = dict(zip(keys, v[2:]))
+    return marks
+
+
+def summarize(path):
+    units = last_launch(path, LINE, KEYS)
     out = {}
     for name, f in PHASES.items():
         x = []

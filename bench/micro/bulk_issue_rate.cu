@@ -27,24 +27,15 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/gather.cuh"
 #include "median_time.cuh"
+#include "v32_rows.cuh"
 
 namespace {
 
 using namespace smla::cuda;
+using namespace v32_rows;
 
-constexpr int kRowBytes = 656;
-constexpr int kStride = 672;  // the ring's row pitch
-constexpr int kKeys = 64;
 constexpr int kBlocks = 32;  // V3.2 topk 2048
 constexpr int kThreads = 256;
-constexpr int64_t kCacheRows = 128LL * 32768;
-constexpr size_t kFlushBytes = size_t(512) << 20;
-
-__device__ __forceinline__ uint64_t now_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 // out[cta][block][0..2]: the first warp's issue span, the slowest warp's end of issue after the
 // block's start, the rows in after the block's start (ns).
@@ -102,23 +93,17 @@ double median_of(std::vector<uint32_t> v) {
 int main() {
   int sms = 0;
   SMLA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  uint8_t *cache = nullptr, *flush = nullptr;
-  SMLA_CUDA_CHECK(cudaMalloc(&cache, kCacheRows * kRowBytes));
-  SMLA_CUDA_CHECK(cudaMalloc(&flush, kFlushBytes));
-  SMLA_CUDA_CHECK(cudaMemset(cache, 0x11, kCacheRows * kRowBytes));
+  const Buffers buf = make_buffers();
+  uint8_t *cache = buf.cache, *flush = buf.flush;
   const int max_ctas = std::min(sms, 128);
-  std::vector<int> h(static_cast<size_t>(max_ctas) * kBlocks * kKeys);
-  std::mt19937_64 rng(7);
-  for (auto& v : h) v = static_cast<int>(rng() % kCacheRows);
-  int* slots = nullptr;
+  const size_t blocks = static_cast<size_t>(max_ctas) * kBlocks;  // every CTA's blocks
+  int* slots = random_slots(blocks * kKeys);
   uint32_t* out = nullptr;
-  SMLA_CUDA_CHECK(cudaMalloc(&slots, h.size() * sizeof(int)));
-  SMLA_CUDA_CHECK(cudaMalloc(&out, h.size() / kKeys * 3 * sizeof(uint32_t)));
-  SMLA_CUDA_CHECK(cudaMemcpy(slots, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
+  SMLA_CUDA_CHECK(cudaMalloc(&out, blocks * 3 * sizeof(uint32_t)));
   const int smem = kKeys * kStride;
   SMLA_CUDA_CHECK(cudaFuncSetAttribute(issue_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   std::printf("{\"sms\": %d, \"blocks\": %d, \"keys\": %d}\n", sms, kBlocks, kKeys);
-  std::vector<uint32_t> o(h.size() / kKeys * 3);
+  std::vector<uint32_t> o(blocks * 3);
   for (int ctas : {1, max_ctas})
     for (int warps : {2, 4, 8}) {  // 32, 16 or 8 lanes of a warp issue
       const double s = median_seconds(

@@ -33,20 +33,16 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/gather.cuh"
 #include "median_time.cuh"
+#include "v32_rows.cuh"
 
 namespace {
 
 using namespace smla::cuda;
+using namespace v32_rows;
 
-constexpr int kRowBytes = 656;
-constexpr int kStride = 672;  // the ring's row pitch
-constexpr int kKeys = 64;
 constexpr int kRing = 4;
-constexpr int kSlotBytes = kKeys * kStride;
 constexpr int kSmem = kRing * kSlotBytes + 64;
-constexpr int64_t kCacheRows = 128LL * 32768;  // b128's cache: 2.75 GB
 constexpr int kMaxBlocks = 128;
-constexpr size_t kFlushBytes = size_t(512) << 20;
 constexpr size_t kSeqBytes = size_t(256) << 20;
 
 // Policy 1: every line evict_first (the library's, gather.cuh); 2: half of them; 3: a quarter
@@ -123,20 +119,14 @@ int main() {
   int l2 = 0;
   SMLA_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
   const int ctas = std::min(sms, 128);
-  uint8_t *cache = nullptr, *flush = nullptr, *seq = nullptr;
-  SMLA_CUDA_CHECK(cudaMalloc(&cache, kCacheRows * kRowBytes));
-  SMLA_CUDA_CHECK(cudaMalloc(&flush, kFlushBytes));
+  const Buffers buf = make_buffers();
+  uint8_t *cache = buf.cache, *flush = buf.flush;
+  uint8_t* seq = nullptr;
   SMLA_CUDA_CHECK(cudaMalloc(&seq, kSeqBytes));
-  SMLA_CUDA_CHECK(cudaMemset(cache, 0x11, kCacheRows * kRowBytes));
   SMLA_CUDA_CHECK(cudaMemset(seq, 0x22, kSeqBytes));
-  std::vector<int> h(static_cast<size_t>(2 * ctas) * kMaxBlocks * kKeys);  // two waves' worth
-  std::mt19937_64 rng(7);
-  for (auto& v : h) v = static_cast<int>(rng() % kCacheRows);
-  int* slots = nullptr;
+  int* slots = random_slots(static_cast<size_t>(2 * ctas) * kMaxBlocks * kKeys);  // two waves' worth
   uint32_t* sink = nullptr;
-  SMLA_CUDA_CHECK(cudaMalloc(&slots, h.size() * sizeof(int)));
   SMLA_CUDA_CHECK(cudaMalloc(&sink, sms * sizeof(uint32_t)));
-  SMLA_CUDA_CHECK(cudaMemcpy(slots, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
   using Ring = void (*)(const uint8_t*, const int*, int, uint32_t*);
   const Ring rings[] = {ring_kernel<0>, ring_kernel<1>, ring_kernel<2>, ring_kernel<3>, ring_kernel<4>};
   for (Ring r : rings) SMLA_CUDA_CHECK(cudaFuncSetAttribute(r, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));

@@ -34,6 +34,7 @@
 #include "cuda/common/barriers.cuh"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/gather.cuh"
+#include "cuda/common/globaltimer.cuh"
 #include "cuda/common/wgmma.cuh"
 
 namespace {
@@ -50,12 +51,6 @@ constexpr int kSmem = kTileBytes + 1024 + 64;  // the tile (1024-aligned for the
 // The family's core-matrix offset of row r's 16-byte chunk ch (config.h tile_offset).
 __device__ __forceinline__ int core_offset(int r, int ch) { return (r >> 3) * 16 * kD + ch * 128 + (r & 7) * 16; }
 
-__device__ __forceinline__ uint64_t now() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 // ns[cta] = time from the CTA's barriers to Q in shared memory. sink: keeps the tile live.
 template <int kWay>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -68,7 +63,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_mbarrier_init();
   }
   __syncthreads();
-  const uint64_t t0 = now();
+  const uint64_t t0 = globaltimer_ns();
   const uint16_t* src = q + static_cast<size_t>(blockIdx.x) * kRows * kD;
   const uint32_t tile_s = static_cast<uint32_t>(__cvta_generic_to_shared(tile));
   const uint32_t bar_s = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
@@ -109,7 +104,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     if constexpr (kWay <= 1) fence_proxy_async();  // as load_q: read next by wgmma
     named_bar_sync(2, kConsumers);
-    if (threadIdx.x == 0) ns[blockIdx.x] = static_cast<uint32_t>(now() - t0);
+    if (threadIdx.x == 0) ns[blockIdx.x] = static_cast<uint32_t>(globaltimer_ns() - t0);
     // Keep the tile: one word per consumer thread, summed.
     if (reinterpret_cast<const uint32_t*>(tile)[threadIdx.x * 72] == 0x7fc17fc1u) atomicAdd(sink, 1u);
   }

@@ -27,24 +27,14 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/gather.cuh"
 #include "median_time.cuh"
+#include "v32_rows.cuh"
 
 namespace {
 
 using namespace smla::cuda;
+using namespace v32_rows;
 
-constexpr int kRowBytes = 656;
-constexpr int kStride = 672;  // the ring's row pitch
-constexpr int kKeys = 64;
-constexpr int kSlotBytes = kKeys * kStride;
 constexpr int kBlocks = 32;  // V3.2 topk 2048
-constexpr int64_t kCacheRows = 128LL * 32768;
-constexpr size_t kFlushBytes = size_t(512) << 20;
-
-__device__ __forceinline__ uint64_t now_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 // kRing slots; the barriers sit past `smem_slots` slots (the shared memory the launch asks for).
 template <int kRing>
@@ -92,20 +82,13 @@ int main() {
   int sms = 0;
   SMLA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const int ctas = std::min(sms, 128);
-  uint8_t *cache = nullptr, *flush = nullptr;
-  SMLA_CUDA_CHECK(cudaMalloc(&cache, kCacheRows * kRowBytes));
-  SMLA_CUDA_CHECK(cudaMalloc(&flush, kFlushBytes));
-  SMLA_CUDA_CHECK(cudaMemset(cache, 0x11, kCacheRows * kRowBytes));
-  std::vector<int> h(static_cast<size_t>(2 * ctas) * kBlocks * kKeys);  // two waves' worth
-  std::mt19937_64 rng(7);
-  for (auto& v : h) v = static_cast<int>(rng() % kCacheRows);
-  int* slots = nullptr;
+  const Buffers buf = make_buffers();
+  uint8_t *cache = buf.cache, *flush = buf.flush;
+  int* slots = random_slots(static_cast<size_t>(2 * ctas) * kBlocks * kKeys);  // two waves' worth
   uint64_t* wait_ns = nullptr;
   uint32_t* sink = nullptr;
-  SMLA_CUDA_CHECK(cudaMalloc(&slots, h.size() * sizeof(int)));
   SMLA_CUDA_CHECK(cudaMalloc(&wait_ns, 2 * ctas * sizeof(uint64_t)));
   SMLA_CUDA_CHECK(cudaMalloc(&sink, 2 * ctas * sizeof(uint32_t)));
-  SMLA_CUDA_CHECK(cudaMemcpy(slots, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
   using Ring = void (*)(const uint8_t*, const int*, int, int, uint64_t*, uint32_t*);
   const Ring rings[] = {nullptr, nullptr, ring_kernel<2>, ring_kernel<3>, ring_kernel<4>};
   const int max_smem = 4 * kSlotBytes + 64;

@@ -62,19 +62,24 @@ __device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uin
                : "memory");
 }
 
-// Whether the grid is one wave of CTAs, for kernels that run one CTA an SM. Not volatile: the
-// compiler may compute it once. (%nsmid may exceed the SMs present where their ids have gaps.)
-__device__ __forceinline__ bool grid_in_one_wave() {
+// The device's SM count as %nsmid gives it (it may exceed the SMs present where their ids have
+// gaps). Not volatile: the compiler may compute it once.
+__device__ __forceinline__ uint32_t sm_count_bound() {
   uint32_t sms;
   asm("mov.u32 %0, %%nsmid;\n" : "=r"(sms));
+  return sms;
+}
+
+// Whether the grid is one wave of CTAs, for kernels that run one CTA an SM.
+__device__ __forceinline__ bool grid_in_one_wave() {
+  const uint32_t sms = sm_count_bound();
   return gridDim.x * gridDim.y * gridDim.z <= sms;
 }
 
 // Whether the grid's CTAs fill half the SMs or more: enough of them that their gathers contend
-// for the memory (sparse_decode config.h kRawFirstFill). Not volatile, as grid_in_one_wave.
+// for the memory (sparse_decode config.h kRawFirstFill).
 __device__ __forceinline__ bool grid_fills_half_the_sms() {
-  uint32_t sms;
-  asm("mov.u32 %0, %%nsmid;\n" : "=r"(sms));
+  const uint32_t sms = sm_count_bound();
   return 2 * gridDim.x * gridDim.y * gridDim.z >= sms;
 }
 

@@ -86,7 +86,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
   const int tid = static_cast<int>(threadIdx.x) & 127;
   constexpr int kPTile16 = static_cast<int>(S::kPBytes / 16);  // descriptor units between P^T tiles
   const int nb = w.kb_end - w.kb_begin;
-  constexpr bool kMarks = kRolesTimeline && kDs32Roles;  // per-block marks (timeline.cuh role_mark)
+  constexpr bool kMarks = kRoleMarks<kDs32Roles>;  // per-block marks (timeline.cuh role_mark)
 
   if constexpr (kRole == 0) {
     // ---------------- WG0: S^T, the softmax, P^T ----------------
@@ -301,10 +301,11 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
     for (int mi = 0; mi < kMT; ++mi) scale_tile(o[mi], __int_as_float((max(e_run[mi >> 1], 7) - 6) << 23));  // 2^(e_run - 133)
     const int col0 = 4 * (8 * wq + g);
     auto col = [&](int mi, int hf) { return 128 * (mi >> 1) + col0 + 2 * (mi & 1) + hf; };
-    // (kRolesEndWg0: WG0's threads join the stores as tids 0-127, WG1's are 128-255)
-    narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits, decltype(col), 1, 1, kRolesEndWg0 ? kThreads : 0>(
+    // kRolesEndWg0: WG0's threads join the stores as tids 0-127 (the store threads start there)
+    constexpr int kHelpers = kRolesEndWg0 ? kThreads : 0;
+    narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits, decltype(col), 1, 1, kHelpers>(
         p, w, reinterpret_cast<float*>(pt), reinterpret_cast<float*>(smem + S::ring), o, m_run, l_run, wq, g, c, col, 1, nullptr, 1,
-        kRolesEndWg0 ? 0 : kThreads);
+        kThreads - kHelpers);
     if (kMarks && tid == 0) role_mark(11, 0);
   }
 }

@@ -16,6 +16,8 @@
 
 #include <cuda_runtime.h>
 
+#include "cuda/common/globaltimer.cuh"
+
 namespace smla::cuda::sparse_decode_family {
 
 #ifndef SMLA_SD_TIMELINE
@@ -25,6 +27,9 @@ inline constexpr bool kTimeline = SMLA_SD_TIMELINE >= 1 && SMLA_SD_TIMELINE <= 3
 inline constexpr bool kBlockTimeline = SMLA_SD_TIMELINE == 2;
 inline constexpr bool kUnitTimeline = SMLA_SD_TIMELINE == 3;
 inline constexpr bool kRolesTimeline = SMLA_SD_TIMELINE == 4;
+// Whether a kernel takes the roles' per-block marks (role_mark): the run-time roles kernel's.
+template <bool kDs32Roles>
+inline constexpr bool kRoleMarks = kRolesTimeline && kDs32Roles;
 
 // Marks: 0 entry, 1 after the grid-dependency wait, 2 barriers initialized, 3 Q in shared
 // memory (consumer), 4 first K tile full (consumer), 5 last block done (consumer), 6 consumer
@@ -48,8 +53,7 @@ __device__ __forceinline__ uint64_t* timeline_slots() {
 
 __device__ __forceinline__ void timeline_mark(int id) {
   if constexpr (kTimeline) {
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    const uint64_t t = globaltimer_ns();
     if (id == 0)  // marks a kernel never reaches print as +0
       for (int k = 1; k < kMarks; ++k) timeline_slots()[k] = t;
     timeline_slots()[id] = t;
@@ -70,9 +74,7 @@ __device__ __forceinline__ uint32_t* block_events() {
 __device__ __forceinline__ void block_event(int e, int i) {
   if constexpr (kBlockTimeline) {
     if (i >= kEventBlocks) return;
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    block_events()[e * kEventBlocks + i] = static_cast<uint32_t>(t - timeline_slots()[0]);
+    block_events()[e * kEventBlocks + i] = static_cast<uint32_t>(globaltimer_ns() - timeline_slots()[0]);
   }
 }
 
@@ -113,13 +115,11 @@ inline constexpr int kTlCtas = 4, kTlUnits = 40, kTlEvents = 18;
 #if SMLA_SD_TIMELINE == 3
 static __device__ uint64_t g_unit_marks[kTlCtas][kTlUnits][kTlEvents];
 
-
 // Event e of the CTA's unit k at time t (default: now).
 __device__ __forceinline__ void unit_mark(int e, int k, uint64_t t = 0) {
   const int c = marked_cta();
   if (c < 0 || k >= kTlUnits) return;
-  if (t == 0) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  g_unit_marks[c][k][e] = t;
+  g_unit_marks[c][k][e] = t == 0 ? globaltimer_ns() : t;
 }
 
 // One thread prints the marks, ns after CTA 0's entry, one line per CTA and unit, and clears them.
@@ -162,9 +162,7 @@ static __device__ uint64_t g_role_marks[kTlCtas][kRlBlocks][kRlEvents];
 __device__ __forceinline__ void role_mark(int e, int i) {
   const int c = marked_cta();
   if (c < 0 || i >= kRlBlocks) return;
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  g_role_marks[c][i][e] = t;
+  g_role_marks[c][i][e] = globaltimer_ns();
 }
 
 // One thread prints the marks, ns after the CTA's entry, one line per CTA and block, and clears them.
