@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kThreads, 1) issue_kernel(const uint8_t* cache
       const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem + row * kStride));
       bulk_copy_g2s(dst, cache + static_cast<int64_t>(idx) * kRowBytes, kRowBytes,
                     static_cast<uint32_t>(__cvta_generic_to_shared(&bar)), pol);
-      __syncwarp();
+      __syncwarp(per == 32 ? ~0u : (1u << per) - 1);  // only the issuing lanes are here
       if (lane == 0) {
         const uint64_t t1 = now_ns();
         ends[warp] = t1;
@@ -103,6 +103,7 @@ int main() {
   const int smem = kKeys * kStride;
   SMLA_CUDA_CHECK(cudaFuncSetAttribute(issue_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   std::printf("{\"sms\": %d, \"blocks\": %d, \"keys\": %d}\n", sms, kBlocks, kKeys);
+  std::fflush(stdout);
   std::vector<uint32_t> o(blocks * 3);
   for (int ctas : {1, max_ctas})
     for (int warps : {2, 4, 8}) {  // 32, 16 or 8 lanes of a warp issue
@@ -116,6 +117,7 @@ int main() {
           "{\"ctas\": %d, \"warps\": %d, \"lanes_per_warp\": %d, \"first_warp_issue_ns\": %.0f, \"all_issued_ns\": %.0f, "
           "\"rows_in_ns\": %.0f, \"us\": %.2f}\n",
           ctas, warps, kKeys / warps, median_of(first), median_of(last), median_of(in), s * 1e6);
+      std::fflush(stdout);  // each line kept if a later configuration is cut off
     }
   return 0;
 }

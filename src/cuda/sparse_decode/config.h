@@ -848,6 +848,22 @@ inline constexpr int kRawRing = SMLA_SD_RAW_RING;
 #ifndef SMLA_SD_RAW_FIRST_FILL
 #define SMLA_SD_RAW_FIRST_FILL -1
 #endif
+// Measurement build SMLA_SD_RAW_CP_ASYNC=1: the fp8_ds_mla raw rings' rows copied by 16-byte
+// cp.async (every lane of the producer warps, 41 pieces a row; an arrive.noinc a thread and block)
+// instead of one cp.async.bulk a row. Why: the TMA unit takes ~0.9 µs to accept a block's 64 row
+// copies however many warps issue them (bench/micro/bulk_issue_rate.cu, an H100, 2026-12-06),
+// the roles' ~1.0 µs from a slot's release to its copies issued; bench/micro/row_copy_path.cu
+// times both paths on the same gather.
+#ifndef SMLA_SD_RAW_CP_ASYNC
+#define SMLA_SD_RAW_CP_ASYNC 0
+#endif
+template <int kFmt>
+inline constexpr bool kRawCpAsync = SMLA_SD_RAW_CP_ASYNC == 1 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
+// Arrivals on a raw ring slot's "full" barrier a phase: the copying lanes' arrive.expect_tx, or
+// with kRawCpAsync every producer thread's arrive.noinc.
+template <int kRows, int kFmt>
+inline constexpr int kRawFullArrivals =
+    kRawCpAsync<kFmt> ? kernel_threads<kRows, kFmt>() - raw_consumer_threads<kRows, kFmt>() : kKeys;
 template <int kRows, int kFmt, bool kReadOnce>
 inline constexpr int kRawFirstFill =
     SMLA_SD_RAW_FIRST_FILL >= 0 ? SMLA_SD_RAW_FIRST_FILL

@@ -175,9 +175,13 @@ struct ProducerLane {
 // kRowsEvictFirstOneWave: a sparse gather's rows only where the grid is one wave, kDense: the
 // dense walk's runs of rows).
 template <bool kReadOnce, bool kDense>
+__device__ __forceinline__ bool rows_evict_first(int i, int blocks) {
+  return kReadOnce && kRowsEvictFirst && (!kRowsEvictFirstHalf || 2 * i < blocks) &&
+         (kDense || !kRowsEvictFirstOneWave || grid_in_one_wave());
+}
+template <bool kReadOnce, bool kDense>
 __device__ __forceinline__ void copy_row_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar, int i, int blocks) {
-  if (kReadOnce && kRowsEvictFirst && (!kRowsEvictFirstHalf || 2 * i < blocks) &&
-      (kDense || !kRowsEvictFirstOneWave || grid_in_one_wave()))
+  if (rows_evict_first<kReadOnce, kDense>(i, blocks))
     bulk_copy_g2s(dst, src, bytes, bar, l2_evict_first_policy());
   else bulk_copy_g2s(dst, src, bytes, bar);
 }

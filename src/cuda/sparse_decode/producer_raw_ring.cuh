@@ -43,7 +43,10 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
   // Rows per producer warp: eight warps (lanes 0..7) or, with two consumer warpgroups, four (0..15).
   constexpr int kLanes = kKeys / ((kernel_threads<kRows, kFmt>() - raw_consumer_threads<kRows, kFmt>()) / 32);
   const int pt = static_cast<int>(threadIdx.x) - raw_consumer_threads<kRows, kFmt>();
-  if ((pt & 31) >= kLanes) return;
+  // kRawCpAsync: every lane copies pieces of its warp's rows (lane l and l + kLanes own one row)
+  constexpr bool kCp = kRawCpAsync<kFmt>;
+  static_assert(!kCp || (!R::kDense && !kRawNoCopy && kRawPrefetch == 0), "16-byte copies: fp8_ds_mla rows, copied");
+  if (!kCp && (pt & 31) >= kLanes) return;
   const int row = (pt >> 5) * kLanes + (pt & (kLanes - 1));
   const int blocks = w.kb_end - w.kb_begin;
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::bars);
@@ -70,6 +73,28 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
       if (i < S::kRing)
         for (int c = 0; c < R::kBytes / 16; ++c) reinterpret_cast<uint4*>(dst)[c] = make_uint4(0, 0, 0, 0);
       mbar_arrive(full + slot);
+      continue;
+    }
+    if constexpr (kCp) {
+      // The warp's kLanes rows, each as 16-byte pieces by all 32 lanes; a skipped row's pieces
+      // zero-filled (src-size 0 reads nothing: any global address serves)
+      const int ln = pt & 31;
+      if (ln < kLanes) ok_bytes[slot * kKeys + row] = ok;
+      const uint8_t* mine = ok ? R::row(a) : reinterpret_cast<const uint8_t*>(unit_q(p, w));
+      const uint32_t base = smem_addr(ring + slot * S::kSlotBytes + (pt >> 5) * kLanes * kStride);
+      const bool pol = rows_evict_first<kReadOnce, false>(i, blocks);
+#pragma unroll
+      for (int r = 0; r < kLanes; ++r) {
+        const uint8_t* src = reinterpret_cast<const uint8_t*>(__shfl_sync(~0u, reinterpret_cast<uint64_t>(mine), r));
+        const uint32_t n = __shfl_sync(~0u, ok ? 16u : 0u, r);
+#pragma unroll
+        for (int c = ln; c < R::kBytes / 16; c += 32) {
+          if (pol) cp_async_16_zfill(base + r * kStride + 16 * c, src + 16 * c, n, l2_evict_first_policy());
+          else cp_async_16_zfill(base + r * kStride + 16 * c, src + 16 * c, n);
+        }
+      }
+      mbar_arrive_on_cp_async(full + slot);
+      if (kRoleMarks<kDs32Roles> && pt == 0) role_mark(1, i);
       continue;
     }
     ok_bytes[slot * kKeys + row] = ok;
