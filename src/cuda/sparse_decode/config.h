@@ -938,6 +938,16 @@ static_assert(kRegsProducerRawDual >= 56, "dual ring register budget");
 #define SMLA_SD_DS32_ROLES_EARLY_V 0
 #endif
 inline constexpr bool kRolesEarlyV = SMLA_SD_DS32_ROLES_EARLY_V != 0;
+// Measurement build SMLA_SD_DS32_ROLES_V_FIRST=1: in the roles WG1 loads block i's 64 value words
+// and releases the slot as soon as its P V of block i - 1 has drained and the rows are in, then
+// waits for WG0's hand-over of block i; by default it waits for the hand-over first. Why: on an
+// H200 h32's pace is bound both by WG0 (~2.07 µs a block) and by the ring's turn over three slots
+// (~3.1 µs in flight, ~3.1 held, ~1.0 from release to issue: docs/PERF.md fifty-sixth pass); the
+// hold spans WG0's whole block, which WG1's value loads need not wait for.
+#ifndef SMLA_SD_DS32_ROLES_V_FIRST
+#define SMLA_SD_DS32_ROLES_V_FIRST 0
+#endif
+inline constexpr bool kRolesVFirst = SMLA_SD_DS32_ROLES_V_FIRST != 0;
 // SMLA_SD_ROLES_END_WG0 (default 1): in the 32-row roles WG0, done after its last block, joins
 // WG1's epilogue stores (narrow_epilogue's helpers: 256 threads write the tile's 32 rows, 16
 // pieces a thread instead of 32). ncu of b128 h32 (2026-12-06, an H100) had 21% of WG1's

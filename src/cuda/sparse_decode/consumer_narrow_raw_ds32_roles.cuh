@@ -218,11 +218,15 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
     int e_run[kTiles] = {};
     uint32_t a[2][4][4];
     uint32_t* p_ab = reinterpret_cast<uint32_t*>(RawWg<kRows, kFmt, kDs32Roles>::key_entry(pt, raw_key_logical(ka)));
+    static_assert(!kRolesVFirst || (kEarlyV && !kPByWg1), "V first: the value words early, no scales read after the release");
     for (int i = 0; i < nb; ++i) {
       const int slot = i % S::kRing;
-      named_bar_sync(kBarRolesPFull, 2 * kThreads);
-      if (kMarks && tid == 0) role_mark(7, i);
-      mbar_wait(full + slot, (i / S::kRing) & 1);  // complete already (WG0 waited): the slot's bytes for this thread
+      if constexpr (!kRolesVFirst) {
+        named_bar_sync(kBarRolesPFull, 2 * kThreads);
+        if (kMarks && tid == 0) role_mark(7, i);
+      }
+      // the slot's bytes for this thread (complete already where WG0 handed the block over)
+      mbar_wait(full + slot, (i / S::kRing) & 1);
       const uint8_t* blk = ring + slot * S::kSlotBytes;
       // O^T += V^T P^T_t below: per k-step kk (16 keys) and half (scale tiles 2 half, 2 half + 1:
       // O^T tiles 4 half .. 4 half + 3), one 4-byte word of four rows (keys 16 kk + 4 r + c) per tile
@@ -246,6 +250,10 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
 #pragma unroll
             for (int r = 0; r < 4; ++r) xv[h][tt][r] = value_word(h, tt, r);
         raw_slot_release(empty + slot, lane);
+      }
+      if constexpr (kRolesVFirst) {  // the value words and the release before the hand-over (config.h)
+        named_bar_sync(kBarRolesPFull, 2 * kThreads);
+        if (kMarks && tid == 0) role_mark(7, i);
       }
       const bool moved = hand[H::moved] != 0.f;  // the same word for every thread
       float alpha[kNJ][2], tf[kMT];
