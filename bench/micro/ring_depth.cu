@@ -79,12 +79,10 @@ __global__ void __launch_bounds__(128, 1) ring_kernel(const uint8_t* cache, cons
 }  // namespace
 
 int main() {
-  int sms = 0;
-  SMLA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const int ctas = std::min(sms, 128);
-  const Buffers buf = make_buffers();
-  uint8_t *cache = buf.cache, *flush = buf.flush;
-  int* slots = random_slots(static_cast<size_t>(2 * ctas) * kBlocks * kKeys);  // two waves' worth
+  const Gather gather = make_gather(kBlocks);
+  const int sms = gather.sms, ctas = gather.ctas;
+  uint8_t *cache = gather.buf.cache, *flush = gather.buf.flush;
+  int* slots = gather.slots;
   uint64_t* wait_ns = nullptr;
   uint32_t* sink = nullptr;
   SMLA_CUDA_CHECK(cudaMalloc(&wait_ns, 2 * ctas * sizeof(uint64_t)));

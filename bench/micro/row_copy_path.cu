@@ -124,12 +124,10 @@ Ring ring_of(int path) {
 }  // namespace
 
 int main() {
-  int sms = 0;
-  SMLA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const int ctas = std::min(sms, 128);
-  const Buffers buf = make_buffers();
-  uint8_t *cache = buf.cache, *flush = buf.flush;
-  int* slots = random_slots(static_cast<size_t>(2 * ctas) * kBlocks * kKeys);  // two waves' worth
+  const Gather gather = make_gather(kBlocks);
+  const int sms = gather.sms, ctas = gather.ctas;
+  uint8_t *cache = gather.buf.cache, *flush = gather.buf.flush;
+  int* slots = gather.slots;
   uint32_t *issue_ns = nullptr, *sink = nullptr;
   SMLA_CUDA_CHECK(cudaMalloc(&issue_ns, 2 * ctas * sizeof(uint32_t)));
   SMLA_CUDA_CHECK(cudaMalloc(&sink, 2 * ctas * sizeof(uint32_t)));

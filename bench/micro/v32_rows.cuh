@@ -1,6 +1,6 @@
 // What the microbenchmarks of random V3.2 row gathers share (l2_dirty_lines.cu, ring_depth.cu,
-// bulk_issue_rate.cu): the row and its ring pitch, b128's cache of random slots, the flush, and
-// the device clock.
+// bulk_issue_rate.cu, row_copy_path.cu): the row and its ring pitch, b128's cache of random
+// slots, the flush, the device clock, and a one-wave gather's setup.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -45,6 +45,22 @@ inline int* random_slots(size_t n) {
   SMLA_CUDA_CHECK(cudaMalloc(&d, n * sizeof(int)));
   SMLA_CUDA_CHECK(cudaMemcpy(d, h.data(), n * sizeof(int), cudaMemcpyHostToDevice));
   return d;
+}
+
+// A one-wave gather's setup (ring_depth.cu, row_copy_path.cu): the SMs, one CTA each up to 128,
+// the cache and flush buffers, and two waves' worth of random slots for `blocks` blocks a CTA.
+struct Gather {
+  int sms = 0, ctas = 0;
+  Buffers buf;
+  int* slots = nullptr;
+};
+inline Gather make_gather(int blocks) {
+  Gather g;
+  SMLA_CUDA_CHECK(cudaDeviceGetAttribute(&g.sms, cudaDevAttrMultiProcessorCount, 0));
+  g.ctas = g.sms < 128 ? g.sms : 128;
+  g.buf = make_buffers();
+  g.slots = random_slots(static_cast<size_t>(2 * g.ctas) * blocks * kKeys);
+  return g;
 }
 
 }  // namespace v32_rows
