@@ -853,7 +853,10 @@ inline constexpr int kRawRing = SMLA_SD_RAW_RING;
 // instead of one cp.async.bulk a row. Why: the TMA unit takes ~0.9 µs to accept a block's 64 row
 // copies however many warps issue them (bench/micro/bulk_issue_rate.cu, an H100, 2026-12-06),
 // the roles' ~1.0 µs from a slot's release to its copies issued; bench/micro/row_copy_path.cu
-// times both paths on the same gather.
+// times both paths on the same gather. Same call on an H100 (2026-12-06, µs, two reps, bulk ->
+// cp.async; docs/PERF.md fifty-seventh pass): the roles b128 h32 89.0 -> 87.7, b8 h32 24.2 -> 23.7,
+// but the halves b128 h32 87.7 -> 89.6, s_q2 h32 164.2 -> 170.0, b128 h16 85.1 -> 86.2, b1 h128
+// 16.6 -> 17.5: the pieces' shared-memory writes slow WG0 (2.24 -> 2.46 µs a block).
 #ifndef SMLA_SD_RAW_CP_ASYNC
 #define SMLA_SD_RAW_CP_ASYNC 0
 #endif
@@ -943,7 +946,10 @@ inline constexpr bool kRolesEarlyV = SMLA_SD_DS32_ROLES_EARLY_V != 0;
 // waits for WG0's hand-over of block i; by default it waits for the hand-over first. Why: on an
 // H200 h32's pace is bound both by WG0 (~2.07 µs a block) and by the ring's turn over three slots
 // (~3.1 µs in flight, ~3.1 held, ~1.0 from release to issue: docs/PERF.md fifty-sixth pass); the
-// hold spans WG0's whole block, which WG1's value loads need not wait for.
+// hold spans WG0's whole block, which WG1's value loads need not wait for. Same call on an H100
+// (2026-12-06, roles forced, three reps, µs): b128 h32 88.8 -> 91.2, s_q2 h32 164.1 -> 168.5, h24
+// 88.0 -> 90.5, b64 s_q2 h32 88.6 -> 91.6; the rows then take 4.6 µs from issue to WG0's wait
+// against 3.1 (more in flight on a gather-bound card, as with a fourth slot). Not timed on an H200.
 #ifndef SMLA_SD_DS32_ROLES_V_FIRST
 #define SMLA_SD_DS32_ROLES_V_FIRST 0
 #endif
