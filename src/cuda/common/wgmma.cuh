@@ -208,28 +208,36 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[16][4], const uin
 
 // d[N / 8 tiles of 8 columns][4] (+)= A (64 x 16, shared; kTransA 0: K-major, 1: MN-major) * B
 // (16 x N, K-major, shared), N = 16 or 32: the narrow products with keys or value columns in M
-// (S^T = K Q^T, O^T = V^T P^T). scale_d = 0 overwrites d (a first k-step), 1 accumulates.
-template <int N, int kTransA>
+// (S^T = K Q^T, O^T = V^T P^T), bf16 (kBf16) or f16. scale_d = 0 overwrites d (a first k-step),
+// 1 accumulates.
+template <int N, int kTransA, bool kBf16 = true>
 __device__ __forceinline__ void wgmma_m64nNk16_ss(float (&d)[N / 8][4], uint64_t desc_a, uint64_t desc_b, int scale_d) {
   static_assert(N == 16 || N == 32, "N is 16 or 32");
+#define SMLA_WGMMA_SS_N16(T)                                                                                  \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"                                                  \
+               "wgmma.mma_async.sync.aligned.m64n16k16.f32." T "." T " "                                      \
+               "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, %11, 0;\n}\n"                              \
+               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),     \
+                 "+f"(d[1][2]), "+f"(d[1][3])                                                                  \
+               : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA))
+#define SMLA_WGMMA_SS_N32(T)                                                                                  \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                                  \
+               "wgmma.mma_async.sync.aligned.m64n32k16.f32." T "." T " "                                      \
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, %19, " \
+               "0;\n}\n"                                                                                      \
+               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),     \
+                 "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),     \
+                 "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])                                    \
+               : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA))
   if constexpr (N == 16) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, %11, 0;\n}\n"
-        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
-          "+f"(d[1][3])
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA));
+    if constexpr (kBf16) SMLA_WGMMA_SS_N16("bf16");
+    else SMLA_WGMMA_SS_N16("f16");
   } else {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, %19, 0;\n}\n"
-        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
-          "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
-          "+f"(d[3][2]), "+f"(d[3][3])
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA));
+    if constexpr (kBf16) SMLA_WGMMA_SS_N32("bf16");
+    else SMLA_WGMMA_SS_N32("f16");
   }
+#undef SMLA_WGMMA_SS_N16
+#undef SMLA_WGMMA_SS_N32
 }
 
 // d[N / 8][4] (+)= A (64 x 16 from registers: this warp's 16 rows in the mma.sync A fragment

@@ -954,6 +954,20 @@ inline constexpr bool kRolesEarlyV = SMLA_SD_DS32_ROLES_EARLY_V != 0;
 #define SMLA_SD_DS32_ROLES_V_FIRST 0
 #endif
 inline constexpr bool kRolesVFirst = SMLA_SD_DS32_ROLES_V_FIRST != 0;
+// Measurement build SMLA_SD_DS32_ROLES_KT=1: in the run-time roles decode kernel two of the four
+// producer warps issue the row copies (a lane a row) and the other two convert each block's 512
+// latent columns to f16 (exact) into a 32 KB half tile, 256 columns at a time, in S^T's logical
+// column order (ds_block.cuh ds_convert_kt); WG0 takes those columns' S^T from it by SS wgmma
+// (the RoPE columns still from its registers) instead of converting 256 values a thread itself.
+// Why: on an H200 WG0 is h32's bound (~1,090 instructions a block, 128 of them conversions and
+// ~60 loads feeding the register operands; S^T 1.12 of its ~2.07 µs a block, docs/PERF.md
+// fifty-sixth and fifty-seventh passes), and the producer warps are idle half of a block.
+// Shared memory: 186 + 32 KB with three slots.
+#ifndef SMLA_SD_DS32_ROLES_KT
+#define SMLA_SD_DS32_ROLES_KT 0
+#endif
+inline constexpr bool kRolesKtSwitch = SMLA_SD_DS32_ROLES_KT != 0;
+inline constexpr int kDsKtThreads = 64;  // the converting producer threads (two warps)
 // SMLA_SD_ROLES_END_WG0 (default 1): in the 32-row roles WG0, done after its last block, joins
 // WG1's epilogue stores (narrow_epilogue's helpers: 256 threads write the tile's 32 rows, 16
 // pieces a thread instead of 32). ncu of b128 h32 (2026-12-06, an H100) had 21% of WG1's
@@ -1005,6 +1019,7 @@ struct RingSmem {
   static constexpr int kWgs = kRawWgs<kRows, kFmt>;
   static constexpr int kPSets = kRoles ? 1 : kWgs;
   static constexpr int kRing = kSplitDv ? 3 : kRoles ? SMLA_SD_DS32_ROLES_RING : kRows == 16 && !kDs ? SMLA_SD_RAW_RING16 : kRawRing;  // slots
+  static constexpr bool kKt = kRolesKtSwitch && kDs32Roles && kRoles && kDs && kRows == 32;  // SMLA_SD_DS32_ROLES_KT
   static constexpr size_t kSlotBytes = static_cast<size_t>(kKeys) * kRawRingStride<kFmt>;
   static constexpr size_t q = 0;                                              // kRows x kQCols f16, core matrices, permuted
   static constexpr size_t q_rope = q + static_cast<size_t>(kRows) * kQCols * 2;  // kDs: kRows x 64 bf16, permuted
@@ -1015,8 +1030,11 @@ struct RingSmem {
   static constexpr size_t qinv = heads + (kWgs > 1 ? 2 * kWgs * 32 * 4 : 0);  // float[32]: 2^(e - 15), Q's per-head factor undone
   static constexpr size_t xchg = qinv + 32 * 4;                    // kSplitDv: float[2][2][16][128]; kRoles: float[192] (RolesHand)
   static constexpr size_t bars = xchg + (kSplitDv ? 2 * 2 * 16 * 128 * 4 : kRoles ? 192 * 4 : 0);  // uint64 full[kRing], empty[kRing]
-  static constexpr size_t ok = bars + 2 * kRing * 8;               // uint8[kRing][64]: the row is real
-  static constexpr size_t ring = (ok + kRing * kKeys + 127) / 128 * 128;
+  static constexpr int kKtBars = kKt ? 2 : 0;                       // kKt: then kt_full, kt_empty
+  static constexpr size_t ok = bars + (2 * kRing + kKtBars) * 8;   // uint8[kRing][64]: the row is real
+  static constexpr size_t kt = (ok + kRing * kKeys + 127) / 128 * 128;  // kKt: 64 keys x 256 f16, core matrices
+  static constexpr size_t kKtCols = 256;
+  static constexpr size_t ring = kt + (kKt ? kKeys * kKtCols * 2 : 0);
   static constexpr size_t bytes = ring + kRing * kSlotBytes;
   // The consumer warpgroups take alternate blocks, each with its own O^T (else each reads every
   // block: kSplitDv, kRoles, or one warpgroup); the warpgroups that read a slot's block.

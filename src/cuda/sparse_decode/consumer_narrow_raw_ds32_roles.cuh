@@ -121,7 +121,14 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
 
       float st[kTiles][kNJ][4], sr[kNJ][4];
       uint32_t a[2][4][4];
-      ds_partial_st<N>(row_a, row_b, c, dq, dqr, st, sr, a);
+      if constexpr (S::kKt) {
+        // the half tile's descriptor from Q's per-block address too (not hoisted out of the loop)
+        const uint64_t dkt = gmma_desc(qa + static_cast<uint32_t>(S::kt - S::q), 128, 16 * S::kKtCols);
+        ds_partial_st_kt<N>(row_a, row_b, c, lane, dkt, dq, dqr,
+                            full + 2 * S::kRing, full + 2 * S::kRing + 1, 2 * i, st, sr, a);
+      } else {
+        ds_partial_st<N>(row_a, row_b, c, dq, dqr, st, sr, a);
+      }
       if (kMarks && tid == 0) role_mark(3, i);
 
       // S = qinv_h . sum_t scale_t S_t + S_rope

@@ -67,6 +67,106 @@ __device__ __forceinline__ void ds_partial_st(const uint8_t* row_a, const uint8_
   reg_fence(a[1]);
 }
 
+// SMLA_SD_DS32_ROLES_KT (config.h): the slot row that S^T's row `arow` of a half tile holds.
+// WG0's thread (warp w, fragment row g) owns S^T rows 16 w + g and 16 w + g + 8, its keys ka and
+// ka + 4 (RawWg); the half tile puts those keys' columns in those rows.
+__device__ __forceinline__ int ds_kt_key(int arow) {
+  const int g = arow & 7;
+  return (arow & ~15) + (((g & 4) << 1) | ((g & 1) << 1) | ((g >> 1) & 1)) + 4 * ((arow >> 3) & 1);
+}
+
+// The converting producer threads (ct < kDsKtThreads) of SMLA_SD_DS32_ROLES_KT: for every block,
+// once its rows are in, the latent columns 256 h .. 256 h + 255 of all 64 keys (h = 0, 1) as f16
+// (e4m3 -> f16 exact, no scale) into the half tile at `kt`, core matrices (tile_offset<256>) in
+// S^T's logical column order (key_words_to_frags: k-step s of a 64-column group takes the low
+// byte pairs of the words (c, s), c = 0..3, as its columns 0-7 and the high ones as 8-15, the
+// order load_q_f16 gives Q), each half after WG0 has read the one before (kt_empty) and handed
+// over on kt_full. A quarter warp writes one core matrix: its eight lanes take eight rows.
+template <class S>
+__device__ void ds_convert_kt(int ct, int blocks, const uint8_t* ring, uint64_t* full, uint64_t* kt_full, uint64_t* kt_empty,
+                              uint8_t* kt) {
+  constexpr int kStride = kRawRingStride<static_cast<int>(CacheFormat::fp8_ds_mla)>;
+  constexpr int kCols = static_cast<int>(S::kKtCols);
+  static_assert(kDsKtThreads == 64 && kCols == 256, "64 threads: 8 rows x 8 (row group, column group) pairs a pass");
+  const int r8 = ct & 7, sel = ct >> 3;
+  for (int i = 0; i < blocks; ++i) {
+    const int slot = i % S::kRing;
+    mbar_wait(full + slot, (i / S::kRing) & 1);
+    const uint8_t* blk = ring + slot * S::kSlotBytes;
+#pragma unroll 1
+    for (int h = 0; h < 2; ++h) {
+      const int n = 2 * i + h;
+      if (n > 0) mbar_wait(kt_empty, (n - 1) & 1);
+#pragma unroll 1
+      for (int pass = 0; pass < 4; ++pass) {  // rolled: the producer's 72 registers
+        const int combo = pass * 8 + sel, rg = combo & 7, grp = combo >> 3;  // 8 row groups x 4 column groups
+        const int arow = 8 * rg + r8;
+        const uint8_t* src = blk + ds_kt_key(arow) * kStride + kCols * h + 64 * grp;
+        uint32_t w[4][4];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const uint4 v = *reinterpret_cast<const uint4*>(src + 16 * c);
+          w[c][0] = v.x, w[c][1] = v.y, w[c][2] = v.z, w[c][3] = v.w;
+        }
+#pragma unroll
+        for (int st = 0; st < 4; ++st) {
+          const int ch = 2 * (4 * grp + st);
+          *reinterpret_cast<uint4*>(kt + tile_offset<kCols>(arow, ch)) =
+              make_uint4(e4m3x2_to_f16x2(w[0][st]), e4m3x2_to_f16x2(w[1][st]), e4m3x2_to_f16x2(w[2][st]), e4m3x2_to_f16x2(w[3][st]));
+          *reinterpret_cast<uint4*>(kt + tile_offset<kCols>(arow, ch + 1)) =
+              make_uint4(e4m3x2_hi_to_f16x2(w[0][st]), e4m3x2_hi_to_f16x2(w[1][st]), e4m3x2_hi_to_f16x2(w[2][st]),
+                         e4m3x2_hi_to_f16x2(w[3][st]));
+        }
+      }
+      fence_proxy_async();  // read next by WG0's wgmmas
+      mbar_arrive(kt_full);
+    }
+  }
+}
+
+// ds_partial_st with the latent columns' sums from the half tiles of ds_convert_kt (SS wgmma, A at
+// dkt, two halves of the block, `n0` = 2 x the block's index: the half tile's phases) and the RoPE
+// columns' from this thread's rows as before. Returns with every wgmma drained and both halves
+// released on kt_empty.
+template <int N, int kNJ>
+__device__ __forceinline__ void ds_partial_st_kt(const uint8_t* row_a, const uint8_t* row_b, int c, int lane, uint64_t dkt,
+                                                 uint64_t dq, uint64_t dqr, uint64_t* kt_full, uint64_t* kt_empty, int n0,
+                                                 float (&st)[4][kNJ][4], float (&sr)[kNJ][4], uint32_t (&a)[2][4][4]) {
+  using L = DsMlaLayout;
+  uint32_t wa[8], wb[8];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const uint4 va = *reinterpret_cast<const uint4*>(row_a + L::rope_offset + 32 * c + 16 * h);
+    const uint4 vb = *reinterpret_cast<const uint4*>(row_b + L::rope_offset + 32 * c + 16 * h);
+    wa[4 * h] = va.x, wa[4 * h + 1] = va.y, wa[4 * h + 2] = va.z, wa[4 * h + 3] = va.w;
+    wb[4 * h] = vb.x, wb[4 * h + 1] = vb.y, wb[4 * h + 2] = vb.z, wb[4 * h + 3] = vb.w;
+  }
+  rope_words_to_frags<4>(wa, wb, a[0]);
+  wgmma_fence();
+#pragma unroll
+  for (int s4 = 0; s4 < 4; ++s4) wgmma_m64nNk16_rs<N, true>(sr, a[0][s4], desc_add(dqr, s4 * 16), s4 > 0);
+  wgmma_commit();
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    mbar_wait(kt_full, (n0 + h) & 1);
+    wgmma_fence();
+#pragma unroll
+    for (int tl = 0; tl < 2; ++tl)
+#pragma unroll
+      for (int kk = 0; kk < 8; ++kk)
+        wgmma_m64nNk16_ss<N, 0, false>(st[2 * h + tl], desc_add(dkt, 16 * (8 * tl + kk)), desc_add(dq, 16 * (8 * (2 * h + tl) + kk)),
+                                       kk > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    __syncwarp();
+    if (lane == 0) mbar_arrive(kt_empty);  // this warp's reads of the half tile are done
+  }
+#pragma unroll
+  for (int t = 0; t < 4; ++t) reg_fence(st[t]);
+  reg_fence(sr);
+  reg_fence(a[0]);
+}
+
 // A key row's four scale-tile factors (float32, at the row's scale offset; a skipped row was
 // zeroed, so its factors are 0).
 __device__ __forceinline__ void ds_key_scales(const uint8_t* row, float (&s)[4]) {

@@ -470,6 +470,10 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
           mbar_init(bars + s, kRawFullArrivals<kRows, kFmt>);              // full: one arrive per copying lane
           mbar_init(bars + RS::kRing + s, 4 * RS::kSlotReaders);  // empty: one per warp that reads the slot
         }
+        if constexpr (RS::kKt) {
+          mbar_init(bars + 2 * RS::kRing, kDsKtThreads);  // kt_full: every converting thread
+          mbar_init(bars + 2 * RS::kRing + 1, 4);         // kt_empty: WG0's four warps
+        }
         fence_mbarrier_init();  // the bulk copies complete on "full"
       }
     } else {

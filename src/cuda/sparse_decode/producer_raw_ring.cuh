@@ -23,6 +23,7 @@
 #include "cuda/common/gather.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "cuda/sparse_decode/config.h"
+#include "cuda/sparse_decode/ds_block.cuh"
 #include "cuda/sparse_decode/producer.cuh"
 #include "cuda/sparse_decode/work.cuh"
 
@@ -40,12 +41,23 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
   const int first = kFirst > 0 && grid_fills_half_the_sms() ? kFirst : S::kRing;
   static_assert(R::kBytes <= kStride && R::kBytes % 16 == 0, "a ring row holds one cache row");
   static_assert(!(kE4m3Runs && R::kDense) || kStride == R::kBytes, "runs of rows keep the cache's pitch");
-  // Rows per producer warp: eight warps (lanes 0..7) or, with two consumer warpgroups, four (0..15).
-  constexpr int kLanes = kKeys / ((kernel_threads<kRows, kFmt>() - raw_consumer_threads<kRows, kFmt>()) / 32);
+  // Rows per producer warp: eight warps (lanes 0..7) or, with two consumer warpgroups, four (0..15);
+  // S::kKt (SMLA_SD_DS32_ROLES_KT): two (every lane), the other two convert the latent columns.
+  constexpr int kProducerThreads = kernel_threads<kRows, kFmt>() - raw_consumer_threads<kRows, kFmt>();
+  constexpr int kLanes = kKeys / ((kProducerThreads - (S::kKt ? kDsKtThreads : 0)) / 32);
   const int pt = static_cast<int>(threadIdx.x) - raw_consumer_threads<kRows, kFmt>();
+  if constexpr (S::kKt) {
+    static_assert(kLanes == 32 && kProducerThreads == 64 + kDsKtThreads, "two issuing warps, two converting");
+    if (pt >= 64) {
+      uint64_t* bars = reinterpret_cast<uint64_t*>(smem + S::bars);
+      ds_convert_kt<S>(pt - 64, w.kb_end - w.kb_begin, smem + S::ring, bars, bars + 2 * S::kRing, bars + 2 * S::kRing + 1,
+                       smem + S::kt);
+      return;
+    }
+  }
   // kRawCpAsync: every lane copies pieces of its warp's rows (lane l and l + kLanes own one row)
   constexpr bool kCp = kRawCpAsync<kFmt>;
-  static_assert(!kCp || (!R::kDense && !kRawNoCopy && kRawPrefetch == 0), "16-byte copies: fp8_ds_mla rows, copied");
+  static_assert(!kCp || (!R::kDense && !kRawNoCopy && kRawPrefetch == 0 && !S::kKt), "16-byte copies: fp8_ds_mla rows, copied");
   if (!kCp && (pt & 31) >= kLanes) return;
   const int row = (pt >> 5) * kLanes + (pt & (kLanes - 1));
   const int blocks = w.kb_end - w.kb_begin;
