@@ -962,7 +962,8 @@ inline constexpr bool kRolesVFirst = SMLA_SD_DS32_ROLES_V_FIRST != 0;
 // Why: on an H200 WG0 is h32's bound (~1,090 instructions a block, 128 of them conversions and
 // ~60 loads feeding the register operands; S^T 1.12 of its ~2.07 µs a block, docs/PERF.md
 // fifty-sixth and fifty-seventh passes), and the producer warps are idle half of a block.
-// Shared memory: 186 + 32 KB with three slots.
+// Shared memory: 186 + 32 KB with three slots. Compiled here only (2026-12-06: no device could be
+// started for it); the call that is to run it: docs/PERF.md, fifty-seventh pass, Next 1.
 #ifndef SMLA_SD_DS32_ROLES_KT
 #define SMLA_SD_DS32_ROLES_KT 0
 #endif
