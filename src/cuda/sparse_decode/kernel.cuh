@@ -467,7 +467,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
         using RS = RingSmem<kRows, kFmt, kDs32Roles>;
         uint64_t* bars = reinterpret_cast<uint64_t*>(smem + RS::bars);
         for (int s = 0; s < RS::kRing; ++s) {
-          mbar_init(bars + s, kRawFullArrivals<kRows, kFmt>);              // full: one arrive per copying lane
+          mbar_init(bars + s, kRawFullArrivals<kRows, kFmt>);     // full: one arrive per copying lane (or thread)
           mbar_init(bars + RS::kRing + s, 4 * RS::kSlotReaders);  // empty: one per warp that reads the slot
         }
         if constexpr (RS::kKt) {

@@ -169,16 +169,16 @@ struct ProducerLane {
   __device__ bool first() const { return static_cast<int>(threadIdx.x) == first_thread; }
 };
 
-// One row's bulk copy into shared memory for block i of a unit's `blocks`, with an L2
-// evict_first policy where kReadOnce (decode: each row read by one CTA; prefill's rows are read
-// again by other queries' CTAs) and kRowsEvictFirst (kRowsEvictFirstHalf: the unit's first half;
-// kRowsEvictFirstOneWave: a sparse gather's rows only where the grid is one wave, kDense: the
-// dense walk's runs of rows).
+// Whether block i of a unit's `blocks` copies its rows with an L2 evict_first policy: where
+// kReadOnce (decode: each row read by one CTA; prefill's rows are read again by other queries'
+// CTAs) and kRowsEvictFirst (kRowsEvictFirstHalf: the unit's first half; kRowsEvictFirstOneWave:
+// a sparse gather's rows only where the grid is one wave, kDense: the dense walk's runs of rows).
 template <bool kReadOnce, bool kDense>
 __device__ __forceinline__ bool rows_evict_first(int i, int blocks) {
   return kReadOnce && kRowsEvictFirst && (!kRowsEvictFirstHalf || 2 * i < blocks) &&
          (kDense || !kRowsEvictFirstOneWave || grid_in_one_wave());
 }
+// One row's bulk copy into shared memory for block i, with that policy where rows_evict_first.
 template <bool kReadOnce, bool kDense>
 __device__ __forceinline__ void copy_row_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar, int i, int blocks) {
   if (rows_evict_first<kReadOnce, kDense>(i, blocks))
