@@ -12,6 +12,18 @@
 
 namespace smla::cuda::sparse_decode_family {
 
+// This lane's 32 bytes of each of its two keys' RoPE part: bf16 pairs, no conversion.
+__device__ __forceinline__ void ds_rope_words(const uint8_t* row_a, const uint8_t* row_b, int c, uint32_t (&wa)[8], uint32_t (&wb)[8]) {
+  using L = DsMlaLayout;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const uint4 va = *reinterpret_cast<const uint4*>(row_a + L::rope_offset + 32 * c + 16 * h);
+    const uint4 vb = *reinterpret_cast<const uint4*>(row_b + L::rope_offset + 32 * c + 16 * h);
+    wa[4 * h] = va.x, wa[4 * h + 1] = va.y, wa[4 * h + 2] = va.z, wa[4 * h + 3] = va.w;
+    wb[4 * h] = vb.x, wb[4 * h + 1] = vb.y, wb[4 * h + 2] = vb.z, wb[4 * h + 3] = vb.w;
+  }
+}
+
 // Partial S^T of a block from this thread's two rows (row_a, row_b): one sum per 128-column scale
 // tile (groups 0..7, two per tile: e4m3 -> f16 exact, against Q's f16 latent columns at dq) and
 // one over the RoPE columns (group 8: bf16 as stored, against Q's bf16 RoPE part at dqr); the next
@@ -31,14 +43,8 @@ __device__ __forceinline__ void ds_partial_st(const uint8_t* row_a, const uint8_
       const uint4 vb = *reinterpret_cast<const uint4*>(row_b + 64 * grp + 16 * c);
       wa[0] = va.x, wa[1] = va.y, wa[2] = va.z, wa[3] = va.w;
       wb[0] = vb.x, wb[1] = vb.y, wb[2] = vb.z, wb[3] = vb.w;
-    } else {  // this lane's 32 bytes of each key's RoPE part: bf16 pairs, no conversion
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint4 va = *reinterpret_cast<const uint4*>(row_a + L::rope_offset + 32 * c + 16 * h);
-        const uint4 vb = *reinterpret_cast<const uint4*>(row_b + L::rope_offset + 32 * c + 16 * h);
-        wa[4 * h] = va.x, wa[4 * h + 1] = va.y, wa[4 * h + 2] = va.z, wa[4 * h + 3] = va.w;
-        wb[4 * h] = vb.x, wb[4 * h + 1] = vb.y, wb[4 * h + 2] = vb.z, wb[4 * h + 3] = vb.w;
-      }
+    } else {
+      ds_rope_words(row_a, row_b, c, wa, wb);
     }
     if (grp >= 2) {
       wgmma_wait<1>();  // group grp - 2 has read a[grp % 2]
@@ -132,15 +138,8 @@ template <int N, int kNJ>
 __device__ __forceinline__ void ds_partial_st_kt(const uint8_t* row_a, const uint8_t* row_b, int c, int lane, uint64_t dkt,
                                                  uint64_t dq, uint64_t dqr, uint64_t* kt_full, uint64_t* kt_empty, int n0,
                                                  float (&st)[4][kNJ][4], float (&sr)[kNJ][4], uint32_t (&a)[2][4][4]) {
-  using L = DsMlaLayout;
   uint32_t wa[8], wb[8];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const uint4 va = *reinterpret_cast<const uint4*>(row_a + L::rope_offset + 32 * c + 16 * h);
-    const uint4 vb = *reinterpret_cast<const uint4*>(row_b + L::rope_offset + 32 * c + 16 * h);
-    wa[4 * h] = va.x, wa[4 * h + 1] = va.y, wa[4 * h + 2] = va.z, wa[4 * h + 3] = va.w;
-    wb[4 * h] = vb.x, wb[4 * h + 1] = vb.y, wb[4 * h + 2] = vb.z, wb[4 * h + 3] = vb.w;
-  }
+  ds_rope_words(row_a, row_b, c, wa, wb);
   rope_words_to_frags<4>(wa, wb, a[0]);
   wgmma_fence();
 #pragma unroll
