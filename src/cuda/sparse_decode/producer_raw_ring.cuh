@@ -106,31 +106,31 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
         }
       }
       mbar_arrive_on_cp_async(full + slot);
-      if (kRoleMarks<kDs32Roles> && pt == 0) role_mark(1, i);
-      continue;
-    }
-    ok_bytes[slot * kKeys + row] = ok;
-    if (!ok) {
-#pragma unroll
-      for (int c = 0; c < R::kBytes / 16; ++c) reinterpret_cast<uint4*>(dst)[c] = make_uint4(0, 0, 0, 0);
-      fence_proxy_async();  // a later bulk copy into this row is ordered after these stores
-    }
-    if constexpr (kE4m3Runs && R::kDense) {
-      // A lane heads a run when its row is real and does not continue the lane before it in
-      // the cache; it copies the run (the rows of the following lanes that continue it).
-      constexpr uint32_t kMask = kLanes == 32 ? ~0u : (1u << kLanes) - 1;
-      const int ln = pt & 31;
-      const uint64_t src = ok ? reinterpret_cast<uint64_t>(R::row(a)) : 0;
-      const uint64_t prev = __shfl_up_sync(kMask, src, 1);
-      const bool cont = ok && ln > 0 && prev != 0 && src == prev + R::kBytes;
-      const uint32_t m = __ballot_sync(kMask, cont);
-      const int len = ok && !cont ? __ffs(~(m >> (ln + 1))) : 0;
-      mbar_arrive_expect_tx(full + slot, len * R::kBytes);
-      if (len > 0)
-        copy_row_g2s<kReadOnce, R::kDense>(smem_addr(dst), reinterpret_cast<const void*>(src), len * R::kBytes, smem_addr(full + slot), i, blocks);
     } else {
-      mbar_arrive_expect_tx(full + slot, ok ? R::kBytes : 0);
-      if (ok) copy_row_g2s<kReadOnce, R::kDense>(smem_addr(dst), R::row(a), R::kBytes, smem_addr(full + slot), i, blocks);
+      ok_bytes[slot * kKeys + row] = ok;
+      if (!ok) {
+#pragma unroll
+        for (int c = 0; c < R::kBytes / 16; ++c) reinterpret_cast<uint4*>(dst)[c] = make_uint4(0, 0, 0, 0);
+        fence_proxy_async();  // a later bulk copy into this row is ordered after these stores
+      }
+      if constexpr (kE4m3Runs && R::kDense) {
+        // A lane heads a run when its row is real and does not continue the lane before it in
+        // the cache; it copies the run (the rows of the following lanes that continue it).
+        constexpr uint32_t kMask = kLanes == 32 ? ~0u : (1u << kLanes) - 1;
+        const int ln = pt & 31;
+        const uint64_t src = ok ? reinterpret_cast<uint64_t>(R::row(a)) : 0;
+        const uint64_t prev = __shfl_up_sync(kMask, src, 1);
+        const bool cont = ok && ln > 0 && prev != 0 && src == prev + R::kBytes;
+        const uint32_t m = __ballot_sync(kMask, cont);
+        const int len = ok && !cont ? __ffs(~(m >> (ln + 1))) : 0;
+        mbar_arrive_expect_tx(full + slot, len * R::kBytes);
+        if (len > 0)
+          copy_row_g2s<kReadOnce, R::kDense>(smem_addr(dst), reinterpret_cast<const void*>(src), len * R::kBytes,
+                                             smem_addr(full + slot), i, blocks);
+      } else {
+        mbar_arrive_expect_tx(full + slot, ok ? R::kBytes : 0);
+        if (ok) copy_row_g2s<kReadOnce, R::kDense>(smem_addr(dst), R::row(a), R::kBytes, smem_addr(full + slot), i, blocks);
+      }
     }
     if constexpr (kRawPrefetch > 0) {
       if (i + kRawPrefetch < blocks) {
