@@ -969,6 +969,19 @@ inline constexpr bool kRolesVFirst = SMLA_SD_DS32_ROLES_V_FIRST != 0;
 #endif
 inline constexpr bool kRolesKtSwitch = SMLA_SD_DS32_ROLES_KT != 0;
 inline constexpr int kDsKtThreads = 64;  // the converting producer threads (two warps)
+// Measurement build SMLA_SD_DS32_ROLES_SPLIT_ST=T (T = 1 or 2): in the run-time roles decode
+// kernel WG1 takes the last T scale tiles' partial S^T of block i + 1 (and their fold with the
+// keys' scales) before its P V of block i, and hands WG0 the sums through shared memory (two 8 KB
+// buffers by block parity, one named barrier each); WG0 takes the other tiles and the RoPE columns.
+// Why: on both cards WG0 is the roles' bound (S^T ~1.1 of its ~2.1-2.2 µs a block, docs/PERF.md
+// fifty-seventh and fifty-eighth passes) while WG1 waits ~1.1 µs a block for it; moving 2 (4) of
+// S^T's 9 wgmma groups over would balance the two at ~1.7 (~1.6) µs if the tensor pipe keeps up.
+#ifndef SMLA_SD_DS32_ROLES_SPLIT_ST
+#define SMLA_SD_DS32_ROLES_SPLIT_ST 0
+#endif
+inline constexpr int kRolesSplitStTiles = SMLA_SD_DS32_ROLES_SPLIT_ST;
+static_assert(kRolesSplitStTiles >= 0 && kRolesSplitStTiles <= 2, "SMLA_SD_DS32_ROLES_SPLIT_ST: 0, 1 or 2 scale tiles");
+inline constexpr int kBarRolesSt = 12;  // + block parity: WG1 -> WG0, its tiles' sums of the block are in (ids of other kernels' warpgroups)
 // SMLA_SD_ROLES_END_WG0 (default 1): in the 32-row roles WG0, done after its last block, joins
 // WG1's epilogue stores (narrow_epilogue's helpers: 256 threads write the tile's 32 rows, 16
 // pieces a thread instead of 32). ncu of b128 h32 (2026-12-06, an H100) had 21% of WG1's
@@ -1035,7 +1048,10 @@ struct RingSmem {
   static constexpr size_t ok = bars + (2 * kRing + kKtBars) * 8;   // uint8[kRing][64]: the row is real
   static constexpr size_t kt = (ok + kRing * kKeys + 127) / 128 * 128;  // kKt: 64 keys x 256 f16, core matrices
   static constexpr size_t kKtCols = 256;
-  static constexpr size_t ring = kt + (kKt ? kKeys * kKtCols * 2 : 0);
+  static constexpr int kSplitSt = kDs32Roles && kRoles && kDs && kRows == 32 ? kRolesSplitStTiles : 0;  // SMLA_SD_DS32_ROLES_SPLIT_ST
+  static_assert(!(kKt && kSplitSt), "one of SMLA_SD_DS32_ROLES_KT and SMLA_SD_DS32_ROLES_SPLIT_ST");
+  static constexpr size_t xs = kt + (kKt ? kKeys * kKtCols * 2 : 0);  // kSplitSt: float4[2 parities][kRows / 8][128]
+  static constexpr size_t ring = xs + (kSplitSt ? 2 * (kRows / 8) * 128 * 16 : 0);
   static constexpr size_t bytes = ring + kRing * kSlotBytes;
   // The consumer warpgroups take alternate blocks, each with its own O^T (else each reads every
   // block: kSplitDv, kRoles, or one warpgroup); the warpgroups that read a slot's block.

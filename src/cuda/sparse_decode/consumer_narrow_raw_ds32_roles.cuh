@@ -42,6 +42,7 @@ struct RolesHand {
   static constexpr int l = 96;      // [32] final row sums (last block)
   static constexpr int tmax = 128;  // [2 parity][4 warps][4 tiles] block maxima of |scale| (WG0's)
   static constexpr int q_addr = 160;  // Q's shared-memory address (WG0's)
+  static constexpr int q_addr1 = 161;  // [4] the same, WG1's warps' (S::kSplitSt)
 };
 
 // The scale tiles' running exponents after a block whose four warps' maxima of |scale| per tile
@@ -87,6 +88,10 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
   constexpr int kPTile16 = static_cast<int>(S::kPBytes / 16);  // descriptor units between P^T tiles
   const int nb = w.kb_end - w.kb_begin;
   constexpr bool kMarks = kRoleMarks<kDs32Roles>;  // per-block marks (timeline.cuh role_mark)
+  // S::kSplitSt: WG1 takes scale tiles kT0 .. 3 of S^T, WG0 the others and the RoPE columns
+  constexpr int kT0 = kTiles - S::kSplitSt;
+  static_assert(!S::kSplitSt || !kPByWg1, "the split S^T's barriers are kPByWg1's WG1 merge");
+  float4* xs = reinterpret_cast<float4*>(smem + S::xs);  // [2 parities][kNJ][128]
 
   if constexpr (kRole == 0) {
     // ---------------- WG0: S^T, the softmax, P^T ----------------
@@ -126,6 +131,8 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
         const uint64_t dkt = gmma_desc(qa + static_cast<uint32_t>(S::kt - S::q), 128, 16 * S::kKtCols);
         ds_partial_st_kt<N>(row_a, row_b, c, lane, dkt, dq, dqr,
                             full + 2 * S::kRing, full + 2 * S::kRing + 1, 2 * i, st, sr, a);
+      } else if constexpr (S::kSplitSt) {
+        ds_partial_st_groups<N, 0, 2 * kT0, true>(row_a, row_b, c, dq, dqr, st, sr, a);
       } else {
         ds_partial_st<N>(row_a, row_b, c, dq, dqr, st, sr, a);
       }
@@ -136,7 +143,19 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
       ds_key_scales(row_a, sa);
       ds_key_scales(row_b, sb);
       float s[kNJ][4];
-      ds_fold(st, sr, sa, sb, qv, s);
+      if constexpr (S::kSplitSt) {
+        // WG1's tiles' sums of this block (written before its P V of block i - 1)
+        named_bar_sync(kBarRolesSt + (i & 1), 2 * kThreads);
+        float x[kNJ][4];
+#pragma unroll
+        for (int j = 0; j < kNJ; ++j) {
+          const float4 v = xs[((i & 1) * kNJ + j) * kThreads + tid];
+          x[j][0] = v.x, x[j][1] = v.y, x[j][2] = v.z, x[j][3] = v.w;
+        }
+        ds_fold_with<kT0>(st, sr, sa, sb, qv, x, s);
+      } else {
+        ds_fold(st, sr, sa, sb, qv, s);
+      }
       const bool ok0 = ok_bytes[slot * kKeys + ka] != 0, ok1 = ok_bytes[slot * kKeys + kb_] != 0;
       raw_slot_release(empty + slot, lane);  // WG0's reads of the slot are done; WG1's follow
 
@@ -226,8 +245,37 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
     uint32_t a[2][4][4];
     uint32_t* p_ab = reinterpret_cast<uint32_t*>(RawWg<kRows, kFmt, kDs32Roles>::key_entry(pt, raw_key_logical(ka)));
     static_assert(!kRolesVFirst || (kEarlyV && !kPByWg1), "V first: the value words early, no scales read after the release");
+    // S::kSplitSt: tiles kT0 .. 3 of block ib's S^T, folded with its keys' scales, into xs for WG0
+    // (block ib's parity: WG0 read the buffer's block ib - 2 before handing block ib - 2 over,
+    // which this warpgroup waited for before its P V of block ib - 2)
+    if constexpr (S::kSplitSt) {
+      if (lane == 0) hand[H::q_addr1 + wq] = __uint_as_float(smem_addr(smem + S::q));
+      __syncwarp();
+    }
+    auto split_st = [&](int ib) {
+      if constexpr (S::kSplitSt) {
+        const int sl = ib % S::kRing;
+        mbar_wait(full + sl, (ib / S::kRing) & 1);
+        const uint8_t* bk = ring + sl * S::kSlotBytes;
+        const uint8_t *ra = bk + ka * kStride, *rb = bk + kb_ * kStride;
+        // Q's descriptors from an address read back each block, as WG0's (not hoisted)
+        const uint32_t qa = *reinterpret_cast<volatile uint32_t*>(hand + H::q_addr1 + wq);
+        const uint64_t dq = gmma_desc(qa, 128, 16 * S::kQCols);
+        float st[kTiles][kNJ][4], sr[kNJ][4];
+        ds_partial_st_groups<N, 2 * kT0, 8, false>(ra, rb, c, dq, dq, st, sr, a);
+        float sa[kTiles], sb[kTiles], x[kNJ][4];
+        ds_key_scales(ra, sa);
+        ds_key_scales(rb, sb);
+        ds_tile_sums<kT0, kTiles>(st, sa, sb, x);
+#pragma unroll
+        for (int j = 0; j < kNJ; ++j) xs[((ib & 1) * kNJ + j) * kThreads + tid] = make_float4(x[j][0], x[j][1], x[j][2], x[j][3]);
+        named_bar_arrive(kBarRolesSt + (ib & 1), 2 * kThreads);
+      }
+    };
+    if (nb > 0) split_st(0);
     for (int i = 0; i < nb; ++i) {
       const int slot = i % S::kRing;
+      if (i + 1 < nb) split_st(i + 1);
       if constexpr (!kRolesVFirst) {
         named_bar_sync(kBarRolesPFull, 2 * kThreads);
         if (kMarks && tid == 0) role_mark(7, i);

@@ -27,16 +27,21 @@ __device__ __forceinline__ void ds_rope_words(const uint8_t* row_a, const uint8_
 // Partial S^T of a block from this thread's two rows (row_a, row_b): one sum per 128-column scale
 // tile (groups 0..7, two per tile: e4m3 -> f16 exact, against Q's f16 latent columns at dq) and
 // one over the RoPE columns (group 8: bf16 as stored, against Q's bf16 RoPE part at dqr); the next
-// group's fragments are converted while the previous group's wgmmas run. Returns with every
-// wgmma drained.
-template <int N, int kNJ>
-__device__ __forceinline__ void ds_partial_st(const uint8_t* row_a, const uint8_t* row_b, int c, uint64_t dq, uint64_t dqr,
-                                              float (&st)[4][kNJ][4], float (&sr)[kNJ][4], uint32_t (&a)[2][4][4]) {
+// group's fragments are converted while the previous group's wgmmas run. Groups kG0 .. kG1 - 1
+// (whole tiles: st[kG0 / 2 ..]) and, with kRope, group 8 (SMLA_SD_DS32_ROLES_SPLIT_ST gives a
+// tile range to each warpgroup). Returns with every wgmma drained.
+template <int N, int kG0, int kG1, bool kRope, int kNJ>
+__device__ __forceinline__ void ds_partial_st_groups(const uint8_t* row_a, const uint8_t* row_b, int c, uint64_t dq, uint64_t dqr,
+                                                     float (&st)[4][kNJ][4], float (&sr)[kNJ][4], uint32_t (&a)[2][4][4]) {
   using L = DsMlaLayout;
   static_assert(L::num_scales == 4 && L::d_latent == 512, "four 128-column scale tiles");
+  static_assert(kG0 % 2 == 0 && kG1 % 2 == 0 && 0 <= kG0 && kG0 <= kG1 && kG1 <= 8, "whole scale tiles");
+  constexpr int kRopeGrp = L::d_latent / 64, kEnd = kRope ? kRopeGrp + 1 : kG1;
 #pragma unroll
-  for (int grp = 0; grp <= L::d_latent / 64; ++grp) {
-    const bool rope = grp == L::d_latent / 64;
+  for (int grp = kG0; grp < kEnd; ++grp) {
+    if (grp >= kG1 && grp < kRopeGrp) continue;
+    const bool rope = grp == kRopeGrp;
+    const int li = grp < kG1 ? grp - kG0 : kG1 - kG0;  // this call's group count so far
     uint32_t wa[8], wb[8];
     if (!rope) {
       const uint4 va = *reinterpret_cast<const uint4*>(row_a + 64 * grp + 16 * c);
@@ -46,31 +51,38 @@ __device__ __forceinline__ void ds_partial_st(const uint8_t* row_a, const uint8_
     } else {
       ds_rope_words(row_a, row_b, c, wa, wb);
     }
-    if (grp >= 2) {
-      wgmma_wait<1>();  // group grp - 2 has read a[grp % 2]
-      reg_fence(a[grp & 1]);
+    if (li >= 2) {
+      wgmma_wait<1>();  // the group two before has read a[li % 2]
+      reg_fence(a[li & 1]);
     }
     if (!rope) {
-      key_words_to_frags(wa, wb, a[grp & 1]);
+      key_words_to_frags(wa, wb, a[li & 1]);
     } else {
-      rope_words_to_frags<4>(wa, wb, a[grp & 1]);
+      rope_words_to_frags<4>(wa, wb, a[li & 1]);
     }
     wgmma_fence();
 #pragma unroll
     for (int s4 = 0; s4 < 4; ++s4) {
       if (!rope)
-        wgmma_m64nNk16_rs<N, false>(st[grp >> 1], a[grp & 1][s4], desc_add(dq, (4 * grp + s4) * 16), (grp & 1) || s4 > 0);
+        wgmma_m64nNk16_rs<N, false>(st[grp >> 1], a[li & 1][s4], desc_add(dq, (4 * grp + s4) * 16), (grp & 1) || s4 > 0);
       else
-        wgmma_m64nNk16_rs<N, true>(sr, a[grp & 1][s4], desc_add(dqr, s4 * 16), s4 > 0);
+        wgmma_m64nNk16_rs<N, true>(sr, a[li & 1][s4], desc_add(dqr, s4 * 16), s4 > 0);
     }
     wgmma_commit();
   }
   wgmma_wait<0>();
 #pragma unroll
-  for (int t = 0; t < 4; ++t) reg_fence(st[t]);
-  reg_fence(sr);
+  for (int t = kG0 / 2; t < kG1 / 2; ++t) reg_fence(st[t]);
+  if (kRope) reg_fence(sr);
   reg_fence(a[0]);
   reg_fence(a[1]);
+}
+
+// The whole block's partial S^T (every tile and the RoPE columns).
+template <int N, int kNJ>
+__device__ __forceinline__ void ds_partial_st(const uint8_t* row_a, const uint8_t* row_b, int c, uint64_t dq, uint64_t dqr,
+                                              float (&st)[4][kNJ][4], float (&sr)[kNJ][4], uint32_t (&a)[2][4][4]) {
+  ds_partial_st_groups<N, 0, 8, true>(row_a, row_b, c, dq, dqr, st, sr, a);
 }
 
 // SMLA_SD_DS32_ROLES_KT (config.h): the slot row that S^T's row `arow` of a half tile holds.
@@ -187,6 +199,39 @@ __device__ __forceinline__ void ds_fold(const float (&st)[4][kNJ][4], const floa
       for (int t = 0; t < 4; ++t) xa += sa[t] * st[t][j][e], xb += sb[t] * st[t][j][2 + e];
       s[j][e] = qv[j][e] * xa + sr[j][e];
       s[j][2 + e] = qv[j][e] * xb + sr[j][2 + e];
+    }
+}
+
+// SMLA_SD_DS32_ROLES_SPLIT_ST: the scale-weighted sums of tiles kT0 .. kT1 - 1 for this thread's
+// heads and two keys (x[j][e]: key a, x[j][2 + e]: key b), the part of ds_fold's sums one
+// warpgroup hands the other.
+template <int kT0, int kT1, int kNJ>
+__device__ __forceinline__ void ds_tile_sums(const float (&st)[4][kNJ][4], const float (&sa)[4], const float (&sb)[4],
+                                             float (&x)[kNJ][4]) {
+#pragma unroll
+  for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float xa = 0.f, xb = 0.f;
+#pragma unroll
+      for (int t = kT0; t < kT1; ++t) xa += sa[t] * st[t][j][e], xb += sb[t] * st[t][j][2 + e];
+      x[j][e] = xa, x[j][2 + e] = xb;
+    }
+}
+
+// ds_fold with tiles 0 .. kT - 1 from st and the others' sums given (x, ds_tile_sums).
+template <int kT, int kNJ>
+__device__ __forceinline__ void ds_fold_with(const float (&st)[4][kNJ][4], const float (&sr)[kNJ][4], const float (&sa)[4],
+                                             const float (&sb)[4], const float (&qv)[kNJ][2], const float (&x)[kNJ][4],
+                                             float (&s)[kNJ][4]) {
+  float own[kNJ][4];
+  ds_tile_sums<0, kT>(st, sa, sb, own);
+#pragma unroll
+  for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      s[j][e] = qv[j][e] * (own[j][e] + x[j][e]) + sr[j][e];
+      s[j][2 + e] = qv[j][e] * (own[j][2 + e] + x[j][2 + e]) + sr[j][2 + e];
     }
 }
 
