@@ -52,6 +52,8 @@ builds=(
   "-DSMLA_SD_DS32_ROLES_V_FIRST=1|sparse_decode_fp8_ds_mla_576"   # the roles' value words before the hand-over
   "-DSMLA_SD_DS32_ROLES_KT=1|sparse_decode_fp8_ds_mla_576"   # the roles' S^T from a half tile the producer converts
   "-DSMLA_SD_DS32_ROLES_KT=1 -DSMLA_SD_TIMELINE=4|sparse_decode_fp8_ds_mla_576"
+  "-DSMLA_SD_DS32_ROLES_SPLIT_ST=0|sparse_decode_fp8_ds_mla_576"   # the roles' WG0 takes all of S^T
+  "-DSMLA_SD_DS32_ROLES_SPLIT_ST=1|sparse_decode_fp8_ds_mla_576"   # ... WG1 one scale tile of it
   "-DSMLA_SD_DS32_ROLES=1|sparse_prefill_fp8_ds_mla_576"
   "-DSMLA_SD_DS32_ROLES_PREFILL=0|sparse_prefill_fp8_ds_mla_576"   # the paged prefill's 32-row tiles in halves
   "-DSMLA_SD_NO_PEER_STORES=1|sparse_decode_fp8_ds_mla_576"   # a pair's rows kept from the peer

@@ -969,15 +969,20 @@ inline constexpr bool kRolesVFirst = SMLA_SD_DS32_ROLES_V_FIRST != 0;
 #endif
 inline constexpr bool kRolesKtSwitch = SMLA_SD_DS32_ROLES_KT != 0;
 inline constexpr int kDsKtThreads = 64;  // the converting producer threads (two warps)
-// Measurement build SMLA_SD_DS32_ROLES_SPLIT_ST=T (T = 1 or 2): in the run-time roles decode
+// SMLA_SD_DS32_ROLES_SPLIT_ST=T (default 2; 0, 1: measurement builds): in the run-time roles decode
 // kernel WG1 takes the last T scale tiles' partial S^T of block i + 1 (and their fold with the
 // keys' scales) before its P V of block i, and hands WG0 the sums through shared memory (two 8 KB
 // buffers by block parity, one named barrier each); WG0 takes the other tiles and the RoPE columns.
-// Why: on both cards WG0 is the roles' bound (S^T ~1.1 of its ~2.1-2.2 µs a block, docs/PERF.md
-// fifty-seventh and fifty-eighth passes) while WG1 waits ~1.1 µs a block for it; moving 2 (4) of
-// S^T's 9 wgmma groups over would balance the two at ~1.7 (~1.6) µs if the tensor pipe keeps up.
+// WG0 was the roles' bound (S^T ~1.1 of its ~2.1-2.2 µs a block) while WG1 waited ~1.1 µs a block
+// for it. Predicted -15% on the consumers' pace; measured (2026-12-06, an H100, roles forced, two
+// reps, µs, 0 -> 1 -> 2): b128 h32 92.67 / 92.13 -> 91.57 / 91.78 -> 91.50 / 91.49, s_q2 h32 171.0 /
+// 170.9 -> 169.9 / 170.0 -> 168.5 / 168.6, h24 91.58 / 91.58 -> 92.00 / 91.66 -> 91.30 / 91.31, b8
+// h32 30.58 / 30.58 -> 29.66 / 29.49 -> 30.14 / 29.92; the consumers alone (SMLA_SD_RAW_NO_COPY=1)
+// b128 h32 71.97 -> 71.97 -> 69.94, s_q2 h32 138.0 -> 138.6 -> 134.7. WG0's S^T mark 1.06 -> 0.67
+// µs, but it then waits for WG1's sums and WG1 for its hand-over: the two share the SM's issue and
+// tensor pipe, so the work moved is not all saved (docs/PERF.md, fifty-eighth pass).
 #ifndef SMLA_SD_DS32_ROLES_SPLIT_ST
-#define SMLA_SD_DS32_ROLES_SPLIT_ST 0
+#define SMLA_SD_DS32_ROLES_SPLIT_ST 2
 #endif
 inline constexpr int kRolesSplitStTiles = SMLA_SD_DS32_ROLES_SPLIT_ST;
 static_assert(kRolesSplitStTiles >= 0 && kRolesSplitStTiles <= 2, "SMLA_SD_DS32_ROLES_SPLIT_ST: 0, 1 or 2 scale tiles");
@@ -1048,8 +1053,8 @@ struct RingSmem {
   static constexpr size_t ok = bars + (2 * kRing + kKtBars) * 8;   // uint8[kRing][64]: the row is real
   static constexpr size_t kt = (ok + kRing * kKeys + 127) / 128 * 128;  // kKt: 64 keys x 256 f16, core matrices
   static constexpr size_t kKtCols = 256;
-  static constexpr int kSplitSt = kDs32Roles && kRoles && kDs && kRows == 32 ? kRolesSplitStTiles : 0;  // SMLA_SD_DS32_ROLES_SPLIT_ST
-  static_assert(!(kKt && kSplitSt), "one of SMLA_SD_DS32_ROLES_KT and SMLA_SD_DS32_ROLES_SPLIT_ST");
+  // SMLA_SD_DS32_ROLES_SPLIT_ST (not with kKt, whose WG0 takes every latent column from the half tile)
+  static constexpr int kSplitSt = kDs32Roles && kRoles && kDs && kRows == 32 && !kKt ? kRolesSplitStTiles : 0;
   static constexpr size_t xs = kt + (kKt ? kKeys * kKtCols * 2 : 0);  // kSplitSt: float4[2 parities][kRows / 8][128]
   static constexpr size_t ring = xs + (kSplitSt ? 2 * (kRows / 8) * 128 * 16 : 0);
   static constexpr size_t bytes = ring + kRing * kSlotBytes;
