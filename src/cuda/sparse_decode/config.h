@@ -962,8 +962,10 @@ inline constexpr bool kRolesVFirst = SMLA_SD_DS32_ROLES_V_FIRST != 0;
 // Why: on an H200 WG0 is h32's bound (~1,090 instructions a block, 128 of them conversions and
 // ~60 loads feeding the register operands; S^T 1.12 of its ~2.07 µs a block, docs/PERF.md
 // fifty-sixth and fifty-seventh passes), and the producer warps are idle half of a block.
-// Shared memory: 186 + 32 KB with three slots. Compiled here only (2026-12-06: no device could be
-// started for it); the call that is to run it: docs/PERF.md, fifty-seventh pass, Next 1.
+// Shared memory: 186 + 32 KB with three slots. Measured (2026-12-06, an H100, roles forced, µs):
+// b128 h32 89.1 -> 105.6, s_q2 h32 164.0 -> 198.5, h24 88.2 -> 103.6; the consumers alone
+// (SMLA_SD_RAW_NO_COPY=1) 71.9 -> 100.6: two warps converting 32 KB a half tile through shared
+// memory are slower than WG0 converting from registers (docs/PERF.md, fifty-eighth pass). Off.
 #ifndef SMLA_SD_DS32_ROLES_KT
 #define SMLA_SD_DS32_ROLES_KT 0
 #endif
