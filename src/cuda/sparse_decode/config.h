@@ -1055,8 +1055,9 @@ struct RingSmem {
   static constexpr size_t ok = bars + (2 * kRing + kKtBars) * 8;   // uint8[kRing][64]: the row is real
   static constexpr size_t kt = (ok + kRing * kKeys + 127) / 128 * 128;  // kKt: 64 keys x 256 f16, core matrices
   static constexpr size_t kKtCols = 256;
-  // SMLA_SD_DS32_ROLES_SPLIT_ST (not with kKt, whose WG0 takes every latent column from the half tile)
-  static constexpr int kSplitSt = kDs32Roles && kRoles && kDs && kRows == 32 && !kKt ? kRolesSplitStTiles : 0;
+  // SMLA_SD_DS32_ROLES_SPLIT_ST (not with kKt, whose WG0 takes every latent column from the half
+  // tile, nor with SMLA_SD_DS32_ROLES=2, whose WG1 makes the P^T tiles on the merge barrier ids)
+  static constexpr int kSplitSt = kDs32Roles && kRoles && kDs && kRows == 32 && !kKt && !kRolesPByWg1 ? kRolesSplitStTiles : 0;
   static constexpr size_t xs = kt + (kKt ? kKeys * kKtCols * 2 : 0);  // kSplitSt: float4[2 parities][kRows / 8][128]
   static constexpr size_t ring = xs + (kSplitSt ? 2 * (kRows / 8) * 128 * 16 : 0);
   static constexpr size_t bytes = ring + kRing * kSlotBytes;
