@@ -16,6 +16,10 @@
 // set of P^T tiles; each barrier alternates strictly, so its arrivals never mix two blocks. The
 // last block's hand-over also carries WG0's final m, l and tile exponents, and WG1 runs the
 // epilogue. Fragment rows, key order and reads are those of consumer_narrow_raw_ds.cuh.
+// In the run-time roles kernel (kDs32Roles) WG1 also takes the last S::kSplitSt scale tiles of
+// S^T (config.h SMLA_SD_DS32_ROLES_SPLIT_ST, default 2): block i + 1's, before its P V of block i,
+// folded with the keys' scales and handed to WG0 in xs (kBarRolesSt + block parity), which WG0
+// adds in its fold.
 #pragma once
 
 #include <cstdint>
