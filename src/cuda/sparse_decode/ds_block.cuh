@@ -36,12 +36,11 @@ __device__ __forceinline__ void ds_partial_st_groups(const uint8_t* row_a, const
   using L = DsMlaLayout;
   static_assert(L::num_scales == 4 && L::d_latent == 512, "four 128-column scale tiles");
   static_assert(kG0 % 2 == 0 && kG1 % 2 == 0 && 0 <= kG0 && kG0 <= kG1 && kG1 <= 8, "whole scale tiles");
-  constexpr int kRopeGrp = L::d_latent / 64, kEnd = kRope ? kRopeGrp + 1 : kG1;
+  constexpr int kRopeGrp = L::d_latent / 64, kLatent = kG1 - kG0, kGroups = kLatent + (kRope ? 1 : 0);
 #pragma unroll
-  for (int grp = kG0; grp < kEnd; ++grp) {
-    if (grp >= kG1 && grp < kRopeGrp) continue;
+  for (int li = 0; li < kGroups; ++li) {  // li: this call's group count so far
+    const int grp = li < kLatent ? kG0 + li : kRopeGrp;
     const bool rope = grp == kRopeGrp;
-    const int li = grp < kG1 ? grp - kG0 : kG1 - kG0;  // this call's group count so far
     uint32_t wa[8], wb[8];
     if (!rope) {
       const uint4 va = *reinterpret_cast<const uint4*>(row_a + 64 * grp + 16 * c);
