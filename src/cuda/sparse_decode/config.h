@@ -456,7 +456,7 @@ inline constexpr bool kDs32Split = SMLA_SD_DS32_SPLIT_SOFTMAX == 2 || (SMLA_SD_D
 // numbers (sparse V3.2 h16 69.3 -> 70.6 / 70.5) do not count: at both budgets ptxas serializes
 // its wgmmas (C7512, insufficient registers). Its rings of four and five slots are not multiples
 // of three, so those builds could read rows before they landed; RingSmem now refuses them
-// (a three-warpgroup build needs three or six slots).
+// (a three-warpgroup build needs three or six slots: SMLA_SD_RAW_RING16=3).
 #ifndef SMLA_SD_RAW_WGS
 #define SMLA_SD_RAW_WGS 2
 #endif
@@ -871,8 +871,8 @@ template <int kRows, int kFmt, bool kReadOnce>
 inline constexpr int kRawFirstFill =
     SMLA_SD_RAW_FIRST_FILL >= 0 ? SMLA_SD_RAW_FIRST_FILL
                                 : (kReadOnce && kRows == 32 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla) ? 1 : 0);
-// Measurement build SMLA_SD_RAW_RING16=n: a ring of n slots in 16-row fp8_e4m3 tiles (32-row
-// tiles and fp8_ds_mla's longer rows keep kRawRing); n a multiple of the consumer warpgroups
+// Measurement build SMLA_SD_RAW_RING16=n: a ring of n slots in the 16-row tiles (32-row tiles
+// keep kRawRing; fp8_ds_mla's 43 KB slots fit four); n a multiple of the consumer warpgroups
 // (RingSmem's assert). Five slots measured level with four (dense fp8 b128 h16 L8k 209.4 -> 208.1
 // µs, s_q2 h16 365.6 -> 364.4, 2026-12-01), but five do not give each warpgroup its own slots, so
 // that build could read rows before they landed: the figure does not count.
@@ -1039,7 +1039,7 @@ struct RingSmem {
   static constexpr int kPTiles = kDs ? (kSplitDv ? 2 : 4) : 1;  // per warpgroup (kRoles: one set, WG0 writes, WG1 reads)
   static constexpr int kWgs = kRawWgs<kRows, kFmt>;
   static constexpr int kPSets = kRoles ? 1 : kWgs;
-  static constexpr int kRing = kSplitDv ? 3 : kRoles ? SMLA_SD_DS32_ROLES_RING : kRows == 16 && !kDs ? SMLA_SD_RAW_RING16 : kRawRing;  // slots
+  static constexpr int kRing = kSplitDv ? 3 : kRoles ? SMLA_SD_DS32_ROLES_RING : kRows == 16 ? SMLA_SD_RAW_RING16 : kRawRing;  // slots
   static constexpr bool kKt = kRolesKtSwitch && kDs32Roles && kRoles && kDs && kRows == 32;  // SMLA_SD_DS32_ROLES_KT
   static constexpr size_t kSlotBytes = static_cast<size_t>(kKeys) * kRawRingStride<kFmt>;
   static constexpr size_t q = 0;                                              // kRows x kQCols f16, core matrices, permuted
