@@ -168,14 +168,17 @@ __device__ __forceinline__ void warp_head_sums(const float (&l)[kNJ][2], float* 
 template <int kRows, int kT, int kWgs = 1>
 __device__ __forceinline__ void narrow_store_rows(const AttnParams& p, const Work& w, const float* obuf, int tid) {
   constexpr int kStride = kDv + 4;
-  constexpr int kIters = kRows * (kDv / 4) / kT, kBatch = kIters < 8 ? kIters : 8;
+  // kPieces not a multiple of kT (three warpgroups of a 16-row tile: 2048 over 384): the last
+  // round's threads past the tile read row 0 and store nothing
+  constexpr int kPieces = kRows * (kDv / 4), kIters = (kPieces + kT - 1) / kT, kBatch = kIters < 8 ? kIters : 8;
   static_assert(kIters % kBatch == 0, "the tile's rows in whole rounds of the threads");
 #pragma unroll
   for (int i0 = 0; i0 < kIters; i0 += kBatch) {
     float4 v[kBatch];
 #pragma unroll
     for (int it = 0; it < kBatch; ++it) {
-      const int idx = tid + (i0 + it) * kT, h = idx / (kDv / 4), cl = 4 * (idx % (kDv / 4));
+      const int at = tid + (i0 + it) * kT, idx = kPieces % kT == 0 || at < kPieces ? at : 0;
+      const int h = idx / (kDv / 4), cl = 4 * (idx % (kDv / 4));
       v[it] = *reinterpret_cast<const float4*>(obuf + h * kStride + cl);
 #pragma unroll
       for (int b = 1; b < kWgs; ++b) {
@@ -186,7 +189,7 @@ __device__ __forceinline__ void narrow_store_rows(const AttnParams& p, const Wor
 #pragma unroll
     for (int it = 0; it < kBatch; ++it) {
       const int idx = tid + (i0 + it) * kT, h = idx / (kDv / 4);
-      if (h < w.heads) store_o4(p, w, w.head0 + h, 4 * (idx % (kDv / 4)), v[it]);
+      if (h < w.heads && (kPieces % kT == 0 || idx < kPieces)) store_o4(p, w, w.head0 + h, 4 * (idx % (kDv / 4)), v[it]);
     }
   }
 }
