@@ -58,6 +58,8 @@ builds=(
   "-DSMLA_SD_DS32_ROLES_PREFILL=0|sparse_prefill_fp8_ds_mla_576"   # the paged prefill's 32-row tiles in halves
   "-DSMLA_SD_NO_PEER_STORES=1|sparse_decode_fp8_ds_mla_576"   # a pair's rows kept from the peer
   "-DSMLA_SD_NO_PEER_STORES=2|sparse_decode_fp8_e4m3_576"     # ... sent by plain remote stores, not waited for
+  "-DSMLA_SD_RAW_WGS=3 -DSMLA_SD_RAW_RING16=3 -DSMLA_SD_RAW_WGS_REGS=160|sparse_decode_fp8_ds_mla_576"   # three consumer warpgroups in 16-row tiles
+  "-DSMLA_SD_RAW_WGS=3 -DSMLA_SD_RAW_RING16=3 -DSMLA_SD_RAW_WGS_REGS=160|sparse_decode_fp8_e4m3_576"
 )
 
 compile() {
