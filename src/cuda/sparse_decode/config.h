@@ -459,9 +459,8 @@ inline constexpr bool kDs32Split = SMLA_SD_DS32_SPLIT_SOFTMAX == 2 || (SMLA_SD_D
 // (a three-warpgroup build needs three or six slots: SMLA_SD_RAW_RING16=3). Those builds' epilogue
 // also left each tile's last head unstored (narrow_store_rows: 2048 pieces over 384 threads; fixed
 // 2026-12-06, when a run on an H100 failed the sparse-decode tests with it), so none of their
-// figures is of correct results. What it is for now: small-batch splits of three blocks, one a
-// warpgroup (b1 h128, where the default's warpgroup 0 takes two blocks in series); the fixed build
-// is not yet timed.
+// figures is of correct results. Its fp8_ds_mla kernel is also the run-time variant kRawTri below
+// (small-batch splits of three blocks, one a warpgroup); the fixed build is not yet timed.
 #ifndef SMLA_SD_RAW_WGS
 #define SMLA_SD_RAW_WGS 2
 #endif

@@ -91,7 +91,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
   const int tid = static_cast<int>(threadIdx.x) & 127;
   constexpr int kPTile16 = static_cast<int>(S::kPBytes / 16);  // descriptor units between P^T tiles
   const int nb = w.kb_end - w.kb_begin;
-  constexpr bool kMarks = kRoleMarks<kRtVariant>;  // per-block marks (timeline.cuh role_mark)
+  constexpr bool kMarks = kRoleMarks<kRows, kRtVariant>;  // per-block marks (timeline.cuh role_mark)
   // S::kSplitSt: WG1 takes scale tiles kT0 .. 3 of S^T, WG0 the others and the RoPE columns
   constexpr int kT0 = kTiles - S::kSplitSt;
   static_assert(!S::kSplitSt || !kPByWg1, "the split S^T's barriers are kPByWg1's WG1 merge");

@@ -62,7 +62,7 @@ void launch_kernel(const AttnParams& p, dim3 grid, int64_t resident, cudaStream_
   }
   SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args));
   if constexpr (kPersist) print_unit_timeline(stream);  // SMLA_SD_TIMELINE=3 only (timeline.cuh)
-  if constexpr (kRtVariant && kRows == 32) print_role_timeline(stream);  // SMLA_SD_TIMELINE=4 only
+  if constexpr (kRoleMarks<kRows, kRtVariant>) print_role_timeline(stream);
 }
 
 // CTAs (pairs: two-CTA clusters) of the persistent kernel resident at once on the current

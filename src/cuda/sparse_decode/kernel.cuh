@@ -442,9 +442,9 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist, k
   constexpr bool kStaged = kStagedEpilogue && kStagedEnds<kFmt, kLogits>;  // and their O rows
   constexpr bool kTmaQ = kLoadsQByTma<kRows, kD, kFmt, kPair, false, kMaxLogits, kLogits>;  // Q by the TMA unit
   if (kTimeline && threadIdx.x == 0) timeline_mark(0);
-  if (kRoleMarks<kRtVariant> && threadIdx.x == 0) role_mark(9, 0);
+  if (kRoleMarks<kRows, kRtVariant> && threadIdx.x == 0) role_mark(9, 0);
   pdl_wait();                // the split schedule, and q / the cache / indices of earlier work
-  if (kRoleMarks<kRtVariant> && threadIdx.x == 0) role_mark(12, 0);
+  if (kRoleMarks<kRows, kRtVariant> && threadIdx.x == 0) role_mark(12, 0);
   if (kTimeline && threadIdx.x == 0) timeline_mark(1);
   pdl_launch_dependents();   // the combine may launch once every CTA of this grid has started
   if constexpr (kPersist) {

@@ -79,7 +79,7 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
     if (i >= S::kRing) mbar_wait(empty + slot, ((i / S::kRing) - 1) & 1);
     if (i >= first && i < S::kRing) mbar_wait(full + (i - first), 0);  // the first fill's later slots
     if (kBlockTimeline && pt == 0) block_event(1, i);
-    if (kRoleMarks<kRtVariant> && pt == 0) role_mark(0, i);
+    if (kRoleMarks<kRows, kRtVariant> && pt == 0) role_mark(0, i);
     const bool ok = a.page != nullptr;
     uint8_t* dst = ring + slot * S::kSlotBytes + row * kStride;
     if constexpr (kRawNoCopy) {  // consumers' speed alone: zeroed rows, nothing copied
@@ -149,7 +149,7 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
     }
     if (kTimeline && pt == 0 && i == 0) timeline_mark(7);
     if (kBlockTimeline && pt == 0) block_event(3, i);
-    if (kRoleMarks<kRtVariant> && pt == 0) role_mark(1, i);
+    if (kRoleMarks<kRows, kRtVariant> && pt == 0) role_mark(1, i);
   }
   if (kTimeline && pt == 0) timeline_mark(8);
 }
