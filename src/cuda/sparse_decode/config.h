@@ -459,20 +459,17 @@ inline constexpr bool kDs32Split = SMLA_SD_DS32_SPLIT_SOFTMAX == 2 || (SMLA_SD_D
 // (a three-warpgroup build needs three or six slots: SMLA_SD_RAW_RING16=3). Those builds' epilogue
 // also left each tile's last head unstored (narrow_store_rows: 2048 pieces over 384 threads; fixed
 // 2026-12-06, when a run on an H100 failed the sparse-decode tests with it), so none of their
-// figures is of correct results. Its fp8_ds_mla kernel is also the run-time variant kRawTri below
-// (small-batch splits of three blocks, one a warpgroup); the fixed build is not yet timed.
+// figures is of correct results. The fixed build's fp8_ds_mla kernel (three slots, 160 registers,
+// still serialized) ran as a run-time variant for b = 1's splits of three blocks, one a warpgroup,
+// on an H200 (2026-12-06, PERF.md sixtieth pass): slower everywhere (b1 h128 16.4 -> 17.7 µs,
+// b1 h64 three-block splits 15.8 -> 17.2, b128 h16 66.3 -> 69.1), tests passed; removed.
 #ifndef SMLA_SD_RAW_WGS
 #define SMLA_SD_RAW_WGS 2
 #endif
-// kRawTri: the 16-row fp8_ds_mla decode tiles' run-time variant (the kernel argument kRtVariant,
-// launch.cu ds16_decode_tri, SMLA_SD_DS16_WGS=3): the three-warpgroup build's kernel (three
-// consumer warpgroups at SMLA_SD_RAW_WGS_REGS, a ring of three slots), for small-batch splits of
-// three blocks, each then on its own warpgroup.
-template <int kRows, int kFmt, bool kRtVariant = false>
-inline constexpr bool kRawTri = kRtVariant && kRows == 16 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
+// kRtVariant: no run-time variant changes the count (the 32-row roles keep two).
 template <int kRows, int kFmt, bool kRtVariant = false>
 inline constexpr int kRawWgs = SMLA_SD_RAW_DUAL == 0 || !kRawConsumer<kRows, kFmt> ? 1
-                               : ((SMLA_SD_RAW_WGS == 3 || kRawTri<kRows, kFmt, kRtVariant>) && kRows == 16 ? 3 : 2);
+                               : (SMLA_SD_RAW_WGS == 3 && kRows == 16 ? 3 : 2);
 template <int kRows, int kFmt, bool kRtVariant = false>
 constexpr int raw_consumer_threads() { return 128 * kRawWgs<kRows, kFmt, kRtVariant>; }
 // Unpaired 64-row CTAs of the packed formats (fp8_ds_mla, fp8_model1, fp8_e4m3 above 32 heads)
@@ -1038,8 +1035,7 @@ inline constexpr int kRegsRawProducer = kRawWgs<kRows, kFmt, kRtVariant> == 3 ? 
 // 128-column scale tile.
 // kRawSplitDv: each warpgroup has the P^T tiles of its two scale tiles, and the partial S^T
 // sums meet in xchg (float[2 parities][2 warpgroups][16][128]); three slots fit beside them.
-// kRtVariant: the plan of a tile's run-time variant (32 rows: the roles, kRawRoles; 16 rows of
-// fp8_ds_mla: three consumer warpgroups on three slots, kRawTri).
+// kRtVariant: the plan of the 32-row tiles' run-time variant (the roles, kRawRoles).
 template <int kRows, int kFmt, bool kRtVariant = false>
 struct RingSmem {
   static constexpr bool kDs = kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
@@ -1050,8 +1046,7 @@ struct RingSmem {
   static constexpr int kPTiles = kDs ? (kSplitDv ? 2 : 4) : 1;  // per warpgroup (kRoles: one set, WG0 writes, WG1 reads)
   static constexpr int kWgs = kRawWgs<kRows, kFmt, kRtVariant>;
   static constexpr int kPSets = kRoles ? 1 : kWgs;
-  static constexpr int kRing = kSplitDv || kRawTri<kRows, kFmt, kRtVariant> ? 3
-                               : kRoles ? SMLA_SD_DS32_ROLES_RING : kRows == 16 ? SMLA_SD_RAW_RING16 : kRawRing;  // slots
+  static constexpr int kRing = kSplitDv ? 3 : kRoles ? SMLA_SD_DS32_ROLES_RING : kRows == 16 ? SMLA_SD_RAW_RING16 : kRawRing;  // slots
   static constexpr bool kKt = kRolesKtSwitch && kRtVariant && kRoles && kDs && kRows == 32;  // SMLA_SD_DS32_ROLES_KT
   static constexpr size_t kSlotBytes = static_cast<size_t>(kKeys) * kRawRingStride<kFmt>;
   static constexpr size_t q = 0;                                              // kRows x kQCols f16, core matrices, permuted

@@ -49,8 +49,7 @@ __device__ __forceinline__ int raw_key_logical(int k) {
 // two 2-byte stores per head and the plain index (same-call A/B, 2026-12-01): dense fp8 b128
 // h32 L8k 227.0 -> 218.3 µs, s_q2 h16 334.3 -> 329.8; sparse V3.2 s_q2 h16 122.3 -> 120.8, h16
 // and dense h16 level.
-// kRtVariant: on the plan of the tile's run-time variant (RingSmem: the 32-row roles, the 16-row
-// three warpgroups).
+// kRtVariant: on the plan of the 32-row tiles' run-time variant (RingSmem: the roles).
 template <int kRows, int kFmt, bool kRtVariant = false>
 struct RawWg {
   using S = RingSmem<kRows, kFmt, kRtVariant>;

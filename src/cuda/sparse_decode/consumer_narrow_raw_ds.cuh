@@ -24,16 +24,15 @@
 
 namespace smla::cuda::sparse_decode_family {
 
-// kRtVariant: the 16-row tile's run-time variant, three consumer warpgroups (config.h kRawTri).
-template <int kRows, bool kMaxLogits, bool kRtVariant = false>
+template <int kRows, bool kMaxLogits>
 __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_t* smem) {
   constexpr int kFmt = static_cast<int>(CacheFormat::fp8_ds_mla);
-  using S = RingSmem<kRows, kFmt, kRtVariant>;
+  using S = RingSmem<kRows, kFmt>;
   using L = DsMlaLayout;
   constexpr int kStride = kRawRingStride<kFmt>;
   constexpr int N = kRows, kNJ = N / 8, kMT = kDv / 64, kTiles = L::num_scales;
   constexpr int kThreads = 128;  // one consumer warpgroup's (kRawWgs 2: two, each over its own blocks)
-  const RawWg<kRows, kFmt, kRtVariant> wg(smem);
+  const RawWg<kRows, kFmt> wg(smem);
   const int lane = wg.lane, wq = wg.wq, g = wg.g, c = wg.c, ka = wg.ka, kb_ = wg.kb;
   auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
   float* s_max = wg.max_buf;
@@ -113,7 +112,7 @@ __device__ void consume_narrow_raw_ds(const AttnParams& p, const Work& w, uint8_
 
     // ---- P^T_t = P . scale_t (bf16) at the keys' logical positions (the previous block's P V
     // completed in every warp before that warp reached this block's barrier above)
-    ds_write_pt<RawWg<kRows, kFmt, kRtVariant>, kDsF16V>(p_ab, s, sa, sb, e_run, c);
+    ds_write_pt<RawWg<kRows, kFmt>, kDsF16V>(p_ab, s, sa, sb, e_run, c);
     fence_proxy_async();  // read next by wgmma
     wg_bar_sync<kBarPReady, kBarPReady2, wg.kBar3 ? kBarPReady3 : -1>(wg.cw, kThreads);
 

@@ -428,9 +428,8 @@ __device__ void fp8_tile_roles(const AttnParams& p, const Work& w, uint8_t* smem
 // instantiation, so that kernels which never pair carry none of its code. kPersist: the CTA
 // walks the unit grid p.unit_g{x,y,z} (persistent_units). kLogits: the consumers also keep each
 // head's exact largest logit for p.max_logits (sparse prefill from a packed cache; the bf16
-// kernels, which sparse prefill also runs, always do). kRtVariant: the fp8_ds_mla decode tile's
-// run-time variant, which launch.cu takes by its rules: 32 rows in roles (config.h kRawRoles), 16
-// rows on three consumer warpgroups (kRawTri).
+// kernels, which sparse prefill also runs, always do). kRtVariant: the 32-row fp8_ds_mla
+// decode tiles' run-time variant, in roles (config.h kRawRoles), which launch.cu takes by its rule.
 template <int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kLogits = false, bool kRtVariant = false>
 __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist, kRtVariant>(), 1) sparse_decode_kernel(const __grid_constant__ AttnParams p) {
   extern __shared__ __align__(1024) uint8_t smem[];  // 128-byte-swizzled tiles (kSw) need 1024
@@ -546,14 +545,13 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist, k
         produce_raw_ring<kRows, kFmt, !kMaxLogits, kRtVariant>(p, w, smem);
       }
     } else if constexpr (kRawConsumer<kRows, kFmt>) {
-      // kRtVariant here: the 16-row fp8_ds_mla tile on three consumer warpgroups (config.h kRawTri)
-      static_assert(!kRtVariant || kRawTri<kRows, kFmt, kRtVariant>, "the 16-row fp8_ds_mla tiles' run-time variant");
+      static_assert(!kRtVariant, "the only run-time variant is the 32-row roles'");
       if (wg < kRawWgs<kRows, kFmt, kRtVariant>) {
         setmaxnreg_to<kRegsRawConsumer<kRows, kFmt, kRtVariant>, kEntry>();
         load_q_f16<kRows, kFmt, kRtVariant>(p, w, smem);
         if (kTimeline && threadIdx.x == 0) timeline_mark(3);
         if constexpr (kRawSplitDv<kRows, kFmt>) consume_narrow_raw_ds32<kRows, kMaxLogits>(p, w, smem);
-        else if constexpr (kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)) consume_narrow_raw_ds<kRows, kMaxLogits, kRtVariant>(p, w, smem);
+        else if constexpr (kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)) consume_narrow_raw_ds<kRows, kMaxLogits>(p, w, smem);
         else consume_narrow_raw<kRows>(p, w, smem);
       } else {
         setmaxnreg_to<kRegsRawProducer<kRows, kFmt, kRtVariant>, kEntry>();

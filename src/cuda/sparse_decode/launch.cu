@@ -15,7 +15,6 @@ namespace smla::cuda::sparse_decode_family {
 template <int kRows, int kD, int kFmt, bool kLogits>
 void launch_instance(const AttnParams& p, dim3 grid, bool pair, cudaStream_t stream);
 void launch_ds32_roles(const AttnParams& p, dim3 grid, cudaStream_t stream);
-void launch_ds16_tri(const AttnParams& p, dim3 grid, cudaStream_t stream);
 
 namespace {
 
@@ -80,11 +79,6 @@ bool ds32_decode_roles(const AttnParams& p, int rows, dim3 grid) {
   const DeviceInfo& d = current_device_info();
   const int64_t ctas = static_cast<int64_t>(grid.x) * grid.y * grid.z;
   return unsplit && (d.mem_gbps_per_sm >= 30.0 || ctas > d.sm_count);
-}
-
-// Whether a 16-row fp8_ds_mla decode launch runs on three consumer warpgroups (launch.h).
-bool ds16_decode_tri(const AttnParams& p, int rows) {
-  return rows == 16 && p.main.format == kDs && p.max_logits == nullptr && ds16_tri_by_env();
 }
 
 }  // namespace
@@ -224,7 +218,6 @@ void launch(const AttnParams& p_in, int rows, dim3 grid, cudaStream_t stream) {
   // decode kernels carry none of it).
   const bool logits = p.max_logits != nullptr;
   if (ds32_decode_roles(p, rows, grid)) return launch_ds32_roles(p, grid, stream);
-  if (ds16_decode_tri(p, rows)) return launch_ds16_tri(p, grid, stream);
   if (fmt == kDs) logits ? by_rows<576, kDs, true>(p, rows, grid, stream) : by_rows<576, kDs>(p, rows, grid, stream);
   else if (fmt == kM1) logits ? by_rows<512, kM1, true>(p, rows, grid, stream) : by_rows<512, kM1>(p, rows, grid, stream);
   else if (p.d_qk == 576) by_rows<576, kBf>(p, rows, grid, stream);
@@ -265,11 +258,6 @@ Ds32Choice ds32_by_env() {
                                    : env_is("SMLA_SD_DS32_DECODE", "halves") ? Ds32Choice::halves
                                                                              : Ds32Choice::by_device;
   return choice;
-}
-
-bool ds16_tri_by_env() {
-  static const bool three = env_is("SMLA_SD_DS16_WGS", "3");
-  return three;
 }
 
 TailSplit prefill_tail_split(const AttnParams& p, int rows, dim3 grid) {

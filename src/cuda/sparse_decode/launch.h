@@ -48,10 +48,6 @@ PersistentChoice persistent_by_env();
 // always in halves (tests and A/Bs).
 enum class Ds32Choice { halves, roles, by_device };
 Ds32Choice ds32_by_env();
-// The 16-row fp8_ds_mla decode tiles' consumer warpgroups: SMLA_SD_DS16_WGS=3 on three (the run-time
-// variant, config.h kRawTri: each of a three-block split's blocks on its own warpgroup), else on
-// two (tests and A/Bs; no launch takes three by default until a device run times them).
-bool ds16_tri_by_env();
 // Sparse prefill's tail split (config.h kTailMerge; p.heads_tile as the plan's): where the
 // persistent walk of `grid`'s units (one CTA per SM) leaves its last round part-empty, the
 // parts (>= 2) each of those `units` tail units runs as, the tail's first token and its head

@@ -7,9 +7,4 @@ SMLA_INSTANTIATE_SPARSE_DECODE(576, static_cast<int>(CacheFormat::fp8_ds_mla))
 void launch_ds32_roles(const AttnParams& p, dim3 grid, cudaStream_t stream) {
   launch_kernel<32, 576, static_cast<int>(CacheFormat::fp8_ds_mla), false, false, false, true>(p, grid, 0, stream);
 }
-
-// The 16-row decode tiles on three consumer warpgroups (launch.cu ds16_decode_tri; config.h kRawTri).
-void launch_ds16_tri(const AttnParams& p, dim3 grid, cudaStream_t stream) {
-  launch_kernel<16, 576, static_cast<int>(CacheFormat::fp8_ds_mla), false, false, false, true>(p, grid, 0, stream);
-}
 }  // namespace smla::cuda::sparse_decode_family
