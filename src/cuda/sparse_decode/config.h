@@ -328,7 +328,7 @@ inline constexpr bool kRawConsumer =
 // roles -> roles with EARLY_V): b128 h32 85.3 -> 80.0 -> 79.5, s_q2 h32 164.3 -> 154.1 -> 153.3,
 // h24 84.6 -> 80.1 -> 78.7, b64 s_q2 h32 85.3 -> 79.5 (early V), but b8 h32 23.9 -> 29.8 -> 30.5,
 // b1 h32 16.8 -> 21.4 -> 22.6, b64 h32 55.2 -> 57.9, b96 100.9 -> 103.4 (split launches). The
-// default build holds the EARLY_V build's decode kernel as the kernel argument kRtVariant (the same
+// default build holds the EARLY_V build's decode kernel as the kernel argument kDs32Roles (the same
 // SASS), which launch.cu ds32_decode_roles takes for unsplit launches on bandwidth-rich devices.
 #ifndef SMLA_SD_DS32_ROLES
 #define SMLA_SD_DS32_ROLES 0
@@ -350,15 +350,15 @@ inline constexpr bool kRawConsumer =
 // exponents), ~1100 -> 858 instructions a block in WG0's loop, ~590 -> 822 in WG1's: level with =1
 // (b128 h32 98.4, consumers alone 71.4).
 inline constexpr bool kRolesPByWg1 = SMLA_SD_DS32_ROLES == 2;
-// kRtVariant (a kernel template argument, launch.cu ds32_decode_roles): the decode kernel that
+// kDs32Roles (a kernel template argument, launch.cu ds32_decode_roles): the decode kernel that
 // takes the roles at run time, as this switch's build has them with SMLA_SD_DS32_ROLES_EARLY_V=1.
-template <int kRows, int kFmt, bool kRtVariant = false>
-inline constexpr bool kRawRoles = (SMLA_SD_DS32_ROLES != 0 || kRtVariant) && kRawConsumer<kRows, kFmt> && kRows == 32 &&
+template <int kRows, int kFmt, bool kDs32Roles = false>
+inline constexpr bool kRawRoles = (SMLA_SD_DS32_ROLES != 0 || kDs32Roles) && kRawConsumer<kRows, kFmt> && kRows == 32 &&
                                   kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
 // Raw-ring tiles whose consumer warpgroups split the value columns (and share one softmax state).
-template <int kRows, int kFmt, bool kRtVariant = false>
+template <int kRows, int kFmt, bool kDs32Roles = false>
 inline constexpr bool kRawSplitDv = kRawConsumer<kRows, kFmt> && kRows == 32 &&
-                                    kFmt == static_cast<int>(CacheFormat::fp8_ds_mla) && !kRawRoles<kRows, kFmt, kRtVariant>;
+                                    kFmt == static_cast<int>(CacheFormat::fp8_ds_mla) && !kRawRoles<kRows, kFmt, kDs32Roles>;
 // SMLA_SD_DS32_ROLES_PREFILL (default 1): the roles, WG1's value words loaded first, in the
 // 32-row fp8_ds_mla kernels that return max_logits (sparse prefill from the paged cache at h_q
 // 17-32) only, on the split tiles' shared-memory plan (three slots; RolesHand in xchg; the four
@@ -466,12 +466,11 @@ inline constexpr bool kDs32Split = SMLA_SD_DS32_SPLIT_SOFTMAX == 2 || (SMLA_SD_D
 #ifndef SMLA_SD_RAW_WGS
 #define SMLA_SD_RAW_WGS 2
 #endif
-// kRtVariant: no run-time variant changes the count (the 32-row roles keep two).
-template <int kRows, int kFmt, bool kRtVariant = false>
+template <int kRows, int kFmt>
 inline constexpr int kRawWgs = SMLA_SD_RAW_DUAL == 0 || !kRawConsumer<kRows, kFmt> ? 1
                                : (SMLA_SD_RAW_WGS == 3 && kRows == 16 ? 3 : 2);
-template <int kRows, int kFmt, bool kRtVariant = false>
-constexpr int raw_consumer_threads() { return 128 * kRawWgs<kRows, kFmt, kRtVariant>; }
+template <int kRows, int kFmt>
+constexpr int raw_consumer_threads() { return 128 * kRawWgs<kRows, kFmt>; }
 // Unpaired 64-row CTAs of the packed formats (fp8_ds_mla, fp8_model1, fp8_e4m3 above 32 heads)
 // have two producer warpgroups, one 32-key round of every block each, at 80 registers (512
 // threads; WG0 and WG1 keep 192 and 160). ncu of V3.2 b128 h64 with one producer warpgroup
@@ -767,9 +766,9 @@ inline constexpr bool kFirstAlone = kFirstBlockAlone && kTwoProducers<kRows, kFm
                                     !kLogits && kFmt != static_cast<int>(CacheFormat::fp8_e4m3);
 // Threads of a kernel instance: cta_threads, or 512 with three raw-ring consumer warpgroups or
 // two wide producer warpgroups.
-template <int kRows, int kFmt, bool kPair = false, bool kPersist = false, bool kRtVariant = false>
+template <int kRows, int kFmt, bool kPair = false, bool kPersist = false>
 constexpr int kernel_threads() {
-  return kRawWgs<kRows, kFmt, kRtVariant> == 3 || kTwoProducers<kRows, kFmt, kPair, kPersist> ? 512 : cta_threads(kRows);
+  return kRawWgs<kRows, kFmt> == 3 || kTwoProducers<kRows, kFmt, kPair, kPersist> ? 512 : cta_threads(kRows);
 }
 // Measurement build SMLA_SD_BF16_ASYNC_ARRIVE=1: in the 64-row bf16-row kernels each producer
 // thread's copies complete "full" by themselves (cp.async.mbarrier.arrive.noinc; one more
@@ -871,9 +870,9 @@ template <int kFmt>
 inline constexpr bool kRawCpAsync = SMLA_SD_RAW_CP_ASYNC == 1 && kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
 // Arrivals on a raw ring slot's "full" barrier a phase: the copying lanes' arrive.expect_tx, or
 // with kRawCpAsync every producer thread's arrive.noinc.
-template <int kRows, int kFmt, bool kRtVariant = false>
+template <int kRows, int kFmt>
 inline constexpr int kRawFullArrivals =
-    kRawCpAsync<kFmt> ? kernel_threads<kRows, kFmt, false, false, kRtVariant>() - raw_consumer_threads<kRows, kFmt, kRtVariant>() : kKeys;
+    kRawCpAsync<kFmt> ? kernel_threads<kRows, kFmt>() - raw_consumer_threads<kRows, kFmt>() : kKeys;
 template <int kRows, int kFmt, bool kReadOnce>
 inline constexpr int kRawFirstFill =
     SMLA_SD_RAW_FIRST_FILL >= 0 ? SMLA_SD_RAW_FIRST_FILL
@@ -1010,9 +1009,9 @@ inline constexpr int kBarRolesSt = 12;  // + block parity: WG1 -> WG0, its tiles
 inline constexpr bool kRolesEndWg0 = SMLA_SD_ROLES_END_WG0 != 0;
 // Whether the roles of a 32-row tile load WG1's value words first: always on the split tiles'
 // plan (kRolesOnSplitPlan), with the switch on their own (kRawRoles).
-// The run-time roles kernel (kRtVariant) always does.
-template <int kRows, int kFmt, bool kRtVariant = false>
-inline constexpr bool kRolesEarlyVOf = kRolesEarlyV || kRtVariant || !kRawRoles<kRows, kFmt, kRtVariant>;
+// The run-time roles kernel (kDs32Roles) always does.
+template <int kRows, int kFmt, bool kDs32Roles = false>
+inline constexpr bool kRolesEarlyVOf = kRolesEarlyV || kDs32Roles || !kRawRoles<kRows, kFmt, kDs32Roles>;
 template <bool kEarlyV>
 inline constexpr int kRegsRolesWg0 = kEarlyV ? 192 : kRegsConsumerRawDual;
 template <bool kEarlyV>
@@ -1023,31 +1022,31 @@ static_assert(kRegsRolesWg0<true> + kRegsRolesWg1<true> + kRegsProducerRawDual <
 #endif
 inline constexpr int kRegsConsumerRawTri = SMLA_SD_RAW_WGS_REGS, kRegsProducerRawTri = 4 * launch_regs(512) - 3 * kRegsConsumerRawTri;
 static_assert(kRegsProducerRawTri >= 32, "three-warpgroup ring register budget");
-template <int kRows, int kFmt, bool kRtVariant = false>
-inline constexpr int kRegsRawConsumer = kRawWgs<kRows, kFmt, kRtVariant> == 3 ? kRegsConsumerRawTri
-                                        : kRawWgs<kRows, kFmt, kRtVariant> == 2 ? kRegsConsumerRawDual : kRegsConsumerRaw;
-template <int kRows, int kFmt, bool kRtVariant = false>
-inline constexpr int kRegsRawProducer = kRawWgs<kRows, kFmt, kRtVariant> == 3 ? kRegsProducerRawTri
-                                        : kRawWgs<kRows, kFmt, kRtVariant> == 2 ? kRegsProducerRawDual : kRegsProducerRaw;
+template <int kRows, int kFmt>
+inline constexpr int kRegsRawConsumer = kRawWgs<kRows, kFmt> == 3 ? kRegsConsumerRawTri
+                                        : kRawWgs<kRows, kFmt> == 2 ? kRegsConsumerRawDual : kRegsConsumerRaw;
+template <int kRows, int kFmt>
+inline constexpr int kRegsRawProducer = kRawWgs<kRows, kFmt> == 3 ? kRegsProducerRawTri
+                                        : kRawWgs<kRows, kFmt> == 2 ? kRegsProducerRawDual : kRegsProducerRaw;
 
 // The shared-memory plan of kRawConsumer tiles. fp8_e4m3: Q as 576 f16 columns, one P^T.
 // fp8_ds_mla: Q's 512 latent columns in f16 and its 64 RoPE columns in bf16, one P^T (bf16) per
 // 128-column scale tile.
 // kRawSplitDv: each warpgroup has the P^T tiles of its two scale tiles, and the partial S^T
 // sums meet in xchg (float[2 parities][2 warpgroups][16][128]); three slots fit beside them.
-// kRtVariant: the plan of the 32-row tiles' run-time variant (the roles, kRawRoles).
-template <int kRows, int kFmt, bool kRtVariant = false>
+// kDs32Roles: the plan of the run-time roles kernel (kRawRoles).
+template <int kRows, int kFmt, bool kDs32Roles = false>
 struct RingSmem {
   static constexpr bool kDs = kFmt == static_cast<int>(CacheFormat::fp8_ds_mla);
-  static constexpr bool kSplitDv = kRawSplitDv<kRows, kFmt, kRtVariant>;
-  static constexpr bool kRoles = kRawRoles<kRows, kFmt, kRtVariant>;
+  static constexpr bool kSplitDv = kRawSplitDv<kRows, kFmt, kDs32Roles>;
+  static constexpr bool kRoles = kRawRoles<kRows, kFmt, kDs32Roles>;
   static constexpr int kD = 576;
   static constexpr int kQCols = kDs ? 512 : 576;  // Q's f16 columns
   static constexpr int kPTiles = kDs ? (kSplitDv ? 2 : 4) : 1;  // per warpgroup (kRoles: one set, WG0 writes, WG1 reads)
-  static constexpr int kWgs = kRawWgs<kRows, kFmt, kRtVariant>;
+  static constexpr int kWgs = kRawWgs<kRows, kFmt>;
   static constexpr int kPSets = kRoles ? 1 : kWgs;
   static constexpr int kRing = kSplitDv ? 3 : kRoles ? SMLA_SD_DS32_ROLES_RING : kRows == 16 ? SMLA_SD_RAW_RING16 : kRawRing;  // slots
-  static constexpr bool kKt = kRolesKtSwitch && kRtVariant && kRoles && kDs && kRows == 32;  // SMLA_SD_DS32_ROLES_KT
+  static constexpr bool kKt = kRolesKtSwitch && kDs32Roles && kRoles && kDs && kRows == 32;  // SMLA_SD_DS32_ROLES_KT
   static constexpr size_t kSlotBytes = static_cast<size_t>(kKeys) * kRawRingStride<kFmt>;
   static constexpr size_t q = 0;                                              // kRows x kQCols f16, core matrices, permuted
   static constexpr size_t q_rope = q + static_cast<size_t>(kRows) * kQCols * 2;  // kDs: kRows x 64 bf16, permuted
@@ -1064,7 +1063,7 @@ struct RingSmem {
   static constexpr size_t kKtCols = 256;
   // SMLA_SD_DS32_ROLES_SPLIT_ST (not with kKt, whose WG0 takes every latent column from the half
   // tile, nor with SMLA_SD_DS32_ROLES=2, whose WG1 makes the P^T tiles on the merge barrier ids)
-  static constexpr int kSplitSt = kRtVariant && kRoles && kDs && kRows == 32 && !kKt && !kRolesPByWg1 ? kRolesSplitStTiles : 0;
+  static constexpr int kSplitSt = kDs32Roles && kRoles && kDs && kRows == 32 && !kKt && !kRolesPByWg1 ? kRolesSplitStTiles : 0;
   static constexpr size_t xs = kt + (kKt ? kKeys * kKtCols * 2 : 0);  // kSplitSt: float4[2 parities][kRows / 8][128]
   static constexpr size_t ring = xs + (kSplitSt ? 2 * (kRows / 8) * 128 * 16 : 0);
   static constexpr size_t bytes = ring + kRing * kSlotBytes;
@@ -1603,11 +1602,11 @@ struct Fp8Smem {
 inline constexpr int kRegsFp8Wg0 = 224, kRegsFp8Wg1 = 160, kRegsFp8Producer = 120;
 static_assert(kRegsFp8Wg0 + kRegsFp8Wg1 + kRegsFp8Producer <= 3 * launch_regs(cta_threads(64)), "FP8 register budget");
 
-// Dynamic shared memory of the kernel for these rows, d_qk and format (kRtVariant: RingSmem's).
-template <int kRows, int kD, int kFmt, bool kRtVariant = false>
+// Dynamic shared memory of the kernel for these rows, d_qk and format (kDs32Roles: RingSmem's).
+template <int kRows, int kD, int kFmt, bool kDs32Roles = false>
 constexpr size_t smem_bytes() {
   if constexpr (kFmt == kDenseE4m3Fp8) return Fp8Smem::bytes;
-  else if constexpr (kRawConsumer<kRows, kFmt>) return RingSmem<kRows, kFmt, kRtVariant>::bytes;
+  else if constexpr (kRawConsumer<kRows, kFmt>) return RingSmem<kRows, kFmt, kDs32Roles>::bytes;
   else return Smem<kRows, kD, raw_slots<kRows, kFmt>(), kRawRowBytes<kFmt>>::bytes;
 }
 

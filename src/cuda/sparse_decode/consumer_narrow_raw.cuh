@@ -49,11 +49,11 @@ __device__ __forceinline__ int raw_key_logical(int k) {
 // two 2-byte stores per head and the plain index (same-call A/B, 2026-12-01): dense fp8 b128
 // h32 L8k 227.0 -> 218.3 µs, s_q2 h16 334.3 -> 329.8; sparse V3.2 s_q2 h16 122.3 -> 120.8, h16
 // and dense h16 level.
-// kRtVariant: on the plan of the 32-row tiles' run-time variant (RingSmem: the roles).
-template <int kRows, int kFmt, bool kRtVariant = false>
+// kDs32Roles: on the run-time roles kernel's plan (RingSmem).
+template <int kRows, int kFmt, bool kDs32Roles = false>
 struct RawWg {
-  using S = RingSmem<kRows, kFmt, kRtVariant>;
-  static constexpr int kWgs = S::kWgs;
+  using S = RingSmem<kRows, kFmt, kDs32Roles>;
+  static constexpr int kWgs = kRawWgs<kRows, kFmt>;
   static constexpr int kBar3 = kWgs == 3 ? 1 : 0;  // wg_bar_sync's third ids are used
   int cw, wq;          // the warpgroup, the warp within it
   int lane, g, c;      // the lane, its fragment row and column pair
@@ -245,9 +245,9 @@ __device__ __forceinline__ float absmax8_bf16(const uint4& v) {
 
 // Q's 16-byte chunk ch (bf16 columns 8 ch .. 8 ch + 7) of row r into its tile, times f (f16),
 // or into the RoPE tile as it is (fp8_ds_mla's columns past the latent ones).
-template <int kRows, int kFmt, bool kRtVariant = false>
+template <int kRows, int kFmt, bool kDs32Roles = false>
 __device__ __forceinline__ void store_q_chunk(uint8_t* smem, int r, int ch, const uint4& v, float f) {
-  using S = RingSmem<kRows, kFmt, kRtVariant>;
+  using S = RingSmem<kRows, kFmt, kDs32Roles>;
   constexpr int kQChunks = S::kQCols / 8;
   const uint32_t wds[4] = {v.x, v.y, v.z, v.w};
   // Physical columns 8 ch .. 8 ch + 7: d-group ch / 8, quad lane t = ch % 8 / 2, k-steps
@@ -275,10 +275,10 @@ __device__ __forceinline__ void store_q_chunk(uint8_t* smem, int r, int ch, cons
 // 64-column group). kQOnePass (config.h, the default): each warp loads whole rows once, keeps
 // their chunks in registers for the row's maximum and converts them itself; otherwise two passes
 // (the maxima, then every thread converts chunks loaded again from L2).
-template <int kRows, int kFmt, bool kRtVariant = false>
+template <int kRows, int kFmt, bool kDs32Roles = false>
 __device__ __forceinline__ void load_q_f16(const AttnParams& p, const Work& w, uint8_t* smem) {
-  using S = RingSmem<kRows, kFmt, kRtVariant>;
-  constexpr int kD = S::kD, kChunks = kD / 8, kQChunks = S::kQCols / 8, kThreads = raw_consumer_threads<kRows, kFmt, kRtVariant>();
+  using S = RingSmem<kRows, kFmt, kDs32Roles>;
+  constexpr int kD = S::kD, kChunks = kD / 8, kQChunks = S::kQCols / 8, kThreads = raw_consumer_threads<kRows, kFmt>();
   const uint16_t* q = unit_q(p, w);
   float* qinv = reinterpret_cast<float*>(smem + S::qinv);
   const int lane = threadIdx.x & 31, wq = threadIdx.x >> 5;
@@ -312,7 +312,7 @@ __device__ __forceinline__ void load_q_f16(const AttnParams& p, const Work& w, u
       const float f = row_factor(r, mx);
 #pragma unroll
       for (int it = 0; it < kIt; ++it)
-        if (lane + 32 * it < kChunks) store_q_chunk<kRows, kFmt, kRtVariant>(smem, r, lane + 32 * it, v[k][it], f);
+        if (lane + 32 * it < kChunks) store_q_chunk<kRows, kFmt, kDs32Roles>(smem, r, lane + 32 * it, v[k][it], f);
     }
   } else {
     for (int r = wq; r < kRows; r += kThreads / 32) {
@@ -327,7 +327,7 @@ __device__ __forceinline__ void load_q_f16(const AttnParams& p, const Work& w, u
       const int r = i / kChunks, ch = i % kChunks;
       uint4 v = make_uint4(0, 0, 0, 0);
       if (r < w.heads) v = __ldg(reinterpret_cast<const uint4*>(q + r * p.q_sh) + ch);
-      store_q_chunk<kRows, kFmt, kRtVariant>(smem, r, ch, v, 1.f / qinv[r]);
+      store_q_chunk<kRows, kFmt, kDs32Roles>(smem, r, ch, v, 1.f / qinv[r]);
     }
   }
   fence_proxy_async();  // Q is read by wgmma

@@ -16,7 +16,7 @@
 // set of P^T tiles; each barrier alternates strictly, so its arrivals never mix two blocks. The
 // last block's hand-over also carries WG0's final m, l and tile exponents, and WG1 runs the
 // epilogue. Fragment rows, key order and reads are those of consumer_narrow_raw_ds.cuh.
-// In the run-time roles kernel (kRtVariant) WG1 also takes the last S::kSplitSt scale tiles of
+// In the run-time roles kernel (kDs32Roles) WG1 also takes the last S::kSplitSt scale tiles of
 // S^T (config.h SMLA_SD_DS32_ROLES_SPLIT_ST, default 2): block i + 1's, before its P V of block i,
 // folded with the keys' scales and handed to WG0 in xs (kBarRolesSt + block parity), which WG0
 // adds in its fold.
@@ -61,11 +61,11 @@ __device__ __forceinline__ bool tile_exponents(const float* tbuf, int (&e_run)[4
   return grow_tile_exponents(m4, e_run, tf);
 }
 
-// kRtVariant: the run-time roles kernel (config.h kRawRoles).
-template <int kRows, bool kMaxLogits, int kRole, bool kRtVariant = false>
+// kDs32Roles: the run-time roles kernel (config.h kRawRoles).
+template <int kRows, bool kMaxLogits, int kRole, bool kDs32Roles = false>
 __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* smem) {
   constexpr int kFmt = static_cast<int>(CacheFormat::fp8_ds_mla);
-  using S = RingSmem<kRows, kFmt, kRtVariant>;
+  using S = RingSmem<kRows, kFmt, kDs32Roles>;
   using L = DsMlaLayout;
   using H = RolesHand;
   static_assert(kRows == 32 && (S::kRoles || S::kSplitDv) && S::kWgs == 2 && L::num_scales == 4 && kDs32F16V,
@@ -73,11 +73,11 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
   static_assert(S::kRoles || (S::kPTiles * S::kWgs == L::num_scales && S::xchg + sizeof(float) * 192 <= S::bars),
                 "the split plan holds the four P^T tiles and RolesHand");
   // On the split tiles' plan (kRolesOnSplitPlan: three slots) WG1 always loads its value words first.
-  constexpr bool kPByWg1 = kRolesPByWg1 && S::kRoles, kEarlyV = kRolesEarlyVOf<kRows, kFmt, kRtVariant>;
+  constexpr bool kPByWg1 = kRolesPByWg1 && S::kRoles, kEarlyV = kRolesEarlyVOf<kRows, kFmt, kDs32Roles>;
   constexpr int kStride = kRawRingStride<kFmt>;
   constexpr int N = kRows, kNJ = N / 8, kMT = kDv / 64, kTiles = L::num_scales;
   constexpr int kThreads = 128;
-  const RawWg<kRows, kFmt, kRtVariant> wg(smem);
+  const RawWg<kRows, kFmt, kDs32Roles> wg(smem);
   const int lane = wg.lane, wq = wg.wq, g = wg.g, c = wg.c, ka = wg.ka, kb_ = wg.kb;
   auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
   uint64_t *full = wg.full, *empty = wg.empty;
@@ -91,7 +91,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
   const int tid = static_cast<int>(threadIdx.x) & 127;
   constexpr int kPTile16 = static_cast<int>(S::kPBytes / 16);  // descriptor units between P^T tiles
   const int nb = w.kb_end - w.kb_begin;
-  constexpr bool kMarks = kRoleMarks<kRows, kRtVariant>;  // per-block marks (timeline.cuh role_mark)
+  constexpr bool kMarks = kRoleMarks<kDs32Roles>;  // per-block marks (timeline.cuh role_mark)
   // S::kSplitSt: WG1 takes scale tiles kT0 .. 3 of S^T, WG0 the others and the RoPE columns
   constexpr int kT0 = kTiles - S::kSplitSt;
   static_assert(!S::kSplitSt || !kPByWg1, "the split S^T's barriers are kPByWg1's WG1 merge");
@@ -99,7 +99,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
 
   if constexpr (kRole == 0) {
     // ---------------- WG0: S^T, the softmax, P^T ----------------
-    uint32_t* p_ab = reinterpret_cast<uint32_t*>(RawWg<kRows, kFmt, kRtVariant>::key_entry(pt, raw_key_logical(ka)));
+    uint32_t* p_ab = reinterpret_cast<uint32_t*>(RawWg<kRows, kFmt, kDs32Roles>::key_entry(pt, raw_key_logical(ka)));
     float* s_max = wg.max_buf;
     if (threadIdx.x == 0) *reinterpret_cast<uint32_t*>(hand + H::q_addr) = smem_addr(smem + S::q);
     named_bar_sync(kBarMerge, kThreads);
@@ -219,7 +219,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
 #pragma unroll
         for (int j = 0; j < kNJ; ++j) stage[j * kThreads + tid] = make_float4(s[j][0], s[j][1], s[j][2], s[j][3]);
       } else {
-        ds_write_pt<RawWg<kRows, kFmt, kRtVariant>, true>(p_ab, s, sa, sb, e_run, c);
+        ds_write_pt<RawWg<kRows, kFmt, kDs32Roles>, true>(p_ab, s, sa, sb, e_run, c);
       }
       if (wq == 0) {
         if (g == 0) {
@@ -247,7 +247,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
     narrow_state_init(o, m_run, l_run);
     int e_run[kTiles] = {};
     uint32_t a[2][4][4];
-    uint32_t* p_ab = reinterpret_cast<uint32_t*>(RawWg<kRows, kFmt, kRtVariant>::key_entry(pt, raw_key_logical(ka)));
+    uint32_t* p_ab = reinterpret_cast<uint32_t*>(RawWg<kRows, kFmt, kDs32Roles>::key_entry(pt, raw_key_logical(ka)));
     static_assert(!kRolesVFirst || (kEarlyV && !kPByWg1), "V first: the value words early, no scales read after the release");
     // S::kSplitSt: tiles kT0 .. 3 of block ib's S^T, folded with its keys' scales, into xs for WG0
     // (block ib's parity: WG0 read the buffer's block ib - 2 before handing block ib - 2 over,
@@ -336,7 +336,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
         merge_bar_sync<1>(1, kThreads);
         const bool grew = tile_exponents(tbuf, e_run, tf);
         if (moved || grew) rescale_narrow_o<true>(o, alpha, tf);  // O^T drained at the last block's end
-        ds_write_pt<RawWg<kRows, kFmt, kRtVariant>, true>(p_ab, s, sa, sb, e_run, c);
+        ds_write_pt<RawWg<kRows, kFmt, kDs32Roles>, true>(p_ab, s, sa, sb, e_run, c);
         fence_proxy_async();  // read next by wgmma
         merge_bar_sync<1>(1, kThreads);
       } else if (moved) {  // O^T drained at the last block's end

@@ -18,11 +18,10 @@ namespace smla::cuda::sparse_decode_family {
 // pairing): its block and shared memory (the function's limit raised on first use), in attrs[0]
 // the clusters of two CTAs along grid.y of pairs, in attrs[1] the programmatic dependence on the
 // split schedule kernel (the kernel waits for it before it reads anything). Pairs use both
-// attributes, other kernels attrs[1] alone. kRtVariant: the fp8_ds_mla decode tile's run-time
-// variant (kernel.cuh).
-template <auto kKernel, int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kRtVariant = false>
+// attributes, other kernels attrs[1] alone. kDs32Roles: the 32-row decode kernel in roles.
+template <auto kKernel, int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kDs32Roles = false>
 cudaLaunchConfig_t launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttribute (&attrs)[2]) {
-  constexpr size_t kSmem = smem_bytes<kRows, kD, kFmt, kRtVariant>();
+  constexpr size_t kSmem = smem_bytes<kRows, kD, kFmt, kDs32Roles>();
   raise_dynamic_smem<kKernel>(kSmem);  // on each device the process launches on (per_device.h)
   attrs[0] = {};
   attrs[0].id = cudaLaunchAttributeClusterDimension;
@@ -32,7 +31,7 @@ cudaLaunchConfig_t launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttri
   attrs[1] = pdl_attribute();
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
-  cfg.blockDim = dim3(kernel_threads<kRows, kFmt, kPair, kPersist, kRtVariant>());
+  cfg.blockDim = dim3(kernel_threads<kRows, kFmt, kPair, kPersist>());
   cfg.dynamicSmemBytes = kSmem;
   cfg.stream = stream;
   cfg.attrs = kPair ? attrs : attrs + 1;
@@ -42,12 +41,12 @@ cudaLaunchConfig_t launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttri
 
 // One kernel launch; kPair: as clusters of two CTAs along grid.y (config.h, kPairCtas);
 // kPersist: the persistent kernel on `resident` CTAs (pairs: clusters) walking `grid` as units.
-// kRtVariant: the fp8_ds_mla decode tile's run-time variant (kernel.cuh).
-template <int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kLogits, bool kRtVariant = false>
+// kDs32Roles: the 32-row fp8_ds_mla decode kernel in roles (config.h kRawRoles).
+template <int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kLogits, bool kDs32Roles = false>
 void launch_kernel(const AttnParams& p, dim3 grid, int64_t resident, cudaStream_t stream) {
-  constexpr auto kernel = sparse_decode_kernel<kRows, kD, kFmt, kPair, kPersist, kLogits, kRtVariant>;
+  constexpr auto kernel = sparse_decode_kernel<kRows, kD, kFmt, kPair, kPersist, kLogits, kDs32Roles>;
   cudaLaunchAttribute attrs[2];
-  cudaLaunchConfig_t cfg = launch_config<kernel, kRows, kD, kFmt, kPair, kPersist, kRtVariant>(grid, stream, attrs);
+  cudaLaunchConfig_t cfg = launch_config<kernel, kRows, kD, kFmt, kPair, kPersist, kDs32Roles>(grid, stream, attrs);
   AttnParams args = p;
   // q's tensor map, where this instance reads it (else its Q load never looks at q_tma).
   if constexpr (kLoadsQByTma<kRows, kD, kFmt, kPair, kPersist, kLogits || kFmt == static_cast<int>(CacheFormat::bf16), kLogits>)
@@ -62,7 +61,7 @@ void launch_kernel(const AttnParams& p, dim3 grid, int64_t resident, cudaStream_
   }
   SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args));
   if constexpr (kPersist) print_unit_timeline(stream);  // SMLA_SD_TIMELINE=3 only (timeline.cuh)
-  if constexpr (kRoleMarks<kRows, kRtVariant>) print_role_timeline(stream);
+  if constexpr (kDs32Roles) print_role_timeline(stream);  // SMLA_SD_TIMELINE=4 only
 }
 
 // CTAs (pairs: two-CTA clusters) of the persistent kernel resident at once on the current

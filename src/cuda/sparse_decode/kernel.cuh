@@ -428,10 +428,10 @@ __device__ void fp8_tile_roles(const AttnParams& p, const Work& w, uint8_t* smem
 // instantiation, so that kernels which never pair carry none of its code. kPersist: the CTA
 // walks the unit grid p.unit_g{x,y,z} (persistent_units). kLogits: the consumers also keep each
 // head's exact largest logit for p.max_logits (sparse prefill from a packed cache; the bf16
-// kernels, which sparse prefill also runs, always do). kRtVariant: the 32-row fp8_ds_mla
-// decode tiles' run-time variant, in roles (config.h kRawRoles), which launch.cu takes by its rule.
-template <int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kLogits = false, bool kRtVariant = false>
-__global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist, kRtVariant>(), 1) sparse_decode_kernel(const __grid_constant__ AttnParams p) {
+// kernels, which sparse prefill also runs, always do). kDs32Roles: the 32-row fp8_ds_mla decode
+// kernel in roles (config.h kRawRoles), which launch.cu takes at run time.
+template <int kRows, int kD, int kFmt, bool kPair, bool kPersist, bool kLogits = false, bool kDs32Roles = false>
+__global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>(), 1) sparse_decode_kernel(const __grid_constant__ AttnParams p) {
   extern __shared__ __align__(1024) uint8_t smem[];  // 128-byte-swizzled tiles (kSw) need 1024
   constexpr bool kBf16 = bf16_rows(kFmt);
   constexpr bool kSw = kSwizzled<kFmt>;
@@ -441,9 +441,9 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist, k
   constexpr bool kStaged = kStagedEpilogue && kStagedEnds<kFmt, kLogits>;  // and their O rows
   constexpr bool kTmaQ = kLoadsQByTma<kRows, kD, kFmt, kPair, false, kMaxLogits, kLogits>;  // Q by the TMA unit
   if (kTimeline && threadIdx.x == 0) timeline_mark(0);
-  if (kRoleMarks<kRows, kRtVariant> && threadIdx.x == 0) role_mark(9, 0);
+  if (kRoleMarks<kDs32Roles> && threadIdx.x == 0) role_mark(9, 0);
   pdl_wait();                // the split schedule, and q / the cache / indices of earlier work
-  if (kRoleMarks<kRows, kRtVariant> && threadIdx.x == 0) role_mark(12, 0);
+  if (kRoleMarks<kDs32Roles> && threadIdx.x == 0) role_mark(12, 0);
   if (kTimeline && threadIdx.x == 0) timeline_mark(1);
   pdl_launch_dependents();   // the combine may launch once every CTA of this grid has started
   if constexpr (kPersist) {
@@ -464,10 +464,10 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist, k
     constexpr int kRaw = raw_slots<kRows, kFmt>();
     if constexpr (kRawConsumer<kRows, kFmt>) {
       if (threadIdx.x == 0) {
-        using RS = RingSmem<kRows, kFmt, kRtVariant>;
+        using RS = RingSmem<kRows, kFmt, kDs32Roles>;
         uint64_t* bars = reinterpret_cast<uint64_t*>(smem + RS::bars);
         for (int s = 0; s < RS::kRing; ++s) {
-          mbar_init(bars + s, kRawFullArrivals<kRows, kFmt, kRtVariant>);  // full: one arrive per copying lane (or thread)
+          mbar_init(bars + s, kRawFullArrivals<kRows, kFmt>);     // full: one arrive per copying lane (or thread)
           mbar_init(bars + RS::kRing + s, 4 * RS::kSlotReaders);  // empty: one per warp that reads the slot
         }
         if constexpr (RS::kKt) {
@@ -486,7 +486,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist, k
     if (kTimeline && threadIdx.x == 0) timeline_mark(2);
 
     const int wg = threadIdx.x / 128;
-    constexpr int kEntry = launch_regs(kernel_threads<kRows, kFmt, kPair, kPersist, kRtVariant>());
+    constexpr int kEntry = launch_regs(kernel_threads<kRows, kFmt, kPair, kPersist>());
     if constexpr (kAlt<kRows, kFmt>) {
       if (wg == 0) {
         setmaxnreg_to<kRegsAlt, kEntry>();
@@ -530,32 +530,31 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist, k
           produce_packed<kRows, kFmt, kTwo, kBf16Route<kRows, kFmt, kPair, false>, kFirstAlone<kRows, kFmt, kPair, kLogits>,
                          kConvertEarlyWide<kRows, kFmt, false, kLogits>, kPackedEmptyHalves<kRows, kFmt, kPair>>(p, w, smem);
       }
-    } else if constexpr (kRawRoles<kRows, kFmt, kRtVariant> || kRolesOnSplitPlan<kRows, kFmt, kMaxLogits>) {
-      constexpr bool kEarlyV = kRolesEarlyVOf<kRows, kFmt, kRtVariant>;
+    } else if constexpr (kRawRoles<kRows, kFmt, kDs32Roles> || kRolesOnSplitPlan<kRows, kFmt, kMaxLogits>) {
+      constexpr bool kEarlyV = kRolesEarlyVOf<kRows, kFmt, kDs32Roles>;
       if (wg == 0) {  // each role at its own register budget
         setmaxnreg_to<kRegsRolesWg0<kEarlyV>, kEntry>();
-        load_q_f16<kRows, kFmt, kRtVariant>(p, w, smem);
-        consume_ds32_roles<kRows, kMaxLogits, 0, kRtVariant>(p, w, smem);
+        load_q_f16<kRows, kFmt, kDs32Roles>(p, w, smem);
+        consume_ds32_roles<kRows, kMaxLogits, 0, kDs32Roles>(p, w, smem);
       } else if (wg == 1) {
         setmaxnreg_to<kRegsRolesWg1<kEarlyV>, kEntry>();
-        load_q_f16<kRows, kFmt, kRtVariant>(p, w, smem);
-        consume_ds32_roles<kRows, kMaxLogits, 1, kRtVariant>(p, w, smem);
+        load_q_f16<kRows, kFmt, kDs32Roles>(p, w, smem);
+        consume_ds32_roles<kRows, kMaxLogits, 1, kDs32Roles>(p, w, smem);
       } else {
         setmaxnreg_to<kRegsRawProducer<kRows, kFmt>, kEntry>();
-        produce_raw_ring<kRows, kFmt, !kMaxLogits, kRtVariant>(p, w, smem);
+        produce_raw_ring<kRows, kFmt, !kMaxLogits, kDs32Roles>(p, w, smem);
       }
     } else if constexpr (kRawConsumer<kRows, kFmt>) {
-      static_assert(!kRtVariant, "the only run-time variant is the 32-row roles'");
-      if (wg < kRawWgs<kRows, kFmt, kRtVariant>) {
-        setmaxnreg_to<kRegsRawConsumer<kRows, kFmt, kRtVariant>, kEntry>();
-        load_q_f16<kRows, kFmt, kRtVariant>(p, w, smem);
+      if (wg < kRawWgs<kRows, kFmt>) {
+        setmaxnreg_to<kRegsRawConsumer<kRows, kFmt>, kEntry>();
+        load_q_f16<kRows, kFmt>(p, w, smem);
         if (kTimeline && threadIdx.x == 0) timeline_mark(3);
         if constexpr (kRawSplitDv<kRows, kFmt>) consume_narrow_raw_ds32<kRows, kMaxLogits>(p, w, smem);
         else if constexpr (kFmt == static_cast<int>(CacheFormat::fp8_ds_mla)) consume_narrow_raw_ds<kRows, kMaxLogits>(p, w, smem);
         else consume_narrow_raw<kRows>(p, w, smem);
       } else {
-        setmaxnreg_to<kRegsRawProducer<kRows, kFmt, kRtVariant>, kEntry>();
-        produce_raw_ring<kRows, kFmt, !kMaxLogits, kRtVariant>(p, w, smem);
+        setmaxnreg_to<kRegsRawProducer<kRows, kFmt>, kEntry>();
+        produce_raw_ring<kRows, kFmt, !kMaxLogits>(p, w, smem);
       }
     } else {
       if (wg < consumer_threads(kRows) / 128) {

@@ -54,7 +54,7 @@ void by_rows(const AttnParams& p, int rows, dim3 grid, cudaStream_t stream) {
 }
 
 // Whether a 32-row fp8_ds_mla decode launch takes its consumer warpgroups in roles (config.h
-// kRawRoles, the kernel's kRtVariant: WG0 every block's S^T and softmax, WG1 all of O^T one block
+// kRawRoles, the kernel's kDs32Roles: WG0 every block's S^T and softmax, WG1 all of O^T one block
 // behind, WG1's value words loaded first) instead of the halves (each warpgroup half of every
 // block, meeting twice a block). The roles' consumers alone are ~10% faster, but WG0 carries each
 // block's whole path. In the SMLA_SD_DS32_ROLES=1 + SMLA_SD_DS32_ROLES_EARLY_V=1 build, whose

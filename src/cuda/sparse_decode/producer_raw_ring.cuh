@@ -30,11 +30,10 @@
 namespace smla::cuda::sparse_decode_family {
 
 // kReadOnce: each row is read by this CTA alone (decode), so its copy may carry the L2
-// evict_first policy (producer.cuh copy_row_g2s). kRtVariant: on the plan of the tile's run-time
-// variant (config.h RingSmem).
-template <int kRows, int kFmt, bool kReadOnce, bool kRtVariant = false>
+// evict_first policy (producer.cuh copy_row_g2s). kDs32Roles: on the run-time roles kernel's plan.
+template <int kRows, int kFmt, bool kReadOnce, bool kDs32Roles = false>
 __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* smem) {
-  using S = RingSmem<kRows, kFmt, kRtVariant>;
+  using S = RingSmem<kRows, kFmt, kDs32Roles>;
   using R = RawRow<kFmt>;
   constexpr int kStride = kRawRingStride<kFmt>;
   // the first fill's slots in flight at once (config.h kRawFirstFill; all where few CTAs contend)
@@ -44,10 +43,9 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
   static_assert(!(kE4m3Runs && R::kDense) || kStride == R::kBytes, "runs of rows keep the cache's pitch");
   // Rows per producer warp: eight warps (lanes 0..7) or, with two consumer warpgroups, four (0..15);
   // S::kKt (SMLA_SD_DS32_ROLES_KT): two (every lane), the other two convert the latent columns.
-  constexpr int kConsumers = raw_consumer_threads<kRows, kFmt, kRtVariant>();
-  constexpr int kProducerThreads = kernel_threads<kRows, kFmt, false, false, kRtVariant>() - kConsumers;
+  constexpr int kProducerThreads = kernel_threads<kRows, kFmt>() - raw_consumer_threads<kRows, kFmt>();
   constexpr int kLanes = kKeys / ((kProducerThreads - (S::kKt ? kDsKtThreads : 0)) / 32);
-  const int pt = static_cast<int>(threadIdx.x) - kConsumers;
+  const int pt = static_cast<int>(threadIdx.x) - raw_consumer_threads<kRows, kFmt>();
   if constexpr (S::kKt) {
     static_assert(kLanes == 32 && kProducerThreads == 64 + kDsKtThreads, "two issuing warps, two converting");
     if (pt >= 64) {
@@ -79,7 +77,7 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
     if (i >= S::kRing) mbar_wait(empty + slot, ((i / S::kRing) - 1) & 1);
     if (i >= first && i < S::kRing) mbar_wait(full + (i - first), 0);  // the first fill's later slots
     if (kBlockTimeline && pt == 0) block_event(1, i);
-    if (kRoleMarks<kRows, kRtVariant> && pt == 0) role_mark(0, i);
+    if (kRoleMarks<kDs32Roles> && pt == 0) role_mark(0, i);
     const bool ok = a.page != nullptr;
     uint8_t* dst = ring + slot * S::kSlotBytes + row * kStride;
     if constexpr (kRawNoCopy) {  // consumers' speed alone: zeroed rows, nothing copied
@@ -149,7 +147,7 @@ __device__ void produce_raw_ring(const AttnParams& p, const Work& w, uint8_t* sm
     }
     if (kTimeline && pt == 0 && i == 0) timeline_mark(7);
     if (kBlockTimeline && pt == 0) block_event(3, i);
-    if (kRoleMarks<kRows, kRtVariant> && pt == 0) role_mark(1, i);
+    if (kRoleMarks<kDs32Roles> && pt == 0) role_mark(1, i);
   }
   if (kTimeline && pt == 0) timeline_mark(8);
 }

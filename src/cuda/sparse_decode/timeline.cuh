@@ -27,10 +27,9 @@ inline constexpr bool kTimeline = SMLA_SD_TIMELINE >= 1 && SMLA_SD_TIMELINE <= 3
 inline constexpr bool kBlockTimeline = SMLA_SD_TIMELINE == 2;
 inline constexpr bool kUnitTimeline = SMLA_SD_TIMELINE == 3;
 inline constexpr bool kRolesTimeline = SMLA_SD_TIMELINE == 4;
-// Whether a kernel takes the roles' per-block marks (role_mark): the run-time roles kernel's (the
-// 32-row tiles' run-time variant; the 16-row one records none).
-template <int kRows, bool kRtVariant>
-inline constexpr bool kRoleMarks = kRolesTimeline && kRtVariant && kRows == 32;
+// Whether a kernel takes the roles' per-block marks (role_mark): the run-time roles kernel's.
+template <bool kDs32Roles>
+inline constexpr bool kRoleMarks = kRolesTimeline && kDs32Roles;
 
 // Marks: 0 entry, 1 after the grid-dependency wait, 2 barriers initialized, 3 Q in shared
 // memory (consumer), 4 first K tile full (consumer), 5 last block done (consumer), 6 consumer
