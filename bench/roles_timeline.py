@@ -17,8 +17,9 @@ import unit_timeline  # noqa: E402  (its command line and figures)
 
 LINE = re.compile(r"role_timeline cta (\d+) block (\d+) \| producer free (-?\d+) issued (-?\d+) \| wg0 full (-?\d+) "
                   r"st (-?\d+) softmax (-?\d+) p_free (-?\d+) handed (-?\d+) \| wg1 taken (-?\d+) pv_done (-?\d+) \| "
-                  r"q (-?\d+) epilogue_done (-?\d+)(?: pdl (-?\d+))?")
-KEYS = ["free", "issued", "full", "st", "softmax", "p_free", "handed", "taken", "pv_done", "q", "epilogue_done", "pdl"]
+                  r"q (-?\d+) epilogue_done (-?\d+)(?: pdl (-?\d+))?"
+                  r"(?: \| start bars (-?\d+) regs (-?\d+) q_loaded (-?\d+) q_stored (-?\d+))?")
+KEYS = ["free", "issued", "full", "st", "softmax", "p_free", "handed", "taken", "pv_done", "q", "epilogue_done", "pdl", "bars", "regs", "q_loaded", "q_stored"]
 
 # phase of block b (and b - 1: p): differences, ns
 PHASES = {
@@ -37,6 +38,10 @@ PHASES = {
 # the CTA's start and end: block 0's marks, the last block's
 ENDS = {
     "pdl_done": lambda f, l: f["pdl"],  # past the wait for the grid before (lines of 0f18546 have none)
+    "barriers_initialized": lambda f, l: f["bars"],  # the start's steps (lines before 2026-12-06's pass 61 have none)
+    "wg0_registers": lambda f, l: f["regs"],
+    "q_loaded": lambda f, l: f["q_loaded"],
+    "q_stored": lambda f, l: f["q_stored"],
     "q_in": lambda f, l: f["q"],
     "first_rows_issued": lambda f, l: f["issued"],
     "first_full": lambda f, l: f["full"],

@@ -310,6 +310,7 @@ __device__ __forceinline__ void load_q_f16(const AttnParams& p, const Work& w, u
       for (int it = 0; it < kIt; ++it)
         if (lane + 32 * it < kQChunks) mx = fmaxf(mx, absmax8_bf16(v[k][it]));
       const float f = row_factor(r, mx);
+      if (kRoleMarks<kDs32Roles> && k == 0 && threadIdx.x == 0) role_mark(15, 0);
 #pragma unroll
       for (int it = 0; it < kIt; ++it)
         if (lane + 32 * it < kChunks) store_q_chunk<kRows, kFmt, kDs32Roles>(smem, r, lane + 32 * it, v[k][it], f);
@@ -331,6 +332,7 @@ __device__ __forceinline__ void load_q_f16(const AttnParams& p, const Work& w, u
     }
   }
   fence_proxy_async();  // Q is read by wgmma
+  if (kRoleMarks<kDs32Roles> && threadIdx.x == 0) role_mark(16, 0);
   named_bar_sync(kBarQReady, kThreads);
 }
 

@@ -484,6 +484,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
     __syncthreads();
     if constexpr (kPair) cluster_sync();  // the peer's barriers are initialized before anyone writes or arrives there
     if (kTimeline && threadIdx.x == 0) timeline_mark(2);
+    if (kRoleMarks<kDs32Roles> && threadIdx.x == 0) role_mark(13, 0);
 
     const int wg = threadIdx.x / 128;
     constexpr int kEntry = launch_regs(kernel_threads<kRows, kFmt, kPair, kPersist>());
@@ -534,6 +535,7 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
       constexpr bool kEarlyV = kRolesEarlyVOf<kRows, kFmt, kDs32Roles>;
       if (wg == 0) {  // each role at its own register budget
         setmaxnreg_to<kRegsRolesWg0<kEarlyV>, kEntry>();
+        if (kRoleMarks<kDs32Roles> && threadIdx.x == 0) role_mark(14, 0);
         load_q_f16<kRows, kFmt, kDs32Roles>(p, w, smem);
         consume_ds32_roles<kRows, kMaxLogits, 0, kDs32Roles>(p, w, smem);
       } else if (wg == 1) {

@@ -153,8 +153,10 @@ inline void print_unit_timeline(cudaStream_t) {}
 // in registers, 4 the softmax done, 5 past the wait for block i - 1's P V (kBarRolesPFree), 6 P^T
 // and the factors handed over; WG1 (thread 128): 7 past the hand-over, 8 its P V drained. Block
 // 0 also holds the CTA's 9 entry, 10 WG0's Q in shared memory, 11 WG1's epilogue done, 12 past
-// the wait for the grid before it (pdl_wait).
-inline constexpr int kRlBlocks = 40, kRlEvents = 13;
+// the wait for the grid before it (pdl_wait), and the start's steps on thread 0: 13 the barriers
+// initialized (past __syncthreads), 14 past WG0's setmaxnreg, 15 Q's loads returned (the first row's
+// maximum taken), 16 Q converted into shared memory (before load_q_f16's last barrier).
+inline constexpr int kRlBlocks = 40, kRlEvents = 17;
 #if SMLA_SD_TIMELINE == 4
 static __device__ uint64_t g_role_marks[kTlCtas][kRlBlocks][kRlEvents];
 
@@ -176,8 +178,9 @@ static __global__ void role_timeline_print() {
       long long d[kRlEvents];
       for (int e = 0; e < kRlEvents; ++e) d[e] = m[e] == 0 ? -1 : static_cast<long long>(m[e] - t0);
       printf("role_timeline cta %d block %d | producer free %lld issued %lld | wg0 full %lld st %lld softmax %lld p_free %lld"
-             " handed %lld | wg1 taken %lld pv_done %lld | q %lld epilogue_done %lld pdl %lld\n",
-             c, i, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[10], d[11], d[12]);
+             " handed %lld | wg1 taken %lld pv_done %lld | q %lld epilogue_done %lld pdl %lld"
+             " | start bars %lld regs %lld q_loaded %lld q_stored %lld\n",
+             c, i, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[10], d[11], d[12], d[13], d[14], d[15], d[16]);
       for (int e = 0; e < kRlEvents; ++e) m[e] = 0;
     }
   }
