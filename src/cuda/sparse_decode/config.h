@@ -340,7 +340,8 @@ inline constexpr bool kRawConsumer =
 // is not measured. =2 on H100s (2026-12-06, roles forced, same calls, us, three -> two slots):
 // b128 h32 94.82 / 94.94 -> 92.66 / 92.59, h24 94.24 / 93.92 -> 92.32 / 92.21; on a third card
 // b128 h32 90.69 -> 89.41, topk 1024 55.28 -> 54.02, but s_q2 h32 165.5 -> 167.6 and b256 h32
-// 165.3 -> 167.6 (two waves). Not timed on an H200.
+// 165.3 -> 167.6 (two waves). On an H200 (2026-12-06, the sixty-first pass, three -> two slots)
+// 35% slower: b128 h32 77.0 -> 103.9, s_q2 h32 148.1 -> 201.2, h24 75.7 -> 103.1.
 // WG1 computing a third of S^T for WG0 (a measurement build of the fifty-third pass, three slots)
 // took 79.4 / 79.4 / 79.5 in that call and was removed.
 #ifndef SMLA_SD_DS32_ROLES_RING
@@ -862,7 +863,8 @@ inline constexpr int kRawRing = SMLA_SD_RAW_RING;
 // times both paths on the same gather. Same call on an H100 (2026-12-06, µs, two reps, bulk ->
 // cp.async; docs/PERF.md fifty-seventh pass): the roles b128 h32 89.0 -> 87.7, b8 h32 24.2 -> 23.7,
 // but the halves b128 h32 87.7 -> 89.6, s_q2 h32 164.2 -> 170.0, b128 h16 85.1 -> 86.2, b1 h128
-// 16.6 -> 17.5: the pieces' shared-memory writes slow WG0 (2.24 -> 2.46 µs a block).
+// 16.6 -> 17.5: the pieces' shared-memory writes slow WG0 (2.24 -> 2.46 µs a block). On an H200
+// (sixty-first pass) the roles b128 h32 77.0 -> 86.5, s_q2 h32 148.1 -> 169.3.
 #ifndef SMLA_SD_RAW_CP_ASYNC
 #define SMLA_SD_RAW_CP_ASYNC 0
 #endif
@@ -955,7 +957,8 @@ inline constexpr bool kRolesEarlyV = SMLA_SD_DS32_ROLES_EARLY_V != 0;
 // hold spans WG0's whole block, which WG1's value loads need not wait for. Same call on an H100
 // (2026-12-06, roles forced, three reps, µs): b128 h32 88.8 -> 91.2, s_q2 h32 164.1 -> 168.5, h24
 // 88.0 -> 90.5, b64 s_q2 h32 88.6 -> 91.6; the rows then take 4.6 µs from issue to WG0's wait
-// against 3.1 (more in flight on a gather-bound card, as with a fourth slot). Not timed on an H200.
+// against 3.1 (more in flight on a gather-bound card, as with a fourth slot). On an H200 (the
+// sixty-first pass, three reps) level: b128 h32 77.0 -> 76.7, s_q2 h32 148.1 -> 147.0, h24 75.7 -> 75.6.
 #ifndef SMLA_SD_DS32_ROLES_V_FIRST
 #define SMLA_SD_DS32_ROLES_V_FIRST 0
 #endif
