@@ -1010,6 +1010,17 @@ inline constexpr int kBarRolesSt = 12;  // + block parity: WG1 -> WG0, its tiles
 #define SMLA_SD_ROLES_END_WG0 1
 #endif
 inline constexpr bool kRolesEndWg0 = SMLA_SD_ROLES_END_WG0 != 0;
+// Measurement build SMLA_SD_ROLES_SHARED_Q=1: the 32-row roles' consumer warpgroups load Q
+// (load_q_f16) before their role branches, at the entry register budget, so that one copy of its
+// code serves both; by default each role inlines its own after its setmaxnreg. Why: with no row
+// copies at all a roles CTA has Q in shared memory only 7.3-7.5 µs after its entry (an H100,
+// docs/PERF.md sixty-first pass), where the 16-row tiles (one consumer branch) have their first
+// block in ~3.3 µs after theirs; the run-time roles kernel is 117 KB of SASS, each role's first
+// pass through its code cold after the benchmark's L2 flush.
+#ifndef SMLA_SD_ROLES_SHARED_Q
+#define SMLA_SD_ROLES_SHARED_Q 0
+#endif
+inline constexpr bool kRolesSharedQ = SMLA_SD_ROLES_SHARED_Q != 0;
 // Whether the roles of a 32-row tile load WG1's value words first: always on the split tiles'
 // plan (kRolesOnSplitPlan), with the switch on their own (kRawRoles).
 // The run-time roles kernel (kDs32Roles) always does.

@@ -533,14 +533,17 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
       }
     } else if constexpr (kRawRoles<kRows, kFmt, kDs32Roles> || kRolesOnSplitPlan<kRows, kFmt, kMaxLogits>) {
       constexpr bool kEarlyV = kRolesEarlyVOf<kRows, kFmt, kDs32Roles>;
+      if constexpr (kRolesSharedQ) {
+        if (wg < 2) load_q_f16<kRows, kFmt, kDs32Roles>(p, w, smem);  // one copy of its code (config.h)
+      }
       if (wg == 0) {  // each role at its own register budget
         setmaxnreg_to<kRegsRolesWg0<kEarlyV>, kEntry>();
         if (kRoleMarks<kDs32Roles> && threadIdx.x == 0) role_mark(14, 0);
-        load_q_f16<kRows, kFmt, kDs32Roles>(p, w, smem);
+        if constexpr (!kRolesSharedQ) load_q_f16<kRows, kFmt, kDs32Roles>(p, w, smem);
         consume_ds32_roles<kRows, kMaxLogits, 0, kDs32Roles>(p, w, smem);
       } else if (wg == 1) {
         setmaxnreg_to<kRegsRolesWg1<kEarlyV>, kEntry>();
-        load_q_f16<kRows, kFmt, kDs32Roles>(p, w, smem);
+        if constexpr (!kRolesSharedQ) load_q_f16<kRows, kFmt, kDs32Roles>(p, w, smem);
         consume_ds32_roles<kRows, kMaxLogits, 1, kDs32Roles>(p, w, smem);
       } else {
         setmaxnreg_to<kRegsRawProducer<kRows, kFmt>, kEntry>();
