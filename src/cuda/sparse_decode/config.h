@@ -1014,9 +1014,10 @@ inline constexpr bool kRolesEndWg0 = SMLA_SD_ROLES_END_WG0 != 0;
 // (load_q_f16) before their role branches, at the entry register budget, so that one copy of its
 // code serves both; by default each role inlines its own after its setmaxnreg. Why: with no row
 // copies at all a roles CTA has Q in shared memory only 7.3-7.5 µs after its entry (an H100,
-// docs/PERF.md sixty-first pass), where the 16-row tiles (one consumer branch) have their first
-// block in ~3.3 µs after theirs; the run-time roles kernel is 117 KB of SASS, each role's first
-// pass through its code cold after the benchmark's L2 flush.
+// docs/PERF.md sixty-first pass), where the 16-row tiles (one consumer branch) had their first
+// block in ~3.3 µs after theirs at b1 h128 (forty-sixth pass; rows copied, another load); the
+// run-time roles kernel is 117 KB of SASS, each role's first pass through its code cold after the
+// benchmark's L2 flush.
 #ifndef SMLA_SD_ROLES_SHARED_Q
 #define SMLA_SD_ROLES_SHARED_Q 0
 #endif
