@@ -1022,6 +1022,14 @@ inline constexpr bool kRolesEndWg0 = SMLA_SD_ROLES_END_WG0 != 0;
 #define SMLA_SD_ROLES_SHARED_Q 0
 #endif
 inline constexpr bool kRolesSharedQ = SMLA_SD_ROLES_SHARED_Q != 0;
+// Measurement build SMLA_SD_Q_PREFETCH_START=1: the raw-ring kernels (the 16- and 32-row fp8
+// tiles) ask L2 for their unit's Q rows (prefetch_q_rows, a line a thread) as soon as the unit is
+// known, before the barriers' setup and setmaxnreg, so that Q's trip from DRAM after the
+// benchmark's L2 flush overlaps the start's first instructions instead of following them.
+#ifndef SMLA_SD_Q_PREFETCH_START
+#define SMLA_SD_Q_PREFETCH_START 0
+#endif
+inline constexpr bool kQPrefetchStart = SMLA_SD_Q_PREFETCH_START != 0;
 // Whether the roles of a 32-row tile load WG1's value words first: always on the split tiles'
 // plan (kRolesOnSplitPlan), with the switch on their own (kRawRoles).
 // The run-time roles kernel (kDs32Roles) always does.

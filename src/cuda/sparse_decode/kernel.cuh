@@ -453,6 +453,8 @@ __global__ void __launch_bounds__(kernel_threads<kRows, kFmt, kPair, kPersist>()
   }
   Work w = make_work<serves_dense(kFmt)>(p);
   if (!w.active) return;  // uniform across the CTA (and across a pair: both own the same keys)
+  if constexpr (kQPrefetchStart && kRawConsumer<kRows, kFmt>)  // config.h
+    prefetch_q_rows<kD>(p, w, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
   if constexpr (kFmt == kDenseE4m3Fp8) {
     fp8_tile_roles<kRows, kFmt>(p, w, smem);
   } else {
