@@ -809,6 +809,18 @@ constexpr int producer_regs_wide() {
 #define SMLA_SD_Q_ONE_PASS 1
 #endif
 inline constexpr bool kQOnePass = SMLA_SD_Q_ONE_PASS != 0;
+// The one-pass Q load issues all of a thread's loads before the first row's maximum: coherent
+// loads and a fence after them. With __ldg (non-coherent) the compiler moved the later rows'
+// third chunk (lanes 0-7: the RoPE columns) into their row's turn, so the start waited for one
+// more round trip to memory a row after the first, one after the other: three in a 32-row tile,
+// one in a 16-row tile (SASS of 23fefef; volatile asm or a fence alone did not keep them up
+// front). In the 32-row roles' per-block marks (an H100, b128 h32, 2026-12-07) Q's stores ended
+// 7.0 µs after the first row's loads had returned (3.2 µs without row traffic).
+// SMLA_SD_Q_LOADS_FENCED=0 (a measurement build): __ldg as before.
+#ifndef SMLA_SD_Q_LOADS_FENCED
+#define SMLA_SD_Q_LOADS_FENCED 1
+#endif
+inline constexpr bool kQLoadsFenced = SMLA_SD_Q_LOADS_FENCED != 0;
 // (Loading each 64-column group of a block's K pieces one group ahead of its conversion, since
 // ncu put 8% of the 16-row fp8_ds_mla consumer loop's stall samples on conversions waiting for
 // their shared-memory loads, measured level: sparse V3.2 h16 69.2 -> 69.2 / 69.5 µs, dense fp8
