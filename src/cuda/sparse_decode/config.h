@@ -809,16 +809,17 @@ constexpr int producer_regs_wide() {
 #define SMLA_SD_Q_ONE_PASS 1
 #endif
 inline constexpr bool kQOnePass = SMLA_SD_Q_ONE_PASS != 0;
-// The one-pass Q load issues all of a thread's loads before the first row's maximum: coherent
-// loads and a fence after them. With __ldg (non-coherent) the compiler moved the later rows'
-// third chunk (lanes 0-7: the RoPE columns) into their row's turn, so the start waited for one
-// more round trip to memory a row after the first, one after the other: three in a 32-row tile,
-// one in a 16-row tile (SASS of 23fefef; volatile asm or a fence alone did not keep them up
-// front). In the 32-row roles' per-block marks (an H100, b128 h32, 2026-12-07) Q's stores ended
-// 7.0 µs after the first row's loads had returned (3.2 µs without row traffic).
-// SMLA_SD_Q_LOADS_FENCED=0 (a measurement build): __ldg as before.
+// SMLA_SD_Q_LOADS_FENCED=1 (a measurement build, not yet run on a device): the one-pass Q load
+// issues all of a thread's loads before the first row's maximum, as coherent loads (ldg_v4) with
+// a fence after them. By default (__ldg, non-coherent) the compiler moves the later rows' third
+// chunk (lanes 0-7: the RoPE columns) into their row's turn, so the start waits for one more
+// round trip to memory a row after the first, one after the other: three in a 32-row tile, one
+// in a 16-row tile (SASS of 23fefef; volatile asm or a fence alone did not keep them up front,
+// the build's SASS has every load before the fence). In the 32-row roles' per-block marks (an
+// H100, b128 h32, 2026-12-07) Q's stores ended 7.0 µs after the first row's loads had returned
+// (3.2 µs without row traffic). Default 0 until the build has passed the GPU tests.
 #ifndef SMLA_SD_Q_LOADS_FENCED
-#define SMLA_SD_Q_LOADS_FENCED 1
+#define SMLA_SD_Q_LOADS_FENCED 0
 #endif
 inline constexpr bool kQLoadsFenced = SMLA_SD_Q_LOADS_FENCED != 0;
 // (Loading each 64-column group of a block's K pieces one group ahead of its conversion, since
