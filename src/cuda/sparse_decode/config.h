@@ -1030,7 +1030,9 @@ inline constexpr bool kRolesEndWg0 = SMLA_SD_ROLES_END_WG0 != 0;
 // docs/PERF.md sixty-first pass), where the 16-row tiles (one consumer branch) had their first
 // block in ~3.3 µs after theirs at b1 h128 (forty-sixth pass; rows copied, another load); the
 // run-time roles kernel is 117 KB of SASS, each role's first pass through its code cold after the
-// benchmark's L2 flush.
+// benchmark's L2 flush. Same call on an H100 (2026-12-07, roles forced, 90 replays, µs, default
+// -> shared): b128 h32 87.71 / 87.81 -> 87.58 / 87.52, b1 h128 16.77 -> 16.80, h16 84.98 -> 85.18.
+// Level: not taken.
 #ifndef SMLA_SD_ROLES_SHARED_Q
 #define SMLA_SD_ROLES_SHARED_Q 0
 #endif
@@ -1039,6 +1041,8 @@ inline constexpr bool kRolesSharedQ = SMLA_SD_ROLES_SHARED_Q != 0;
 // tiles) ask L2 for their unit's Q rows (prefetch_q_rows, a line a thread) as soon as the unit is
 // known, before the barriers' setup and setmaxnreg, so that Q's trip from DRAM after the
 // benchmark's L2 flush overlaps the start's first instructions instead of following them.
+// Same call on an H100 (2026-12-07, roles forced, 90 replays, µs, default -> prefetch): b128 h32
+// 87.71 / 87.81 -> 86.93 / 87.10, b1 h128 16.77 -> 17.23, h16 84.98 -> 85.33. Not taken.
 #ifndef SMLA_SD_Q_PREFETCH_START
 #define SMLA_SD_Q_PREFETCH_START 0
 #endif
