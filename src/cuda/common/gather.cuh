@@ -15,16 +15,6 @@ __device__ __forceinline__ uint4 ldg_nc_v4(const void* p) {
   return v;
 }
 
-// 16 bytes by a coherent load (through L1), which, unlike the non-coherent one, the compiler
-// does not move past a fence: a thread's loads stay issued together before it.
-__device__ __forceinline__ uint4 ldg_v4(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 // The same with a 256-byte L2 prefetch hint (the rest of the row's sector group comes along).
 __device__ __forceinline__ uint4 ldg_nc_v4_l2_256(const void* p) {
   uint4 v;

@@ -810,7 +810,7 @@ constexpr int producer_regs_wide() {
 #endif
 inline constexpr bool kQOnePass = SMLA_SD_Q_ONE_PASS != 0;
 // SMLA_SD_Q_LOADS_FENCED=1 (a measurement build, not yet run on a device): the one-pass Q load
-// issues all of a thread's loads before the first row's maximum, as coherent loads (ldg_v4) with
+// issues all of a thread's loads before the first row's maximum, as plain (coherent) loads with
 // a fence after them. By default (__ldg, non-coherent) the compiler moves the later rows' third
 // chunk (lanes 0-7: the RoPE columns) into their row's turn, so the start waits for one more
 // round trip to memory a row after the first, one after the other: three in a 32-row tile, one

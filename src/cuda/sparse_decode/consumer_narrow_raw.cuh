@@ -301,7 +301,7 @@ __device__ __forceinline__ void load_q_f16(const AttnParams& p, const Work& w, u
         v[k][it] = make_uint4(0, 0, 0, 0);
         if (r < w.heads && ch < kChunks) {
           const uint4* src = reinterpret_cast<const uint4*>(q + r * p.q_sh) + ch;
-          v[k][it] = kQLoadsFenced ? ldg_v4(src) : __ldg(src);
+          v[k][it] = kQLoadsFenced ? *src : __ldg(src);
         }
       }
     if constexpr (kQLoadsFenced) fence_acq_rel_cta();  // every load above issued before any use (config.h)

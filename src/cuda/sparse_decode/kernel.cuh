@@ -148,8 +148,8 @@ __device__ __forceinline__ void init_q_bar(uint8_t* smem) {
   }
 }
 
-// config.h kQPrefetch: unit w's bf16 Q rows into L2, 128-byte lines spread over `threads`
-// threads from thread `t`.
+// config.h kQPrefetch, kQPrefetchStart: unit w's bf16 Q rows into L2, 128-byte lines spread
+// over `threads` threads from thread `t`.
 template <int kD>
 __device__ __forceinline__ void prefetch_q_rows(const AttnParams& p, const Work& w, int t, int threads) {
   constexpr int kLines = kD * 2 / 128;
