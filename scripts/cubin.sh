@@ -1,5 +1,5 @@
-# Sourced by the compile-only checks (check_measurement_builds.sh, check_spills.sh): one CUDA
-# source of the library compiled alone for sm_90a, with the library's include paths and
+# Sourced by the compile-only checks (check_measurement_builds.sh, check_spills.sh) and sass.sh:
+# one CUDA source of the library compiled alone for sm_90a, with the library's include paths and
 # definitions, into a cubin (nothing linked or run). Run from the repository root.
 export PATH="$PATH:/usr/local/cuda/bin"
 

@@ -20,6 +20,6 @@ if [ -z "$dis" ]; then
 fi
 cubin=$(mktemp --suffix .cubin)
 trap 'rm -f "$cubin"' EXIT
-lib_cubin "$src" "$cubin" -I .deps/py/cutlass_library/source/include -DNDEBUG -DSMLA_WITH_NCCL=1 "$@"
+lib_cubin "$src" "$cubin" "$@"  # the flags of the compile-only checks (scripts/cubin.sh)
 "$dis" -c "$cubin" > "$out"
 grep -c "^\.text\." "$out" | xargs echo "sass: kernels in $out:"
