@@ -53,9 +53,6 @@ builds=(
   "-DSMLA_SD_ROLES_SHARED_Q=1|sparse_decode_fp8_ds_mla_576"   # one copy of the roles' Q load, before their branches
   "-DSMLA_SD_ROLES_SHARED_Q=1|sparse_prefill_fp8_ds_mla_576"
   "-DSMLA_SD_Q_PREFETCH_START=1|sparse_decode_fp8_ds_mla_576"   # Q into L2 before the start's setup
-  "-DSMLA_SD_Q_LOADS_FENCED=1|sparse_decode_fp8_ds_mla_576"   # Q's loads together before a fence
-  "-DSMLA_SD_Q_LOADS_FENCED=1|sparse_decode_fp8_e4m3_576"
-  "-DSMLA_SD_Q_LOADS_FENCED=1|sparse_prefill_fp8_ds_mla_576"
   "-DSMLA_SD_DS32_ROLES_KT=1|sparse_decode_fp8_ds_mla_576"   # the roles' S^T from a half tile the producer converts
   "-DSMLA_SD_DS32_ROLES_KT=1 -DSMLA_SD_TIMELINE=4|sparse_decode_fp8_ds_mla_576"
   "-DSMLA_SD_DS32_ROLES_SPLIT_ST=0|sparse_decode_fp8_ds_mla_576"   # the roles' WG0 takes all of S^T

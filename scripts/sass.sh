@@ -3,7 +3,7 @@
 # kernels' instructions are after ptxas (which moves loads, PERF.md sixty-second pass). nvdisasm
 # comes from the PyPI wheel nvidia-cuda-nvdisasm into .deps/nvdisasm (git-ignored) when the CUDA
 # installation has none.
-#   bash scripts/sass.sh sparse_decode_fp8_ds_mla_576 OUT.sass [nvcc flags, e.g. -DSMLA_SD_Q_LOADS_FENCED=1]
+#   bash scripts/sass.sh sparse_decode_fp8_ds_mla_576 OUT.sass [nvcc flags, e.g. -DSMLA_SD_ROLES_SHARED_Q=1]
 # The first argument is an instantiation (src/cuda/sparse_decode/instantiations/NAME.cu) or a
 # source file's path; each kernel starts at a ".text.<mangled name>:" line of OUT.sass.
 set -euo pipefail

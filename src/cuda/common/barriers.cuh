@@ -13,9 +13,6 @@ __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
                : "memory");
 }
 
-// The CTA-scope acquire-release fence: no memory access of the thread moves across it.
-__device__ __forceinline__ void fence_acq_rel_cta() { asm volatile("fence.acq_rel.cta;\n" ::: "memory"); }
-
 // Makes this thread's mbarrier.init visible to the async proxy (bulk copies completing on it).
 __device__ __forceinline__ void fence_mbarrier_init() {
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");

@@ -805,23 +805,14 @@ constexpr int producer_regs_wide() {
 // passes over Q, the second from L2 (same-seed A/B, 2026-12-01): dense fp8 b128 h16 L8k 197.9 ->
 // 192.9 µs, h32 254.2 -> 245.3, s_q2 h16 340.2 -> 335.4, b1 h16 53.6 -> 51.7; sparse V3.2 h16
 // 72.1 -> 69.3, s_q2 h16 126.4 -> 121.8. SMLA_SD_Q_ONE_PASS=0 (a measurement build): two passes.
+// ptxas issues a later row's RoPE chunk (lanes 0-7) only in that row's turn; coherent loads and a
+// fence that kept all of them up front were level on an H100 (b128 h32 -0.15%, b1 h128 and h16
+// level), Q's marks unchanged: the rows' traffic into the SM, not the order, holds Q (PERF.md,
+// sixty-fourth pass). That build is removed.
 #ifndef SMLA_SD_Q_ONE_PASS
 #define SMLA_SD_Q_ONE_PASS 1
 #endif
 inline constexpr bool kQOnePass = SMLA_SD_Q_ONE_PASS != 0;
-// SMLA_SD_Q_LOADS_FENCED=1 (a measurement build, not yet run on a device): the one-pass Q load
-// issues all of a thread's loads before the first row's maximum, as plain (coherent) loads with
-// a fence after them. By default (__ldg, non-coherent) the compiler moves the later rows' third
-// chunk (lanes 0-7: the RoPE columns) into their row's turn, so the start waits for one more
-// round trip to memory a row after the first, one after the other: three in a 32-row tile, one
-// in a 16-row tile (SASS of 23fefef; volatile asm or a fence alone did not keep them up front,
-// the build's SASS has every load before the fence). In the 32-row roles' per-block marks (an
-// H100, b128 h32, 2026-12-07) Q's stores ended 7.0 µs after the first row's loads had returned
-// (3.2 µs without row traffic). Default 0 until the build has passed the GPU tests.
-#ifndef SMLA_SD_Q_LOADS_FENCED
-#define SMLA_SD_Q_LOADS_FENCED 0
-#endif
-inline constexpr bool kQLoadsFenced = SMLA_SD_Q_LOADS_FENCED != 0;
 // (Loading each 64-column group of a block's K pieces one group ahead of its conversion, since
 // ncu put 8% of the 16-row fp8_ds_mla consumer loop's stall samples on conversions waiting for
 // their shared-memory loads, measured level: sparse V3.2 h16 69.2 -> 69.2 / 69.5 µs, dense fp8

@@ -299,12 +299,8 @@ __device__ __forceinline__ void load_q_f16(const AttnParams& p, const Work& w, u
       for (int it = 0; it < kIt; ++it) {
         const int r = wq + k * kWarps, ch = lane + 32 * it;
         v[k][it] = make_uint4(0, 0, 0, 0);
-        if (r < w.heads && ch < kChunks) {
-          const uint4* src = reinterpret_cast<const uint4*>(q + r * p.q_sh) + ch;
-          v[k][it] = kQLoadsFenced ? *src : __ldg(src);
-        }
+        if (r < w.heads && ch < kChunks) v[k][it] = __ldg(reinterpret_cast<const uint4*>(q + r * p.q_sh) + ch);
       }
-    if constexpr (kQLoadsFenced) fence_acq_rel_cta();  // every load above issued before any use (config.h)
 #pragma unroll
     for (int k = 0; k < kPerWarp; ++k) {
       const int r = wq + k * kWarps;
