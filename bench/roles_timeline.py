@@ -18,8 +18,10 @@ import unit_timeline  # noqa: E402  (its command line and figures)
 LINE = re.compile(r"role_timeline cta (\d+) block (\d+) \| producer free (-?\d+) issued (-?\d+) \| wg0 full (-?\d+) "
                   r"st (-?\d+) softmax (-?\d+) p_free (-?\d+) handed (-?\d+) \| wg1 taken (-?\d+) pv_done (-?\d+) \| "
                   r"q (-?\d+) epilogue_done (-?\d+)(?: pdl (-?\d+))?"
-                  r"(?: \| start bars (-?\d+) regs (-?\d+) q_loaded (-?\d+) q_stored (-?\d+))?")
-KEYS = ["free", "issued", "full", "st", "softmax", "p_free", "handed", "taken", "pv_done", "q", "epilogue_done", "pdl", "bars", "regs", "q_loaded", "q_stored"]
+                  r"(?: \| start bars (-?\d+) regs (-?\d+) q_loaded (-?\d+) q_stored (-?\d+))?"
+                  r"(?: \| wg1 split (-?\d+))?")
+KEYS = ["free", "issued", "full", "st", "softmax", "p_free", "handed", "taken", "pv_done", "q", "epilogue_done", "pdl", "bars", "regs", "q_loaded",
+        "q_stored", "split"]
 
 # phase of block b (and b - 1: p): differences, ns
 PHASES = {
@@ -32,6 +34,9 @@ PHASES = {
     "hand_over_to_wg1": lambda b, p: b["taken"] - b["handed"],
     "wg1_pv": lambda b, p: b["pv_done"] - b["taken"],
     "wg1_wait_for_wg0": lambda b, p: b["taken"] - p["pv_done"],
+    # its split S^T of the next block first (lines before 2026-12-07's pass 65 have no split mark)
+    "wg1_split_st_next": lambda b, p: b["split"] - p["pv_done"],
+    "wg1_idle_for_wg0": lambda b, p: b["taken"] - b["split"],
     "producer_slot_free_to_issued": lambda b, p: b["issued"] - b["free"],
     "issued_to_wg0_full": lambda b, p: b["full"] - b["issued"],
 }

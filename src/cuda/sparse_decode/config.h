@@ -1002,22 +1002,17 @@ inline constexpr int kDsKtThreads = 64;  // the converting producer threads (two
 inline constexpr int kRolesSplitStTiles = SMLA_SD_DS32_ROLES_SPLIT_ST;
 static_assert(kRolesSplitStTiles >= 0 && kRolesSplitStTiles <= 2, "SMLA_SD_DS32_ROLES_SPLIT_ST: 0, 1 or 2 scale tiles");
 inline constexpr int kBarRolesSt = 12;  // + block parity: WG1 -> WG0, its tiles' sums of the block are in (ids of other kernels' warpgroups)
-// Measurement build SMLA_SD_LEAN_STEP=mask (default 0): fewer instructions in a narrow consumer's
-// per-block step, where the 32-row roles' WG0 sets the pace (~1,050 instructions a block, waiting
-// ~0.26 of its 2.05 µs: docs/PERF.md sixty-fourth pass) and the two warpgroups share issue slots.
-//   1: the f16 P^T words (ds_write_pt) as one packed product each: P of the two keys and their
-//      tile factors each rounded to f16x2 once, then HMUL2 (three f16 roundings of 2^-11, below
-//      the bf16 P's one of 2^-8), where each word took two FMULs and a pack (~52 fewer a block).
-//   2: each head's factor of the earlier O^T (alpha: FADD, MUFU, FFMA) only when some head of the
-//      warp moved its maximum, which the lazy maximum makes rare after the first blocks (8
-//      MUFU and ~16 others fewer a block at 32 heads).
-//   4: the roles' fold starts each head's sum of WG0's tiles from WG1's sums (16 FADD fewer).
-#ifndef SMLA_SD_LEAN_STEP
-#define SMLA_SD_LEAN_STEP 0
-#endif
-inline constexpr bool kPtF16x2 = (SMLA_SD_LEAN_STEP & 1) != 0;
-inline constexpr bool kAlphaSkip = (SMLA_SD_LEAN_STEP & 2) != 0;
-inline constexpr bool kFoldFromX = (SMLA_SD_LEAN_STEP & 4) != 0;
+// (SMLA_SD_LEAN_STEP, a measurement build, measured and removed; code in bc6c8dd: 1, the f16 P^T
+// words as one HMUL2 each of P and the tile factors packed to f16x2 once, ptxas's span from
+// WG1's sums to the hand-over 571-584 -> 490-502 instructions with 2 and 4; 2, each head's factor
+// of O^T only when some head of the warp moved its maximum (behind a vote and a branch); 4, the
+// fold started from WG1's sums. Same call on an H100 (2026-12-07, roles forced, 90 replays, µs,
+// default -> 7 / 1 / 2): b128 h32 88.02 / 88.00 -> 88.11 / 88.27, 88.14 / 87.79, 88.83 / 88.54;
+// s_q2 h32 161.5 -> 162.3 / 161.3 / 162.5; h24 87.26 -> 87.79 / 87.34 / 87.87; b1 h128 16.67 ->
+// 16.77 / 16.67 / 16.86. Marks (b128 h32, =7): WG0's P^T and hand-over 352 -> 288 ns, its softmax
+// 736 -> 832 (the exponentials wait for the vote), its pace 2080 either way: WG1's P V and split
+// S^T fill its ~2.0 µs a block too, so a shorter WG0 alone moves nothing (docs/PERF.md
+// sixty-fifth pass).)
 // SMLA_SD_ROLES_END_WG0 (default 1): in the 32-row roles WG0, done after its last block, joins
 // WG1's epilogue stores (narrow_epilogue's helpers: 256 threads write the tile's 32 rows, 16
 // pieces a thread instead of 32). ncu of b128 h32 (2026-12-06, an H100) had 21% of WG1's

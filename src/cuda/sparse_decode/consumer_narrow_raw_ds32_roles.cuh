@@ -180,19 +180,14 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
       float tf[kMT];
       bool moved = !kPByWg1 && tile_exponents(tbuf, e_run, tf);
       float alpha[kNJ][2];
-      if constexpr (kAlphaSkip) {
-        // the factors only where some head moved (config.h SMLA_SD_LEAN_STEP & 2); the tiles' moves are uniform
-        moved = heads_softmax_step<kRawLazy<kMaxLogits>>(buf, head_of, m_run, l_run, s, alpha) || moved;
-      } else {
 #pragma unroll
-        for (int j = 0; j < kNJ; ++j)
+      for (int j = 0; j < kNJ; ++j)
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            alpha[j][e] = head_softmax_step<kRawLazy<kMaxLogits>>(buf, head_of(j, e), m_run[j][e], l_run[j][e], s[j][e], s[j][2 + e]);
-            moved |= alpha[j][e] != 1.f;
-          }
-        moved = __any_sync(0xffffffffu, moved);  // every warp holds all 32 heads' factors: warp 0's are all
-      }
+        for (int e = 0; e < 2; ++e) {
+          alpha[j][e] = head_softmax_step<kRawLazy<kMaxLogits>>(buf, head_of(j, e), m_run[j][e], l_run[j][e], s[j][e], s[j][2 + e]);
+          moved |= alpha[j][e] != 1.f;
+        }
+      moved = __any_sync(0xffffffffu, moved);  // every warp holds all 32 heads' factors: warp 0's are all
 
       if (i == nb - 1) {
         // the final state for WG1's epilogue: each head's sum over the lanes and warps (through
@@ -285,6 +280,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
     for (int i = 0; i < nb; ++i) {
       const int slot = i % S::kRing;
       if (i + 1 < nb) split_st(i + 1);
+      if (kMarks && S::kSplitSt && tid == 0) role_mark(17, i);
       if constexpr (!kRolesVFirst) {
         named_bar_sync(kBarRolesPFull, 2 * kThreads);
         if (kMarks && tid == 0) role_mark(7, i);

@@ -71,57 +71,6 @@ __device__ __forceinline__ float head_softmax_step(const float* buf, int h, floa
   return alpha;
 }
 
-// head_softmax_step for every head of the thread (head_of(j, e)), the factors alpha computed only
-// when some head of the warp moved its running maximum (config.h SMLA_SD_LEAN_STEP & 2), and 1
-// otherwise (where head_softmax_step gives 0 for a head with no real key yet: its sum and O^T
-// columns are 0 either way); returns whether one moved (warp-uniform).
-template <bool kLazy, int kNJ, class HeadOf>
-__device__ __forceinline__ bool heads_softmax_step(const float* buf, HeadOf head_of, float (&m_run)[kNJ][2], float (&l_run)[kNJ][2],
-                                                   float (&s)[kNJ][4], float (&alpha)[kNJ][2]) {
-  bool moved = false;
-  float m_use[kNJ][2];  // the new maxima first, then what the exponents subtract
-#pragma unroll
-  for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int h = head_of(j, e);
-      const float bm = fmaxf(fmaxf(buf[h], buf[32 + h]), fmaxf(buf[64 + h], buf[96 + h]));
-      const float m_new = kLazy ? (bm > m_run[j][e] + kLazyRescaleLog2 ? bm : m_run[j][e]) : fmaxf(m_run[j][e], bm);
-      moved |= !(m_new == m_run[j][e]);
-      m_use[j][e] = m_new;
-    }
-  moved = __any_sync(0xffffffffu, moved);
-  if (moved) {
-#pragma unroll
-    for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float m_new = m_use[j][e];
-        m_use[j][e] = m_new == -INFINITY ? 0.f : m_new;
-        alpha[j][e] = exp2_ftz(m_run[j][e] - m_use[j][e]);
-        l_run[j][e] *= alpha[j][e];
-        m_run[j][e] = m_new;
-      }
-  } else {
-#pragma unroll
-    for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        m_use[j][e] = m_use[j][e] == -INFINITY ? 0.f : m_use[j][e];
-        alpha[j][e] = 1.f;
-      }
-  }
-#pragma unroll
-  for (int j = 0; j < kNJ; ++j)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      s[j][e] = exp2_ftz(s[j][e] - m_use[j][e]);
-      s[j][2 + e] = exp2_ftz(s[j][2 + e] - m_use[j][e]);
-      l_run[j][e] += s[j][e] + s[j][2 + e];
-    }
-  return moved;
-}
-
 // O^T times each head's factor alpha[j][e] (kTiles: and each of its tiles' tf[mi]).
 template <bool kTiles, int kNJ, int kMT>
 __device__ __forceinline__ void rescale_narrow_o(float (&o)[kMT][kNJ][4], const float (&alpha)[kNJ][2], const float (&tf)[kMT]) {
@@ -175,10 +124,6 @@ __device__ __forceinline__ void narrow_block_softmax(float (&s)[kNJ][4], bool ok
   float tf[kMT];
   const bool tiles_moved = kTiles && tiles(buf, tf);
   float alpha[kNJ][2];
-  if constexpr (kAlphaSkip) {
-    if (heads_softmax_step<kLazy>(buf, head_of, m_run, l_run, s, alpha) || tiles_moved) rescale_narrow_o<kTiles>(o, alpha, tf);
-    return;
-  }
   bool moved = false;
 #pragma unroll
   for (int j = 0; j < kNJ; ++j)
