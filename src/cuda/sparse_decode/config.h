@@ -1002,17 +1002,25 @@ inline constexpr int kDsKtThreads = 64;  // the converting producer threads (two
 inline constexpr int kRolesSplitStTiles = SMLA_SD_DS32_ROLES_SPLIT_ST;
 static_assert(kRolesSplitStTiles >= 0 && kRolesSplitStTiles <= 2, "SMLA_SD_DS32_ROLES_SPLIT_ST: 0, 1 or 2 scale tiles");
 inline constexpr int kBarRolesSt = 12;  // + block parity: WG1 -> WG0, its tiles' sums of the block are in (ids of other kernels' warpgroups)
-// (SMLA_SD_LEAN_STEP, a measurement build, measured and removed; code in bc6c8dd: 1, the f16 P^T
-// words as one HMUL2 each of P and the tile factors packed to f16x2 once, ptxas's span from
-// WG1's sums to the hand-over 571-584 -> 490-502 instructions with 2 and 4; 2, each head's factor
-// of O^T only when some head of the warp moved its maximum (behind a vote and a branch); 4, the
-// fold started from WG1's sums. Same call on an H100 (2026-12-07, roles forced, 90 replays, µs,
-// default -> 7 / 1 / 2): b128 h32 88.02 / 88.00 -> 88.11 / 88.27, 88.14 / 87.79, 88.83 / 88.54;
-// s_q2 h32 161.5 -> 162.3 / 161.3 / 162.5; h24 87.26 -> 87.79 / 87.34 / 87.87; b1 h128 16.67 ->
-// 16.77 / 16.67 / 16.86. Marks (b128 h32, =7): WG0's P^T and hand-over 352 -> 288 ns, its softmax
-// 736 -> 832 (the exponentials wait for the vote), its pace 2080 either way: WG1's P V and split
-// S^T fill its ~2.0 µs a block too, so a shorter WG0 alone moves nothing (docs/PERF.md
-// sixty-fifth pass).)
+// Measurement build SMLA_SD_LEAN_STEP=mask (default 0), fewer instructions in the 32-row roles'
+// WG0 a block: 1, the f16 P^T words (ds_write_pt) as one HMUL2 each of P and the tile factors
+// packed to f16x2 once (three f16 roundings of 2^-11, below the bf16 P's one of 2^-8; ~52
+// instructions fewer a block); 4, the fold started from WG1's sums (16 FADD fewer). Bit 2 (each
+// head's factor of O^T only when some head of the warp moved its maximum, behind a vote and a
+// branch; code in bc6c8dd) was slower and is gone. Same call on an H100 (2026-12-07, roles forced,
+// 90 replays, µs, default -> 7 / 1 / 2): b128 h32 88.02 / 88.00 -> 88.11 / 88.27, 88.14 / 87.79,
+// 88.83 / 88.54; s_q2 h32 161.5 -> 162.3 / 161.3 / 162.5; h24 87.26 -> 87.79 / 87.34 / 87.87; b1
+// h128 16.67 -> 16.77 / 16.67 / 16.86. Marks (b128 h32): with 7, WG0's P^T and hand-over 352 ->
+// 288 ns, its softmax 736 -> 832 (bit 2's exponentials wait for the vote), its pace 2080 either
+// way; and WG1's split S^T of the next block waits ~0.6 µs a block for that block's rows, so on
+// this card the ring sets the pace, not WG0 (docs/PERF.md sixty-fifth pass). Where the consumers
+// are the bound (an H200, SMLA_SD_RAW_NO_COPY=1) WG0's shorter step may count.
+#ifndef SMLA_SD_LEAN_STEP
+#define SMLA_SD_LEAN_STEP 0
+#endif
+static_assert((SMLA_SD_LEAN_STEP & ~5) == 0, "SMLA_SD_LEAN_STEP: bits 1 and 4");
+inline constexpr bool kPtF16x2 = (SMLA_SD_LEAN_STEP & 1) != 0;
+inline constexpr bool kFoldFromX = (SMLA_SD_LEAN_STEP & 4) != 0;
 // SMLA_SD_ROLES_END_WG0 (default 1): in the 32-row roles WG0, done after its last block, joins
 // WG1's epilogue stores (narrow_epilogue's helpers: 256 threads write the tile's 32 rows, 16
 // pieces a thread instead of 32). ncu of b128 h32 (2026-12-06, an H100) had 21% of WG1's

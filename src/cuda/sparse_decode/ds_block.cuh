@@ -223,15 +223,29 @@ template <int kT, int kNJ>
 __device__ __forceinline__ void ds_fold_with(const float (&st)[4][kNJ][4], const float (&sr)[kNJ][4], const float (&sa)[4],
                                              const float (&sb)[4], const float (&qv)[kNJ][2], const float (&x)[kNJ][4],
                                              float (&s)[kNJ][4]) {
-  float own[kNJ][4];
-  ds_tile_sums<0, kT>(st, sa, sb, own);
+  if constexpr (kFoldFromX) {
+    // SMLA_SD_LEAN_STEP & 4 (config.h): the sums of tiles 0 .. kT - 1 start from the others'
 #pragma unroll
-  for (int j = 0; j < kNJ; ++j)
+    for (int j = 0; j < kNJ; ++j)
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      s[j][e] = qv[j][e] * (own[j][e] + x[j][e]) + sr[j][e];
-      s[j][2 + e] = qv[j][e] * (own[j][2 + e] + x[j][2 + e]) + sr[j][2 + e];
-    }
+      for (int e = 0; e < 2; ++e) {
+        float xa = x[j][e], xb = x[j][2 + e];
+#pragma unroll
+        for (int t = 0; t < kT; ++t) xa += sa[t] * st[t][j][e], xb += sb[t] * st[t][j][2 + e];
+        s[j][e] = qv[j][e] * xa + sr[j][e];
+        s[j][2 + e] = qv[j][e] * xb + sr[j][2 + e];
+      }
+  } else {
+    float own[kNJ][4];
+    ds_tile_sums<0, kT>(st, sa, sb, own);
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        s[j][e] = qv[j][e] * (own[j][e] + x[j][e]) + sr[j][e];
+        s[j][2 + e] = qv[j][e] * (own[j][2 + e] + x[j][2 + e]) + sr[j][2 + e];
+      }
+  }
 }
 
 // P^T_t of the four scale tiles for this thread's heads and keys (ds_p_word; kF16: with each
@@ -239,12 +253,35 @@ __device__ __forceinline__ void ds_fold_with(const float (&st)[4][kNJ][4], const
 template <class Wg, bool kF16, int kNJ>
 __device__ __forceinline__ void ds_write_pt(uint32_t* p_ab, const float (&s)[kNJ][4], const float (&sa)[4], const float (&sb)[4],
                                             const int (&e_run)[4], int c) {
-#pragma unroll
-  for (int t = 0; t < 4; ++t)
+  if constexpr (kF16 && kPtF16x2) {
+    // SMLA_SD_LEAN_STEP & 1 (config.h): P of the two keys in f16 once per head, each tile's
+    // factors of the two keys in f16 once per tile (scale . 2^(133 - e) < 2^7; P <= 2^8), one
+    // HMUL2 a word (< 2^15)
+    __half2 pp[kNJ][2];
 #pragma unroll
     for (int j = 0; j < kNJ; ++j)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) p_ab[Wg::p_word(t, j, c, e)] = ds_p_word<kF16>(s[j][e], s[j][2 + e], sa[t], sb[t], e_run[t]);
+      for (int e = 0; e < 2; ++e) pp[j][e] = __floats2half2_rn(s[j][e], s[j][2 + e]);
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      const float f = __int_as_float((260 - e_run[t]) << 23);
+      const __half2 sf = __floats2half2_rn(sa[t] * f, sb[t] * f);
+#pragma unroll
+      for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const __half2 w = __hmul2(pp[j][e], sf);
+          p_ab[Wg::p_word(t, j, c, e)] = *reinterpret_cast<const uint32_t*>(&w);
+        }
+    }
+  } else {
+#pragma unroll
+    for (int t = 0; t < 4; ++t)
+#pragma unroll
+      for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) p_ab[Wg::p_word(t, j, c, e)] = ds_p_word<kF16>(s[j][e], s[j][2 + e], sa[t], sb[t], e_run[t]);
+  }
 }
 
 // O^T += V^T P^T_t over a block: per k-step kk (16 keys) and half (scale tiles 2 half, 2 half + 1:
