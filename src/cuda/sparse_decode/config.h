@@ -1010,11 +1010,13 @@ inline constexpr int kBarRolesSt = 12;  // + block parity: WG1 -> WG0, its tiles
 // branch; code in bc6c8dd) was slower and is gone. Same call on an H100 (2026-12-07, roles forced,
 // 90 replays, µs, default -> 7 / 1 / 2): b128 h32 88.02 / 88.00 -> 88.11 / 88.27, 88.14 / 87.79,
 // 88.83 / 88.54; s_q2 h32 161.5 -> 162.3 / 161.3 / 162.5; h24 87.26 -> 87.79 / 87.34 / 87.87; b1
-// h128 16.67 -> 16.77 / 16.67 / 16.86. Marks (b128 h32): with 7, WG0's P^T and hand-over 352 ->
-// 288 ns, its softmax 736 -> 832 (bit 2's exponentials wait for the vote), its pace 2080 either
-// way; and WG1's split S^T of the next block waits ~0.6 µs a block for that block's rows, so on
-// this card the ring sets the pace, not WG0 (docs/PERF.md sixty-fifth pass). Where the consumers
-// are the bound (an H200, SMLA_SD_RAW_NO_COPY=1) WG0's shorter step may count.
+// h128 16.67 -> 16.77 / 16.67 / 16.86; default -> 5 (another call): b128 h32 88.08 / 88.03 ->
+// 87.89 / 87.78, s_q2 h32 161.6 -> 161.5, h24 87.34 -> 87.26; the consumers alone
+// (SMLA_SD_RAW_NO_COPY=1) b128 h32 69.98 / 69.47 -> 69.70 / 69.02, s_q2 h32 134.6 -> 132.6, h24
+// 68.86 -> 68.45. Marks (b128 h32): WG0's P^T and hand-over 320-352 -> 288 ns, its pace the same
+// (1.92 µs a block alone, ~2.1 with copies), because WG1 is as busy: its P V ~1.0 µs, the next
+// block's two tiles of S^T ~0.77, ~0.16 at the hand-over (docs/PERF.md sixty-fifth pass). Off
+// by default: 0.2-1.5% where both warpgroups' work would have to shrink.
 #ifndef SMLA_SD_LEAN_STEP
 #define SMLA_SD_LEAN_STEP 0
 #endif
