@@ -1015,18 +1015,18 @@ inline constexpr int kBarRolesSt = 12;  // + block parity: WG1 -> WG0, its tiles
 // (SMLA_SD_RAW_NO_COPY=1) b128 h32 69.98 / 69.47 -> 69.70 / 69.02, s_q2 h32 134.6 -> 132.6, h24
 // 68.86 -> 68.45. Marks (b128 h32): WG0's P^T and hand-over 320-352 -> 288 ns, its pace the same
 // (1.92 µs a block alone, ~2.1 with copies), because WG1 is as busy: its P V ~1.0 µs, the next
-// block's two tiles of S^T ~0.77, ~0.16 at the hand-over (docs/PERF.md sixty-fifth pass). Off
-// by default: 0.2-1.5% where both warpgroups' work would have to shrink.
+// block's two tiles of S^T ~0.77, ~0.16 at the hand-over (docs/PERF.md sixty-fifth pass). A third
+// call (another H100), default -> 5: b128 h32 87.63 / 87.33 -> 87.31 / 87.10, s_q2 h32 and h24
+// level, the consumers alone -0.7 to -0.9%. And the other way round, bit 8 (code in b726fd1: WG1
+// handing its two tiles' sums unfolded, WG0 folding all four): the consumers alone +1.0 to +1.3%
+// with 13 (WG1's span the same 768 ns, its 8 KB more of stores a block beside the fold it shed;
+// WG0's longer); removed. Off by default: 0.2-1.5%, no target moves.
 #ifndef SMLA_SD_LEAN_STEP
 #define SMLA_SD_LEAN_STEP 0
 #endif
-// 8: the other way round, work from WG1 to WG0: WG1 hands its tiles' partial sums unfolded (8 KB
-// more a parity buffer), WG0 folds all four tiles with the keys' scales (32 FFMA and WG1's two
-// scale loads move to WG0; with 8, bit 4 has nothing to do).
-static_assert((SMLA_SD_LEAN_STEP & ~13) == 0, "SMLA_SD_LEAN_STEP: bits 1, 4 and 8");
+static_assert((SMLA_SD_LEAN_STEP & ~5) == 0, "SMLA_SD_LEAN_STEP: bits 1 and 4");
 inline constexpr bool kPtF16x2 = (SMLA_SD_LEAN_STEP & 1) != 0;
 inline constexpr bool kFoldFromX = (SMLA_SD_LEAN_STEP & 4) != 0;
-inline constexpr bool kSplitStRaw = (SMLA_SD_LEAN_STEP & 8) != 0;
 // SMLA_SD_ROLES_END_WG0 (default 1): in the 32-row roles WG0, done after its last block, joins
 // WG1's epilogue stores (narrow_epilogue's helpers: 256 threads write the tile's 32 rows, 16
 // pieces a thread instead of 32). ncu of b128 h32 (2026-12-06, an H100) had 21% of WG1's
@@ -1120,9 +1120,8 @@ struct RingSmem {
   // SMLA_SD_DS32_ROLES_SPLIT_ST (not with kKt, whose WG0 takes every latent column from the half
   // tile, nor with SMLA_SD_DS32_ROLES=2, whose WG1 makes the P^T tiles on the merge barrier ids)
   static constexpr int kSplitSt = kDs32Roles && kRoles && kDs && kRows == 32 && !kKt && !kRolesPByWg1 ? kRolesSplitStTiles : 0;
-  // kSplitSt: float4[2 parities][kRows / 8][128] (kSplitStRaw: [2 parities][kSplitSt tiles][kRows / 8][128])
-  static constexpr size_t xs = kt + (kKt ? kKeys * kKtCols * 2 : 0);
-  static constexpr size_t ring = xs + (kSplitSt ? 2 * (kSplitStRaw ? kSplitSt : 1) * (kRows / 8) * 128 * 16 : 0);
+  static constexpr size_t xs = kt + (kKt ? kKeys * kKtCols * 2 : 0);  // kSplitSt: float4[2 parities][kRows / 8][128]
+  static constexpr size_t ring = xs + (kSplitSt ? 2 * (kRows / 8) * 128 * 16 : 0);
   static constexpr size_t bytes = ring + kRing * kSlotBytes;
   // The consumer warpgroups take alternate blocks, each with its own O^T (else each reads every
   // block: kSplitDv, kRoles, or one warpgroup); the warpgroups that read a slot's block.

@@ -95,7 +95,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
   // S::kSplitSt: WG1 takes scale tiles kT0 .. 3 of S^T, WG0 the others and the RoPE columns
   constexpr int kT0 = kTiles - S::kSplitSt;
   static_assert(!S::kSplitSt || !kPByWg1, "the split S^T's barriers are kPByWg1's WG1 merge");
-  float4* xs = reinterpret_cast<float4*>(smem + S::xs);  // [2 parities][kNJ][128] (kSplitStRaw: [2][S::kSplitSt][kNJ][128])
+  float4* xs = reinterpret_cast<float4*>(smem + S::xs);  // [2 parities][kNJ][128]
 
   if constexpr (kRole == 0) {
     // ---------------- WG0: S^T, the softmax, P^T ----------------
@@ -150,24 +150,13 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
       if constexpr (S::kSplitSt) {
         // WG1's tiles' sums of this block (written before its P V of block i - 1)
         named_bar_sync(kBarRolesSt + (i & 1), 2 * kThreads);
-        if constexpr (kSplitStRaw) {  // WG1's tiles unfolded (config.h SMLA_SD_LEAN_STEP & 8): the whole fold here
+        float x[kNJ][4];
 #pragma unroll
-          for (int t = kT0; t < kTiles; ++t)
-#pragma unroll
-            for (int j = 0; j < kNJ; ++j) {
-              const float4 v = xs[(((i & 1) * S::kSplitSt + t - kT0) * kNJ + j) * kThreads + tid];
-              st[t][j][0] = v.x, st[t][j][1] = v.y, st[t][j][2] = v.z, st[t][j][3] = v.w;
-            }
-          ds_fold(st, sr, sa, sb, qv, s);
-        } else {
-          float x[kNJ][4];
-#pragma unroll
-          for (int j = 0; j < kNJ; ++j) {
-            const float4 v = xs[((i & 1) * kNJ + j) * kThreads + tid];
-            x[j][0] = v.x, x[j][1] = v.y, x[j][2] = v.z, x[j][3] = v.w;
-          }
-          ds_fold_with<kT0>(st, sr, sa, sb, qv, x, s);
+        for (int j = 0; j < kNJ; ++j) {
+          const float4 v = xs[((i & 1) * kNJ + j) * kThreads + tid];
+          x[j][0] = v.x, x[j][1] = v.y, x[j][2] = v.z, x[j][3] = v.w;
         }
+        ds_fold_with<kT0>(st, sr, sa, sb, qv, x, s);
       } else {
         ds_fold(st, sr, sa, sb, qv, s);
       }
@@ -278,20 +267,12 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
         const uint64_t dq = gmma_desc(qa, 128, 16 * S::kQCols);
         float st[kTiles][kNJ][4], sr[kNJ][4];
         ds_partial_st_groups<N, 2 * kT0, 8, false>(ra, rb, c, dq, dq, st, sr, a);
-        if constexpr (kSplitStRaw) {  // the tiles' sums as they are; WG0 folds them (config.h SMLA_SD_LEAN_STEP & 8)
+        float sa[kTiles], sb[kTiles], x[kNJ][4];
+        ds_key_scales(ra, sa);
+        ds_key_scales(rb, sb);
+        ds_tile_sums<kT0, kTiles>(st, sa, sb, x);
 #pragma unroll
-          for (int t = kT0; t < kTiles; ++t)
-#pragma unroll
-            for (int j = 0; j < kNJ; ++j)
-              xs[(((ib & 1) * S::kSplitSt + t - kT0) * kNJ + j) * kThreads + tid] = make_float4(st[t][j][0], st[t][j][1], st[t][j][2], st[t][j][3]);
-        } else {
-          float sa[kTiles], sb[kTiles], x[kNJ][4];
-          ds_key_scales(ra, sa);
-          ds_key_scales(rb, sb);
-          ds_tile_sums<kT0, kTiles>(st, sa, sb, x);
-#pragma unroll
-          for (int j = 0; j < kNJ; ++j) xs[((ib & 1) * kNJ + j) * kThreads + tid] = make_float4(x[j][0], x[j][1], x[j][2], x[j][3]);
-        }
+        for (int j = 0; j < kNJ; ++j) xs[((ib & 1) * kNJ + j) * kThreads + tid] = make_float4(x[j][0], x[j][1], x[j][2], x[j][3]);
         named_bar_arrive(kBarRolesSt + (ib & 1), 2 * kThreads);
       }
     };
