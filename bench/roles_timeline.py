@@ -19,9 +19,10 @@ LINE = re.compile(r"role_timeline cta (\d+) block (\d+) \| producer free (-?\d+)
                   r"st (-?\d+) softmax (-?\d+) p_free (-?\d+) handed (-?\d+) \| wg1 taken (-?\d+) pv_done (-?\d+) \| "
                   r"q (-?\d+) epilogue_done (-?\d+)(?: pdl (-?\d+))?"
                   r"(?: \| start bars (-?\d+) regs (-?\d+) q_loaded (-?\d+) q_stored (-?\d+))?"
-                  r"(?: \| wg1 split (-?\d+))?")
+                  r"(?: \| wg1 split (-?\d+))?"
+                  r"(?: \| end in (-?\d+) sums (-?\d+) obuf (-?\d+) stored (-?\d+))?")
 KEYS = ["free", "issued", "full", "st", "softmax", "p_free", "handed", "taken", "pv_done", "q", "epilogue_done", "pdl", "bars", "regs", "q_loaded",
-        "q_stored", "split"]
+        "q_stored", "split", "end_in", "end_sums", "end_obuf", "end_stored"]
 
 # phase of block b (and b - 1: p): differences, ns
 PHASES = {
@@ -52,6 +53,13 @@ ENDS = {
     "first_full": lambda f, l: f["full"],
     "last_pv_done": lambda f, l: l["pv_done"],
     "epilogue": lambda f, l: f["epilogue_done"] - l["pv_done"],
+    # WG1's epilogue by step (lines before 2026-12-07's pass 66 have none): from its last P V to
+    # narrow_epilogue, the heads' sums, O^T into shared memory (and WG0's helpers), the stores
+    "end_to_epilogue": lambda f, l: f["end_in"] - l["pv_done"],
+    "end_head_sums": lambda f, l: f["end_sums"] - f["end_in"],
+    "end_rows_to_smem": lambda f, l: f["end_obuf"] - f["end_sums"],
+    "end_stores": lambda f, l: f["end_stored"] - f["end_obuf"],
+    "end_after_stores": lambda f, l: f["epilogue_done"] - f["end_stored"],
     "cta": lambda f, l: f["epilogue_done"],
 }
 

@@ -371,7 +371,7 @@ __device__ void consume_ds32_roles(const AttnParams& p, const Work& w, uint8_t* 
     auto col = [&](int mi, int hf) { return 128 * (mi >> 1) + col0 + 2 * (mi & 1) + hf; };
     // kRolesEndWg0: WG0's threads join the stores as tids 0-127 (the store threads start there)
     constexpr int kHelpers = kRolesEndWg0 ? kThreads : 0;
-    narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits, decltype(col), 1, 1, kHelpers>(
+    narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits, decltype(col), 1, 1, kHelpers, kMarks>(
         p, w, reinterpret_cast<float*>(pt), reinterpret_cast<float*>(smem + S::ring), o, m_run, l_run, wq, g, c, col, 1, nullptr, 1,
         kThreads - kHelpers);
     if (kMarks && tid == 0) role_mark(11, 0);

@@ -172,24 +172,66 @@ __device__ __forceinline__ void narrow_store_rows(const AttnParams& p, const Wor
   // round's threads past the tile read row 0 and store nothing
   constexpr int kPieces = kRows * (kDv / 4), kIters = (kPieces + kT - 1) / kT, kBatch = kIters < 8 ? kIters : 8;
   static_assert(kIters % kBatch == 0, "the tile's rows in whole rounds of the threads");
-#pragma unroll
-  for (int i0 = 0; i0 < kIters; i0 += kBatch) {
-    float4 v[kBatch];
-#pragma unroll
-    for (int it = 0; it < kBatch; ++it) {
-      const int at = tid + (i0 + it) * kT, idx = kPieces % kT == 0 || at < kPieces ? at : 0;
-      const int h = idx / (kDv / 4), cl = 4 * (idx % (kDv / 4));
-      v[it] = *reinterpret_cast<const float4*>(obuf + h * kStride + cl);
+  if constexpr (kNarrowRolledStores) {
+    // config.h: a thread's column is the same in every round (kT a multiple of a row's pieces),
+    // its rows kRowStep apart; the destination's address made once, then stepped.
+    static_assert(kT % (kDv / 4) == 0, "whole rows a round of the threads");
+    constexpr int kRowStep = kT / (kDv / 4);
+    const int cl = 4 * (tid % (kDv / 4)), h0 = tid / (kDv / 4);
+    auto read = [&](int h) {
+      const float* at = obuf + (kPieces % kT == 0 || h < kRows ? h : 0) * kStride + cl;
+      float4 v = *reinterpret_cast<const float4*>(at);
 #pragma unroll
       for (int b = 1; b < kWgs; ++b) {
-        const float4 u = *reinterpret_cast<const float4*>(obuf + b * kRows * kStride + h * kStride + cl);
-        v[it].x += u.x, v[it].y += u.y, v[it].z += u.z, v[it].w += u.w;
+        const float4 u = *reinterpret_cast<const float4*>(at + b * kRows * kStride);
+        v.x += u.x, v.y += u.y, v.z += u.z, v.w += u.w;
       }
-    }
+      return v;
+    };
+    // kBatch reads, then kBatch stores, a round at a time (rolled: this code runs once a CTA)
+    auto rounds = [&](auto* dst, int64_t step, auto store) {
+#pragma unroll 1
+      for (int i0 = 0; i0 < kIters; i0 += kBatch) {
+        float4 v[kBatch];
 #pragma unroll
-    for (int it = 0; it < kBatch; ++it) {
-      const int idx = tid + (i0 + it) * kT, h = idx / (kDv / 4);
-      if (h < w.heads && (kPieces % kT == 0 || idx < kPieces)) store_o4(p, w, w.head0 + h, 4 * (idx % (kDv / 4)), v[it]);
+        for (int it = 0; it < kBatch; ++it) v[it] = read(h0 + (i0 + it) * kRowStep);
+#pragma unroll
+        for (int it = 0; it < kBatch; ++it) {
+          const int h = h0 + (i0 + it) * kRowStep;
+          if (h < w.heads && (kPieces % kT == 0 || h < kRows)) store(dst + it * step, v[it]);
+        }
+        dst += kBatch * step;
+      }
+    };
+    if (w.n_splits == 1) {
+      uint16_t* dst = static_cast<uint16_t*>(p.out) + w.req * p.o_sb + w.t * p.o_st + (w.head0 + h0) * p.o_sh + cl;
+      rounds(dst, kRowStep * p.o_sh, [](uint16_t* at, const float4& v) {
+        *reinterpret_cast<uint2*>(at) = make_uint2(to16x2(v.x, v.y, false), to16x2(v.z, v.w, false));
+      });
+    } else {
+      float* dst = p.part_o + part_row(p, w, w.head0 + h0) * kDv + cl;  // part_row steps by one a head
+      rounds(dst, int64_t{kRowStep} * kDv, [](float* at, const float4& v) { *reinterpret_cast<float4*>(at) = v; });
+    }
+  } else {
+#pragma unroll
+    for (int i0 = 0; i0 < kIters; i0 += kBatch) {
+      float4 v[kBatch];
+#pragma unroll
+      for (int it = 0; it < kBatch; ++it) {
+        const int at = tid + (i0 + it) * kT, idx = kPieces % kT == 0 || at < kPieces ? at : 0;
+        const int h = idx / (kDv / 4), cl = 4 * (idx % (kDv / 4));
+        v[it] = *reinterpret_cast<const float4*>(obuf + h * kStride + cl);
+#pragma unroll
+        for (int b = 1; b < kWgs; ++b) {
+          const float4 u = *reinterpret_cast<const float4*>(obuf + b * kRows * kStride + h * kStride + cl);
+          v[it].x += u.x, v[it].y += u.y, v[it].z += u.z, v[it].w += u.w;
+        }
+      }
+#pragma unroll
+      for (int it = 0; it < kBatch; ++it) {
+        const int idx = tid + (i0 + it) * kT, h = idx / (kDv / 4);
+        if (h < w.heads && (kPieces % kT == 0 || idx < kPieces)) store_o4(p, w, w.head0 + h, 4 * (idx % (kDv / 4)), v[it]);
+      }
     }
   }
 }
@@ -217,17 +259,22 @@ __device__ __forceinline__ void narrow_epilogue_helper(const AttnParams& p, cons
 // max_logits); tid0: the first thread of the warpgroups here (the 32-row roles: WG1 alone, 128).
 // kHelpers: threads of other warpgroups (narrow_epilogue_helper, tids before ours) that join
 // the stores (the 32-row roles' WG0 with SMLA_SD_ROLES_END_WG0).
-template <int kNJ, int kMT, int kThreads, bool kMaxLogits, class Col, int kWgs = 1, int kDvWgs = 1, int kHelpers = 0>
+template <int kNJ, int kMT, int kThreads, bool kMaxLogits, class Col, int kWgs = 1, int kDvWgs = 1, int kHelpers = 0,
+          bool kRoleEndMarks = false>
 __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work& w, float* s_l, float* obuf,
                                                 const float (&o)[kMT][kNJ][4], const float (&m_run)[kNJ][2],
                                                 const float (&l_run)[kNJ][2], int wq, int g, int c, Col col,
                                                 int cw = 0, float* heads = nullptr, int lse_wg = 0, int tid0 = 0) {
   auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
   const bool marker = kTimeline && threadIdx.x == 128;
+  // kRoleEndMarks: the 32-row roles' epilogue marks (timeline.cuh role_mark 18-21, WG1's first thread)
+  const bool role_marker = kRoleEndMarks && threadIdx.x == 128;
   if (marker) timeline_mark(10);
+  if (role_marker) role_mark(18, 0);
   merge_bar_sync<kWgs>(cw, kThreads);
   warp_head_sums(l_run, s_l, wq, g, c);
   merge_bar_sync<kWgs>(cw, kThreads);
+  if (role_marker) role_mark(19, 0);
   constexpr int kStride = kDv + 4;  // the 4 heads of a lane quad land in distinct banks
   constexpr int kRows = 8 * kNJ;
   float l_sum[kNJ][2];
@@ -286,9 +333,11 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
   else if constexpr (kHelpers > 0) named_bar_sync(kBarFinal, kThreads + kHelpers);  // the helpers' tids come first
   else merge_bar_sync<kWgs>(cw, kThreads);
   if (marker) timeline_mark(12);
+  if (role_marker) role_mark(20, 0);
   constexpr int kT = kWgs * kDvWgs * kThreads + kHelpers;  // the threads here: tid0 .. tid0 + kT - 1
   narrow_store_rows<kRows, kT, kWgs>(p, w, obuf, static_cast<int>(threadIdx.x) - tid0);
   if (marker) timeline_mark(13);
+  if (role_marker) role_mark(21, 0);
 }
 
 }  // namespace smla::cuda::sparse_decode_family

@@ -157,7 +157,9 @@ inline void print_unit_timeline(cudaStream_t) {}
 // initialized (past __syncthreads), 14 past WG0's setmaxnreg, 15 Q's loads returned (the first row's
 // maximum taken), 16 Q converted into shared memory (before load_q_f16's last barrier). 17 (block
 // i): WG1 past its split S^T of block i + 1 (SMLA_SD_DS32_ROLES_SPLIT_ST), before the hand-over's wait.
-inline constexpr int kRlBlocks = 40, kRlEvents = 18;
+// WG1's epilogue (block 0, narrow_epilogue): 18 entered, 19 the heads' sums through shared memory,
+// 20 O^T in shared memory and past the barrier with WG0's helpers, 21 its stores issued.
+inline constexpr int kRlBlocks = 40, kRlEvents = 22;
 #if SMLA_SD_TIMELINE == 4
 static __device__ uint64_t g_role_marks[kTlCtas][kRlBlocks][kRlEvents];
 
@@ -180,8 +182,10 @@ static __global__ void role_timeline_print() {
       for (int e = 0; e < kRlEvents; ++e) d[e] = m[e] == 0 ? -1 : static_cast<long long>(m[e] - t0);
       printf("role_timeline cta %d block %d | producer free %lld issued %lld | wg0 full %lld st %lld softmax %lld p_free %lld"
              " handed %lld | wg1 taken %lld pv_done %lld | q %lld epilogue_done %lld pdl %lld"
-             " | start bars %lld regs %lld q_loaded %lld q_stored %lld | wg1 split %lld\n",
-             c, i, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17]);
+             " | start bars %lld regs %lld q_loaded %lld q_stored %lld | wg1 split %lld"
+             " | end in %lld sums %lld obuf %lld stored %lld\n",
+             c, i, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17],
+             d[18], d[19], d[20], d[21]);
       for (int e = 0; e < kRlEvents; ++e) m[e] = 0;
     }
   }
