@@ -606,17 +606,20 @@ inline constexpr bool kFirstBlockAlone = SMLA_SD_FIRST_BLOCK_ALONE != 0;
 #define SMLA_SD_NARROW_FAST_END 1
 #endif
 inline constexpr bool kNarrowFastEnd = SMLA_SD_NARROW_FAST_END != 0;
-// Measurement build SMLA_SD_NARROW_ROLLED_STORES=1: a narrow tile's rows of O leave by one rolled
-// loop (narrow_softmax.cuh narrow_store_rows: a round of eight reads, then their stores, the
-// destination's address made once and stepped) where the unrolled loop recomputed each piece's
-// 64-bit address for both destinations: the 32-row roles kernel held ~850 SASS instructions of
-// stores, run once a CTA, and its WG1 took 3.3-6 µs from its last P V to its epilogue's end
-// (roles marks, H100s, 2026-12-06/07) with most of the store loop's stall samples waiting for
-// instructions (fifty-fifth pass).
+// Measurement build SMLA_SD_NARROW_ROLLED_STORES=mask, a narrow tile's end (narrow_softmax.cuh),
+// run once a CTA: 1, its rows of O leave by one rolled loop (narrow_store_rows: a round of eight
+// reads, then their stores, the destination's address made once and stepped) where the unrolled
+// loop recomputed each piece's 64-bit address for both destinations; 2 (with the fast row end),
+// each head's lse slot and sink read from addresses made once (narrow_epilogue). The 32-row roles
+// kernel held ~850 SASS instructions of stores, and its WG1 took 3.3-6 µs from its last P V to its
+// epilogue's end (roles marks, H100s, 2026-12-06/07) with most of the store loop's stall samples
+// waiting for instructions (fifty-fifth pass).
 #ifndef SMLA_SD_NARROW_ROLLED_STORES
 #define SMLA_SD_NARROW_ROLLED_STORES 0
 #endif
-inline constexpr bool kNarrowRolledStores = SMLA_SD_NARROW_ROLLED_STORES != 0;
+static_assert((SMLA_SD_NARROW_ROLLED_STORES & ~3) == 0, "SMLA_SD_NARROW_ROLLED_STORES: bits 1 and 2");
+inline constexpr bool kNarrowRolledStores = (SMLA_SD_NARROW_ROLLED_STORES & 1) != 0;
+inline constexpr bool kNarrowHeadOuts = (SMLA_SD_NARROW_ROLLED_STORES & 2) != 0 && kNarrowFastEnd;
 // A narrow wgmma kernel's consumer and producer registers (setmaxnreg). With the batched read-back
 // above the 32-row fp8_model1 consumer fits 200 (with the loop before it spilled 44 bytes there),
 // and its producers take the 8 released: at 144 ptxas spilled 8 bytes inside their loop (make

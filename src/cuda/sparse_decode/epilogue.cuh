@@ -50,6 +50,20 @@ __device__ __forceinline__ RowResult finish_row_fast(const AttnParams& p, const 
   return r;
 }
 
+// finish_row_fast with the head's sink at an address made by the caller (null: no sink factor,
+// as for a split's partial or a padded row; config.h kNarrowHeadOuts).
+__device__ __forceinline__ RowResult finish_row_fast_at(const AttnParams& p, float m, float l, const float* sink) {
+  const bool empty = !(l > 0.f);
+  RowResult r;
+  r.lse = empty ? -INFINITY : (m + __log2f(l)) * kLn2;
+  r.factor = empty ? 0.f : __fdividef(p.out_scale, l);
+  if (sink != nullptr && !empty) {
+    const float s = __ldg(sink);
+    r.factor *= s == INFINITY ? 0.f : s == -INFINITY ? 1.f : __fdividef(1.f, 1.f + __expf(s - r.lse));
+  }
+  return r;
+}
+
 // finish_row or (kFast) finish_row_fast: the measurement switches' one call site per consumer.
 template <bool kFast>
 __device__ __forceinline__ RowResult finish_row_as(const AttnParams& p, const Work& w, int head, float m, float l,

@@ -294,6 +294,20 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
   static_assert(kHelpers == 0 || (kWgs == 1 && kDvWgs == 1), "helpers join one warpgroup's stores");
   if constexpr (kDvWgs > 1) named_bar_sync(kBarFinal, kDvWgs * kThreads);  // both are past their ring reads
   float* ob = obuf + (kWgs > 1 ? cw * kRows * kStride : 0);
+  // kNarrowHeadOuts (config.h): the heads' lse slots (out's, or the split's partial row) and sinks
+  // from addresses made once here
+  float* lse_at = nullptr;
+  int64_t lse_step = 1;
+  const float* sink_at = nullptr;
+  if constexpr (kNarrowHeadOuts) {
+    if (w.n_splits == 1) {
+      lse_at = p.lse + w.req * p.l_sb + w.t * p.l_st + w.head0 * p.l_sh;
+      lse_step = p.l_sh;
+      if (p.sink) sink_at = p.sink + w.head0 * p.sink_st;
+    } else {
+      lse_at = p.part_lse + part_row(p, w, w.head0);  // part_row steps by one a head
+    }
+  }
 #pragma unroll
   for (int j = 0; j < kNJ; ++j)
 #pragma unroll
@@ -319,8 +333,13 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
         for (int v = 0; v < kWgs; ++v) l += heads[(kWgs + v) * 32 + h] * exp2f(mw[v] - m_use);
       }
       const bool real = h < w.heads;
-      const RowResult res = finish_row_as<kNarrowFastEnd>(p, w, w.head0 + h, m, l, real);
-      if (real && cw == lse_wg && wq == 0 && g == 0) store_lse(p, w, w.head0 + h, res.lse);
+      RowResult res;
+      if constexpr (kNarrowHeadOuts) res = finish_row_fast_at(p, m, l, real && sink_at ? sink_at + h * p.sink_st : nullptr);
+      else res = finish_row_as<kNarrowFastEnd>(p, w, w.head0 + h, m, l, real);
+      if (real && cw == lse_wg && wq == 0 && g == 0) {
+        if constexpr (kNarrowHeadOuts) lse_at[h * lse_step] = res.lse;
+        else store_lse(p, w, w.head0 + h, res.lse);
+      }
       if (kMaxLogits && real && cw == lse_wg && wq == 0 && g == 0) store_max_logit(p, w, w.head0 + h, m);
       const float f = res.factor * mine;
 #pragma unroll
