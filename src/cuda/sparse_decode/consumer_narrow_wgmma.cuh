@@ -115,9 +115,11 @@ __device__ void consume_narrow_wgmma(const AttnParams& p, const Work& w, uint8_t
   if (kTimeline && threadIdx.x == 0) timeline_mark(5);
   // ---- row sums, lse, O^T out through shared memory: s_l over P^T, O^T over the K tiles (every
   // warp is past its last P^T and K tile at the epilogue's first barrier)
-  narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits>(
-      p, w, reinterpret_cast<float*>(s_p), reinterpret_cast<float*>(smem + S::k), o, m_run, l_run, wq, g, c,
-      [&](int mi, int half) { return 64 * mi + key0 + 8 * half; });
+  // the unrolled store loop (no kNarrowRolledStores): with the rolled one ptxas spilled 28 bytes in
+  // the packed producer's loop of the 32-row fp8_model1 kernel
+  auto col = [&](int mi, int half) { return 64 * mi + key0 + 8 * half; };
+  narrow_epilogue<kNJ, kMT, kThreads, kMaxLogits, decltype(col), 1, 1, 0, false, false>(
+      p, w, reinterpret_cast<float*>(s_p), reinterpret_cast<float*>(smem + S::k), o, m_run, l_run, wq, g, c, col);
   if (kTimeline && threadIdx.x == 0) timeline_mark(6);
 }
 

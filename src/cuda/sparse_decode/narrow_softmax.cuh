@@ -165,16 +165,16 @@ __device__ __forceinline__ void warp_head_sums(const float (&l)[kNJ][2], float* 
 // written out by kT threads (tid 0 .. kT - 1): eight 16-byte pieces a thread read at a time (rows
 // past w.heads are in obuf too, and not stored), so that the reads' latencies overlap; then their
 // stores.
-template <int kRows, int kT, int kWgs = 1>
+template <int kRows, int kT, int kWgs = 1, bool kRolled = kNarrowRolledStores>
 __device__ __forceinline__ void narrow_store_rows(const AttnParams& p, const Work& w, const float* obuf, int tid) {
   constexpr int kStride = kDv + 4;
   // kPieces not a multiple of kT (three warpgroups of a 16-row tile: 2048 over 384): the last
   // round's threads past the tile read row 0 and store nothing
   constexpr int kPieces = kRows * (kDv / 4), kIters = (kPieces + kT - 1) / kT, kBatch = kIters < 8 ? kIters : 8;
   static_assert(kIters % kBatch == 0, "the tile's rows in whole rounds of the threads");
-  if constexpr (kNarrowRolledStores) {
-    // config.h: a thread's column is the same in every round (kT a multiple of a row's pieces),
-    // its rows kRowStep apart; the destination's address made once, then stepped.
+  if constexpr (kRolled) {
+    // config.h kNarrowRolledStores: a thread's column is the same in every round (kT a multiple of
+    // a row's pieces), its rows kRowStep apart; the destination's address made once, then stepped.
     static_assert(kT % (kDv / 4) == 0, "whole rows a round of the threads");
     constexpr int kRowStep = kT / (kDv / 4);
     const int cl = 4 * (tid % (kDv / 4)), h0 = tid / (kDv / 4);
@@ -260,7 +260,7 @@ __device__ __forceinline__ void narrow_epilogue_helper(const AttnParams& p, cons
 // kHelpers: threads of other warpgroups (narrow_epilogue_helper, tids before ours) that join
 // the stores (the 32-row roles' WG0 with SMLA_SD_ROLES_END_WG0).
 template <int kNJ, int kMT, int kThreads, bool kMaxLogits, class Col, int kWgs = 1, int kDvWgs = 1, int kHelpers = 0,
-          bool kRoleEndMarks = false>
+          bool kRoleEndMarks = false, bool kRolled = kNarrowRolledStores>
 __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work& w, float* s_l, float* obuf,
                                                 const float (&o)[kMT][kNJ][4], const float (&m_run)[kNJ][2],
                                                 const float (&l_run)[kNJ][2], int wq, int g, int c, Col col,
@@ -354,7 +354,7 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
   if (marker) timeline_mark(12);
   if (role_marker) role_mark(20, 0);
   constexpr int kT = kWgs * kDvWgs * kThreads + kHelpers;  // the threads here: tid0 .. tid0 + kT - 1
-  narrow_store_rows<kRows, kT, kWgs>(p, w, obuf, static_cast<int>(threadIdx.x) - tid0);
+  narrow_store_rows<kRows, kT, kWgs, kRolled>(p, w, obuf, static_cast<int>(threadIdx.x) - tid0);
   if (marker) timeline_mark(13);
   if (role_marker) role_mark(21, 0);
 }
