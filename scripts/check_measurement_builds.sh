@@ -28,8 +28,8 @@ builds=(
   "-DSMLA_SD_TAIL_SPLIT=1|src/cuda/attention/attention_launch.cu"   # its launch and combine
   "-DSMLA_SD_TAIL_SPLIT=1|src/cuda/sparse_decode/launch.cu"
   "-DSMLA_SD_LEAN_STEP=5|sparse_decode_fp8_ds_mla_576"   # the roles' packed P^T words and fold from WG1's sums
-  "-DSMLA_SD_NARROW_ROLLED_STORES=3|sparse_decode_fp8_ds_mla_576"   # the narrow tiles' rolled end
-  "-DSMLA_SD_NARROW_ROLLED_STORES=3|sparse_decode_fp8_e4m3_576"
+  "-DSMLA_SD_NARROW_ROLLED_STORES=0|sparse_decode_fp8_ds_mla_576"   # the narrow tiles' unrolled end
+  "-DSMLA_SD_NARROW_ROLLED_STORES=0|sparse_decode_fp8_e4m3_576"
   "-DSMLA_SD_NARROW_ROLLED_STORES=1 -DSMLA_SD_NARROW_FAST_END=0|sparse_decode_fp8_model1_512"
   "-DSMLA_SD_NARROW_FAST_END=0|sparse_decode_fp8_ds_mla_576"   # narrow tiles' rows ended by the exact functions
   "-DSMLA_SD_NARROW_FAST_END=0|sparse_decode_fp8_model1_512"

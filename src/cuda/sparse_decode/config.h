@@ -606,16 +606,20 @@ inline constexpr bool kFirstBlockAlone = SMLA_SD_FIRST_BLOCK_ALONE != 0;
 #define SMLA_SD_NARROW_FAST_END 1
 #endif
 inline constexpr bool kNarrowFastEnd = SMLA_SD_NARROW_FAST_END != 0;
-// Measurement build SMLA_SD_NARROW_ROLLED_STORES=mask, a narrow tile's end (narrow_softmax.cuh),
-// run once a CTA: 1, its rows of O leave by one rolled loop (narrow_store_rows: a round of eight
-// reads, then their stores, the destination's address made once and stepped) where the unrolled
-// loop recomputed each piece's 64-bit address for both destinations; 2 (with the fast row end),
-// each head's lse slot and sink read from addresses made once (narrow_epilogue). The 32-row roles
-// kernel held ~850 SASS instructions of stores, and its WG1 took 3.3-6 µs from its last P V to its
-// epilogue's end (roles marks, H100s, 2026-12-06/07) with most of the store loop's stall samples
-// waiting for instructions (fifty-fifth pass).
+// SMLA_SD_NARROW_ROLLED_STORES=mask, a narrow tile's end (narrow_softmax.cuh), run once a CTA: 1,
+// its rows of O leave by one rolled loop (narrow_store_rows: a round of eight reads, then their
+// stores, the destination's address made once and stepped) where the unrolled loop recomputed each
+// piece's 64-bit address for both destinations (the raw-ring tiles and the roles; the packed
+// producer's narrow wgmma tiles keep the unrolled loop, consumer_narrow_wgmma.cuh); 2 (with the
+// fast row end), each head's lse slot and sink read from addresses made once (narrow_epilogue).
+// Default 3 (both) since the sixty-sixth pass: the roles kernel 7304 -> 5880 SASS instructions,
+// and on an H100 (same call, roles forced, µs) b128 h32 87.36 / 87.28 -> 86.16 / 85.95, s_q2 h32
+// 161.4 -> 158.5, b1 h128 16.72 / 16.70 -> 16.45 / 16.48, b2 h128 20.90 -> 20.75, b128 h16 85.70
+// -> 85.54; its WG1 from its last P V to the end of its epilogue 4.5 -> 2.5 µs at b128 h32, 6.1 ->
+// 3.6 at b16 h32 (roles marks 18-21: the store loop 2.3 -> 0.6 and 4.0 -> 1.4 µs). 0: the
+// unrolled loop and per-head addresses (a measurement build).
 #ifndef SMLA_SD_NARROW_ROLLED_STORES
-#define SMLA_SD_NARROW_ROLLED_STORES 0
+#define SMLA_SD_NARROW_ROLLED_STORES 3
 #endif
 static_assert((SMLA_SD_NARROW_ROLLED_STORES & ~3) == 0, "SMLA_SD_NARROW_ROLLED_STORES: bits 1 and 2");
 inline constexpr bool kNarrowRolledStores = (SMLA_SD_NARROW_ROLLED_STORES & 1) != 0;
