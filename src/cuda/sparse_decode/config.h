@@ -621,9 +621,14 @@ inline constexpr bool kNarrowFastEnd = SMLA_SD_NARROW_FAST_END != 0;
 #ifndef SMLA_SD_NARROW_ROLLED_STORES
 #define SMLA_SD_NARROW_ROLLED_STORES 3
 #endif
-static_assert((SMLA_SD_NARROW_ROLLED_STORES & ~3) == 0, "SMLA_SD_NARROW_ROLLED_STORES: bits 1 and 2");
+// Bit 4 (a measurement build, with 1 and 2): each head's end (its sums, lse, sink, the factor of
+// its row) by one thread a head, O^T written unscaled and scaled in the rolled stores, where every
+// thread ended its four or eight heads itself.
+static_assert((SMLA_SD_NARROW_ROLLED_STORES & ~7) == 0, "SMLA_SD_NARROW_ROLLED_STORES: bits 1, 2 and 4");
 inline constexpr bool kNarrowRolledStores = (SMLA_SD_NARROW_ROLLED_STORES & 1) != 0;
 inline constexpr bool kNarrowHeadOuts = (SMLA_SD_NARROW_ROLLED_STORES & 2) != 0 && kNarrowFastEnd;
+inline constexpr bool kNarrowHeadThreads = (SMLA_SD_NARROW_ROLLED_STORES & 4) != 0;
+static_assert(!kNarrowHeadThreads || (kNarrowRolledStores && kNarrowHeadOuts), "bit 4 takes bits 1 and 2 and the fast row end");
 // A narrow wgmma kernel's consumer and producer registers (setmaxnreg). With the batched read-back
 // above the 32-row fp8_model1 consumer fits 200 (with the loop before it spilled 44 bytes there),
 // and its producers take the 8 released: at 144 ptxas spilled 8 bytes inside their loop (make

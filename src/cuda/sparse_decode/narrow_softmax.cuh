@@ -165,7 +165,9 @@ __device__ __forceinline__ void warp_head_sums(const float (&l)[kNJ][2], float* 
 // written out by kT threads (tid 0 .. kT - 1): eight 16-byte pieces a thread read at a time (rows
 // past w.heads are in obuf too, and not stored), so that the reads' latencies overlap; then their
 // stores.
-template <int kRows, int kT, int kWgs = 1, bool kRolled = kNarrowRolledStores>
+// kScaled (config.h kNarrowHeadThreads): obuf's rows are unscaled, each row's factor at its
+// column kDv (the row's padding).
+template <int kRows, int kT, int kWgs = 1, bool kRolled = kNarrowRolledStores, bool kScaled = false>
 __device__ __forceinline__ void narrow_store_rows(const AttnParams& p, const Work& w, const float* obuf, int tid) {
   constexpr int kStride = kDv + 4;
   // kPieces not a multiple of kT (three warpgroups of a 16-row tile: 2048 over 384): the last
@@ -179,12 +181,18 @@ __device__ __forceinline__ void narrow_store_rows(const AttnParams& p, const Wor
     constexpr int kRowStep = kT / (kDv / 4);
     const int cl = 4 * (tid % (kDv / 4)), h0 = tid / (kDv / 4);
     auto read = [&](int h) {
-      const float* at = obuf + (kPieces % kT == 0 || h < kRows ? h : 0) * kStride + cl;
+      const int hr = kPieces % kT == 0 || h < kRows ? h : 0;
+      const float* at = obuf + hr * kStride + cl;
       float4 v = *reinterpret_cast<const float4*>(at);
+      if constexpr (kScaled) {
+        const float f = obuf[hr * kStride + kDv];
+        v.x *= f, v.y *= f, v.z *= f, v.w *= f;
+      }
 #pragma unroll
       for (int b = 1; b < kWgs; ++b) {
         const float4 u = *reinterpret_cast<const float4*>(at + b * kRows * kStride);
-        v.x += u.x, v.y += u.y, v.z += u.z, v.w += u.w;
+        const float f = kScaled ? obuf[b * kRows * kStride + hr * kStride + kDv] : 1.f;
+        v.x += u.x * f, v.y += u.y * f, v.z += u.z * f, v.w += u.w * f;
       }
       return v;
     };
@@ -213,6 +221,7 @@ __device__ __forceinline__ void narrow_store_rows(const AttnParams& p, const Wor
       rounds(dst, int64_t{kRowStep} * kDv, [](float* at, const float4& v) { *reinterpret_cast<float4*>(at) = v; });
     }
   } else {
+    static_assert(!kScaled, "unscaled rows take the rolled stores");
 #pragma unroll
     for (int i0 = 0; i0 < kIters; i0 += kBatch) {
       float4 v[kBatch];
@@ -241,7 +250,87 @@ __device__ __forceinline__ void narrow_store_rows(const AttnParams& p, const Wor
 template <int kRows, int kT>
 __device__ __forceinline__ void narrow_epilogue_helper(const AttnParams& p, const Work& w, const float* obuf, int tid) {
   named_bar_sync(kBarFinal, kT);
-  narrow_store_rows<kRows, kT>(p, w, obuf, tid);
+  narrow_store_rows<kRows, kT, 1, kNarrowRolledStores, kNarrowHeadThreads>(p, w, obuf, tid);
+}
+
+// narrow_epilogue with config.h kNarrowHeadThreads: every thread writes its heads' O^T unscaled
+// into obuf; one thread a head (warp 0 of warpgroup lse_wg, lane h) takes the head's sums and
+// maxima from shared memory (s_l[4][32] and s_l[128 + h]; with kWgs > 1 every warpgroup's through
+// heads), ends the row (lse, max_logits, the sink) and leaves each warpgroup's factor of the row
+// in the row's padding (obuf column kDv), which the rolled stores apply.
+template <int kNJ, int kMT, int kThreads, bool kMaxLogits, class Col, int kWgs, int kDvWgs, int kHelpers>
+__device__ __forceinline__ void narrow_end_by_head_threads(const AttnParams& p, const Work& w, float* s_l, float* obuf,
+                                                           const float (&o)[kMT][kNJ][4], const float (&m_run)[kNJ][2],
+                                                           const float (&l_run)[kNJ][2], int wq, int g, int c, Col col,
+                                                           int cw, float* heads, int lse_wg, int tid0, bool role_marker) {
+  auto head_of = [&](int j, int e) { return 8 * j + 2 * c + e; };
+  constexpr int kStride = kDv + 4, kRows = 8 * kNJ;
+  static_assert(kRows <= 32, "one lane of a warp a head");
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  merge_bar_sync<kWgs>(cw, kThreads);  // the warpgroup is past its reads of s_l's memory
+  warp_head_sums(l_run, s_l, wq, g, c);
+  if (wq == 0 && g == 0) {  // every warp holds each head's running maximum
+#pragma unroll
+    for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) s_l[128 + head_of(j, e)] = m_run[j][e];
+  }
+  merge_bar_sync<kWgs>(cw, kThreads);
+  if (role_marker) role_mark(19, 0);
+  const bool head_thread = wq == 0 && lane < kRows;
+  auto l_of = [&](int h) { return s_l[h] + s_l[32 + h] + s_l[64 + h] + s_l[96 + h]; };
+  if constexpr (kWgs > 1) {
+    if (head_thread) heads[cw * 32 + lane] = s_l[128 + lane], heads[(kWgs + cw) * 32 + lane] = l_of(lane);
+    named_bar_sync(kBarFinal, kWgs * kThreads);
+  }
+  if constexpr (kDvWgs > 1) named_bar_sync(kBarFinal, kDvWgs * kThreads);  // both are past their ring reads
+  float* ob = obuf + (kWgs > 1 ? cw * kRows * kStride : 0);
+#pragma unroll
+  for (int j = 0; j < kNJ; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int h = head_of(j, e);
+#pragma unroll
+      for (int mi = 0; mi < kMT; ++mi) {
+        ob[h * kStride + col(mi, 0)] = o[mi][j][e];
+        ob[h * kStride + col(mi, 1)] = o[mi][j][2 + e];
+      }
+    }
+  if (head_thread && cw == lse_wg) {
+    const int h = lane;
+    float m, l, mw[kWgs];
+    if constexpr (kWgs == 1) {
+      m = mw[0] = s_l[128 + h];
+      l = l_of(h);
+    } else {
+      m = -INFINITY;
+#pragma unroll
+      for (int v = 0; v < kWgs; ++v) mw[v] = heads[v * 32 + h], m = fmaxf(m, mw[v]);
+    }
+    const float m_use = m == -INFINITY ? 0.f : m;
+    if constexpr (kWgs > 1) {
+      l = 0.f;
+#pragma unroll
+      for (int v = 0; v < kWgs; ++v) l += heads[(kWgs + v) * 32 + h] * exp2_ftz(mw[v] - m_use);
+    }
+    const bool real = h < w.heads;
+    const float* sink = real && w.n_splits == 1 && p.sink ? p.sink + (w.head0 + h) * p.sink_st : nullptr;
+    const RowResult res = finish_row_fast_at(p, m, l, sink);
+    if (real) {
+      store_lse(p, w, w.head0 + h, res.lse);
+      if constexpr (kMaxLogits) store_max_logit(p, w, w.head0 + h, m);
+    }
+#pragma unroll
+    for (int v = 0; v < kWgs; ++v)
+      obuf[v * kRows * kStride + h * kStride + kDv] = kWgs == 1 ? res.factor : res.factor * exp2_ftz(mw[v] - m_use);
+  }
+  if constexpr (kWgs > 1 || kDvWgs > 1) named_bar_sync(kBarFinal, kWgs * kDvWgs * kThreads);
+  else if constexpr (kHelpers > 0) named_bar_sync(kBarFinal, kThreads + kHelpers);  // the helpers' tids come first
+  else merge_bar_sync<kWgs>(cw, kThreads);
+  if (role_marker) role_mark(20, 0);
+  constexpr int kT = kWgs * kDvWgs * kThreads + kHelpers;  // the threads here: tid0 .. tid0 + kT - 1
+  narrow_store_rows<kRows, kT, kWgs, true, true>(p, w, obuf, static_cast<int>(threadIdx.x) - tid0);
+  if (role_marker) role_mark(21, 0);
 }
 
 // The end of a narrow tile: each head's row sum over the lanes and warps (through s_l[4][32]),
@@ -271,12 +360,19 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
   const bool role_marker = kRoleEndMarks && threadIdx.x == 128;
   if (marker) timeline_mark(10);
   if (role_marker) role_mark(18, 0);
+  constexpr int kStride = kDv + 4;  // the 4 heads of a lane quad land in distinct banks
+  constexpr int kRows = 8 * kNJ;
+  static_assert(kDvWgs == 1 || kWgs == 1, "value columns split among warpgroups that share one state");
+  static_assert(kHelpers == 0 || (kWgs == 1 && kDvWgs == 1), "helpers join one warpgroup's stores");
+  if constexpr (kNarrowHeadThreads && kRolled) {
+    narrow_end_by_head_threads<kNJ, kMT, kThreads, kMaxLogits, Col, kWgs, kDvWgs, kHelpers>(
+        p, w, s_l, obuf, o, m_run, l_run, wq, g, c, col, cw, heads, lse_wg, tid0, role_marker);
+    return;
+  }
   merge_bar_sync<kWgs>(cw, kThreads);
   warp_head_sums(l_run, s_l, wq, g, c);
   merge_bar_sync<kWgs>(cw, kThreads);
   if (role_marker) role_mark(19, 0);
-  constexpr int kStride = kDv + 4;  // the 4 heads of a lane quad land in distinct banks
-  constexpr int kRows = 8 * kNJ;
   float l_sum[kNJ][2];
   if constexpr (kWgs > 1) {
 #pragma unroll
@@ -290,8 +386,6 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
     named_bar_sync(kBarFinal, kWgs * kThreads);
   }
   if (marker) timeline_mark(11);
-  static_assert(kDvWgs == 1 || kWgs == 1, "value columns split among warpgroups that share one state");
-  static_assert(kHelpers == 0 || (kWgs == 1 && kDvWgs == 1), "helpers join one warpgroup's stores");
   if constexpr (kDvWgs > 1) named_bar_sync(kBarFinal, kDvWgs * kThreads);  // both are past their ring reads
   float* ob = obuf + (kWgs > 1 ? cw * kRows * kStride : 0);
   // kNarrowHeadOuts (config.h): the heads' lse slots (out's, or the split's partial row) and sinks
