@@ -31,6 +31,10 @@ builds=(
   "-DSMLA_SD_NARROW_ROLLED_STORES=0|sparse_decode_fp8_ds_mla_576"   # the narrow tiles' unrolled end
   "-DSMLA_SD_NARROW_ROLLED_STORES=0|sparse_decode_fp8_e4m3_576"
   "-DSMLA_SD_NARROW_ROLLED_STORES=1 -DSMLA_SD_NARROW_FAST_END=0|sparse_decode_fp8_model1_512"
+  "-DSMLA_SD_NARROW_ROLLED_STORES=7|sparse_decode_fp8_ds_mla_576"   # ... each head's end by one thread a head
+  "-DSMLA_SD_NARROW_ROLLED_STORES=7|sparse_decode_fp8_e4m3_576"     # (two warpgroups' states: the 16-row tiles)
+  "-DSMLA_SD_NARROW_ROLLED_STORES=7|sparse_prefill_fp8_ds_mla_576"  # (max_logits)
+  "-DSMLA_SD_NARROW_ROLLED_STORES=7 -DSMLA_SD_TIMELINE=4|sparse_decode_fp8_ds_mla_576"
   "-DSMLA_SD_NARROW_FAST_END=0|sparse_decode_fp8_ds_mla_576"   # narrow tiles' rows ended by the exact functions
   "-DSMLA_SD_NARROW_FAST_END=0|sparse_decode_fp8_model1_512"
   "-DSMLA_SD_WIDE_FAST_END=1|sparse_decode_bf16_512"   # the 64-row consumers' rows ended the same way
