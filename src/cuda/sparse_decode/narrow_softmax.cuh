@@ -161,6 +161,15 @@ __device__ __forceinline__ void warp_head_sums(const float (&l)[kNJ][2], float* 
     }
 }
 
+// The narrow end's barrier before the row stores: every thread that wrote obuf's rows (and their
+// factors) and every thread that stores them.
+template <int kThreads, int kWgs, int kDvWgs, int kHelpers>
+__device__ __forceinline__ void narrow_rows_in_bar(int cw) {
+  if constexpr (kWgs > 1 || kDvWgs > 1) named_bar_sync(kBarFinal, kWgs * kDvWgs * kThreads);
+  else if constexpr (kHelpers > 0) named_bar_sync(kBarFinal, kThreads + kHelpers);  // the helpers' tids come first
+  else merge_bar_sync<kWgs>(cw, kThreads);
+}
+
 // A narrow tile's rows of O from obuf ([kWgs][kRows][kDv + 4] floats, the kWgs buffers summed)
 // written out by kT threads (tid 0 .. kT - 1): eight 16-byte pieces a thread read at a time (rows
 // past w.heads are in obuf too, and not stored), so that the reads' latencies overlap; then their
@@ -314,8 +323,7 @@ __device__ __forceinline__ void narrow_end_by_head_threads(const AttnParams& p, 
       for (int v = 0; v < kWgs; ++v) l += heads[(kWgs + v) * 32 + h] * exp2_ftz(mw[v] - m_use);
     }
     const bool real = h < w.heads;
-    const float* sink = real && w.n_splits == 1 && p.sink ? p.sink + (w.head0 + h) * p.sink_st : nullptr;
-    const RowResult res = finish_row_fast_at(p, m, l, sink);
+    const RowResult res = finish_row_fast(p, w, w.head0 + h, m, l, real);
     if (real) {
       store_lse(p, w, w.head0 + h, res.lse);
       if constexpr (kMaxLogits) store_max_logit(p, w, w.head0 + h, m);
@@ -324,9 +332,7 @@ __device__ __forceinline__ void narrow_end_by_head_threads(const AttnParams& p, 
     for (int v = 0; v < kWgs; ++v)
       obuf[v * kRows * kStride + h * kStride + kDv] = kWgs == 1 ? res.factor : res.factor * exp2_ftz(mw[v] - m_use);
   }
-  if constexpr (kWgs > 1 || kDvWgs > 1) named_bar_sync(kBarFinal, kWgs * kDvWgs * kThreads);
-  else if constexpr (kHelpers > 0) named_bar_sync(kBarFinal, kThreads + kHelpers);  // the helpers' tids come first
-  else merge_bar_sync<kWgs>(cw, kThreads);
+  narrow_rows_in_bar<kThreads, kWgs, kDvWgs, kHelpers>(cw);
   if (role_marker) role_mark(20, 0);
   constexpr int kT = kWgs * kDvWgs * kThreads + kHelpers;  // the threads here: tid0 .. tid0 + kT - 1
   narrow_store_rows<kRows, kT, kWgs, true, true>(p, w, obuf, static_cast<int>(threadIdx.x) - tid0);
@@ -442,9 +448,7 @@ __device__ __forceinline__ void narrow_epilogue(const AttnParams& p, const Work&
         ob[h * kStride + col(mi, 1)] = o[mi][j][2 + e] * f;
       }
     }
-  if constexpr (kWgs > 1 || kDvWgs > 1) named_bar_sync(kBarFinal, kWgs * kDvWgs * kThreads);
-  else if constexpr (kHelpers > 0) named_bar_sync(kBarFinal, kThreads + kHelpers);  // the helpers' tids come first
-  else merge_bar_sync<kWgs>(cw, kThreads);
+  narrow_rows_in_bar<kThreads, kWgs, kDvWgs, kHelpers>(cw);
   if (marker) timeline_mark(12);
   if (role_marker) role_mark(20, 0);
   constexpr int kT = kWgs * kDvWgs * kThreads + kHelpers;  // the threads here: tid0 .. tid0 + kT - 1
