@@ -27,6 +27,7 @@ builds=(
   "-DSMLA_SD_TAIL_SPLIT=1|sparse_decode_bf16_576"   # the tail split with its merge: the kernel,
   "-DSMLA_SD_TAIL_SPLIT=1|src/cuda/attention/attention_launch.cu"   # its launch and combine
   "-DSMLA_SD_TAIL_SPLIT=1|src/cuda/sparse_decode/launch.cu"
+  "-DSMLA_COMBINE_COMPACT=1 -DSMLA_SD_TAIL_SPLIT=1|src/cuda/attention/attention_launch.cu"   # the compact merge (tail too)
   "-DSMLA_SD_LEAN_STEP=5|sparse_decode_fp8_ds_mla_576"   # the roles' packed P^T words and fold from WG1's sums
   "-DSMLA_SD_NARROW_ROLLED_STORES=0|sparse_decode_fp8_ds_mla_576"   # the narrow tiles' unrolled end
   "-DSMLA_SD_NARROW_ROLLED_STORES=0|sparse_decode_fp8_e4m3_576"

@@ -8,6 +8,7 @@
 
 #include "cuda/attention/attention_params.h"
 #include "cuda/attention/split_lookup.cuh"
+#include "cuda/common/online_softmax.cuh"
 #include "cuda/common/pdl.cuh"
 #include "cuda/common/sink.cuh"
 #include "smla/formats.h"
@@ -26,6 +27,14 @@ inline constexpr int kCombineWarps = 4;
 // -> 26.85 / 26.83, b4 and b8 level, dense bf16 b1 and b8 level (same call, 2026-12-02). 0: none.
 #ifndef SMLA_COMBINE_PREFETCH
 #define SMLA_COMBINE_PREFETCH 2
+#endif
+// The compact merge (SMLA_COMBINE_COMPACT=1, measurement build) for code run once a CTA: the
+// splits' rows addressed from one base and step made once; each lane holds its split's lse from
+// one read (the maximum, the sum and its weight from it; a weight reaches the loops through shared
+// memory, not by a second read); the MUFU unit's ex2 / lg2 (absolute lse error ~3e-7 against
+// SPEC §6's 1e-5). 0: the lse loops unrolled around expf / logf, each weight read again.
+#ifndef SMLA_COMBINE_COMPACT
+#define SMLA_COMBINE_COMPACT 0
 #endif
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
@@ -58,10 +67,17 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(cons
   const int h = (kTail ? p.comb_h0 : 0) + blockIdx.z * kHeadsPerCta + warp / kWarpsPerHead;
   const bool real = h < p.h_q;
   // (kTail: the rows hold the tail's head tile only, sparse_decode epilogue.cuh part_row)
+#if SMLA_COMBINE_COMPACT
+  const int64_t row_step = static_cast<int64_t>(p.s_q) * (kTail ? p.heads_tile : p.h_q);
+  const int64_t row0 = kTail ? (static_cast<int64_t>(first) * p.s_q + t) * p.heads_tile + h - p.comb_h0
+                             : (static_cast<int64_t>(first) * p.s_q + t) * p.h_q + h;
+  auto part_row = [&](int j) { return row0 + j * row_step; };
+#else
   auto part_row = [&](int j) {
     return kTail ? (static_cast<int64_t>(first + j) * p.s_q + t) * p.heads_tile + h - p.comb_h0
                  : (static_cast<int64_t>(first + j) * p.s_q + t) * p.h_q + h;
   };
+#endif
 
   // kPre: this warp's first splits' rows, loaded before the lse reduction needs them
   static_assert(kPre == 0 || kWarpsPerHead > 1, "the prefetch serves several warps a head");
@@ -75,6 +91,32 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(cons
                                 : make_float4(0.f, 0.f, 0.f, 0.f);
   }
   float lse = -INFINITY;
+#if SMLA_COMBINE_COMPACT
+  // Lane l: split l's lse (then its weight); splits from 32 on (rare) are read in the loops.
+  constexpr float kLog2e = 1.4426950408889634f, kLn2f = 0.6931471805599453f;
+  float mine = -INFINITY, w_mine = 0.f;
+  if (real) {
+    mine = lane < n ? p.part_lse[part_row(lane)] : -INFINITY;
+    float mx = mine;
+#pragma unroll 1
+    for (int j = lane + 32; j < n; j += 32) mx = fmaxf(mx, p.part_lse[part_row(j)]);
+    mx = warp_max(mx);
+    if (mx != -INFINITY) {
+      const float mx2 = mx * kLog2e;
+      float sum = exp2_ftz(fmaf(mine, kLog2e, -mx2));  // 0 for an empty split (lse -inf)
+#pragma unroll 1
+      for (int j = lane + 32; j < n; j += 32) sum += exp2_ftz(fmaf(p.part_lse[part_row(j)], kLog2e, -mx2));
+      lse = mx + __log2f(warp_sum(sum)) * kLn2f;
+      w_mine = exp2_ftz((mine - lse) * kLog2e);
+    }
+  }
+  // Split j's weight: lane j's through shared memory (a shuffle the compiler cannot prove the
+  // warp converged for wraps itself in collective code), or read for j >= 32.
+  __shared__ float w_of[kCombineWarps][32];
+  w_of[warp][lane] = w_mine;
+  __syncwarp();
+  auto weight = [&](int j) { return j < 32 ? w_of[warp][j] : exp2_ftz((p.part_lse[part_row(j)] - lse) * kLog2e); };
+#else
   if (real) {
     float mx = -INFINITY;
     for (int j = lane; j < n; j += 32) mx = fmaxf(mx, p.part_lse[part_row(j)]);
@@ -85,6 +127,8 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(cons
       lse = mx + logf(warp_sum(sum));
     }
   }
+  auto weight = [&](int j) { return expf(p.part_lse[part_row(j)] - lse); };  // 0 for empty splits
+#endif
   float acc[4][4] = {};
   auto add = [&](int k, float w, const float4& v) {
     acc[k][0] += w * v.x;
@@ -97,7 +141,7 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(cons
     for (int u = 0; u < kPre; ++u) {
       const int j = sub + u * kWarpsPerHead;
       if (j < n) {
-        const float w = expf(p.part_lse[part_row(j)] - lse);
+        const float w = weight(j);
 #pragma unroll
         for (int k = 0; k < 4; ++k) add(k, w, pre[u][k]);
       }
@@ -105,7 +149,7 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(cons
 #pragma unroll 4
     for (int j = sub + kPre * kWarpsPerHead; j < n; j += kWarpsPerHead) {
       const int64_t prow = part_row(j);
-      const float w = expf(p.part_lse[prow] - lse);  // 0 for empty splits (lse -inf)
+      const float w = weight(j);
       const float4* src = reinterpret_cast<const float4*>(p.part_o + prow * kDv);
 #pragma unroll
       for (int k = 0; k < 4; ++k) add(k, w, src[lane + 32 * k]);
