@@ -27,15 +27,15 @@ builds=(
   "-DSMLA_SD_TAIL_SPLIT=1|sparse_decode_bf16_576"   # the tail split with its merge: the kernel,
   "-DSMLA_SD_TAIL_SPLIT=1|src/cuda/attention/attention_launch.cu"   # its launch and combine
   "-DSMLA_SD_TAIL_SPLIT=1|src/cuda/sparse_decode/launch.cu"
-  "-DSMLA_COMBINE_COMPACT=1 -DSMLA_SD_TAIL_SPLIT=1|src/cuda/attention/attention_launch.cu"   # the compact merge (tail too)
+  "-DSMLA_COMBINE_COMPACT=0 -DSMLA_SD_TAIL_SPLIT=1|src/cuda/attention/attention_launch.cu"   # the combine's unrolled lse loops (tail too)
   "-DSMLA_SD_LEAN_STEP=5|sparse_decode_fp8_ds_mla_576"   # the roles' packed P^T words and fold from WG1's sums
   "-DSMLA_SD_NARROW_ROLLED_STORES=0|sparse_decode_fp8_ds_mla_576"   # the narrow tiles' unrolled end
   "-DSMLA_SD_NARROW_ROLLED_STORES=0|sparse_decode_fp8_e4m3_576"
   "-DSMLA_SD_NARROW_ROLLED_STORES=1 -DSMLA_SD_NARROW_FAST_END=0|sparse_decode_fp8_model1_512"
-  "-DSMLA_SD_NARROW_ROLLED_STORES=7|sparse_decode_fp8_ds_mla_576"   # ... each head's end by one thread a head
-  "-DSMLA_SD_NARROW_ROLLED_STORES=7|sparse_decode_fp8_e4m3_576"     # (two warpgroups' states: the 16-row tiles)
-  "-DSMLA_SD_NARROW_ROLLED_STORES=7|sparse_prefill_fp8_ds_mla_576"  # (max_logits)
-  "-DSMLA_SD_NARROW_ROLLED_STORES=7 -DSMLA_SD_TIMELINE=4|sparse_decode_fp8_ds_mla_576"
+  "-DSMLA_SD_NARROW_ROLLED_STORES=3|sparse_decode_fp8_ds_mla_576"   # ... each thread ending its own heads
+  "-DSMLA_SD_NARROW_ROLLED_STORES=3|sparse_decode_fp8_e4m3_576"     # (two warpgroups' states: the 16-row tiles)
+  "-DSMLA_SD_NARROW_ROLLED_STORES=3|sparse_prefill_fp8_ds_mla_576"  # (max_logits)
+  "-DSMLA_SD_NARROW_ROLLED_STORES=3 -DSMLA_SD_TIMELINE=4|sparse_decode_fp8_ds_mla_576"
   "-DSMLA_SD_NARROW_FAST_END=0|sparse_decode_fp8_ds_mla_576"   # narrow tiles' rows ended by the exact functions
   "-DSMLA_SD_NARROW_FAST_END=0|sparse_decode_fp8_model1_512"
   "-DSMLA_SD_WIDE_FAST_END=1|sparse_decode_bf16_512"   # the 64-row consumers' rows ended the same way

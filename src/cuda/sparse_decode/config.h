@@ -612,18 +612,22 @@ inline constexpr bool kNarrowFastEnd = SMLA_SD_NARROW_FAST_END != 0;
 // piece's 64-bit address for both destinations (the raw-ring tiles and the roles; the packed
 // producer's narrow wgmma tiles keep the unrolled loop, consumer_narrow_wgmma.cuh); 2 (with the
 // fast row end), each head's lse slot and sink read from addresses made once (narrow_epilogue).
-// Default 3 (both) since the sixty-sixth pass: the roles kernel 7304 -> 5880 SASS instructions,
-// and on an H100 (same call, roles forced, µs) b128 h32 87.36 / 87.28 -> 86.16 / 85.95, s_q2 h32
-// 161.4 -> 158.5, b1 h128 16.72 / 16.70 -> 16.45 / 16.48, b2 h128 20.90 -> 20.75, b128 h16 85.70
-// -> 85.54; its WG1 from its last P V to the end of its epilogue 4.5 -> 2.5 µs at b128 h32, 6.1 ->
-// 3.6 at b16 h32 (roles marks 18-21: the store loop 2.3 -> 0.6 and 4.0 -> 1.4 µs). 0: the
-// unrolled loop and per-head addresses (a measurement build).
+// 4 (with 1 and 2): each head's end (its sums, lse, sink, the factor of its row) by one thread a
+// head, O^T written unscaled and scaled in the rolled stores, where every thread ended its four or
+// eight heads itself (narrow_end_by_head_threads; the roles kernel 5880 -> 5408 instructions).
+// 3 since the sixty-sixth pass: the roles kernel 7304 -> 5880 SASS instructions, and on an H100
+// (same call, roles forced, µs) b128 h32 87.36 / 87.28 -> 86.16 / 85.95, s_q2 h32 161.4 -> 158.5,
+// b1 h128 16.72 / 16.70 -> 16.45 / 16.48, b2 h128 20.90 -> 20.75, b128 h16 85.70 -> 85.54; its
+// WG1 from its last P V to the end of its epilogue 4.5 -> 2.5 µs at b128 h32, 6.1 -> 3.6 at b16
+// h32 (roles marks 18-21: the store loop 2.3 -> 0.6 and 4.0 -> 1.4 µs). 7 (default) since the
+// sixty-seventh pass (another H100, same call, roles forced, 3 -> 7, µs): b128 h32 86.99 / 87.09
+// -> 86.30 / 86.51, s_q2 h32 159.0 -> 157.5, b1 h128 16.56 / 16.51 -> 16.22 / 16.16, b2 h128
+// 20.86 -> 20.45, h16 level; WG1's epilogue 2448 -> 2048 ns (O^T into shared memory 1200 -> 624,
+// the stores 624 -> 832). Without the fast row end (a measurement build) the default is 3. 0:
+// the unrolled loop and per-head addresses (a measurement build).
 #ifndef SMLA_SD_NARROW_ROLLED_STORES
-#define SMLA_SD_NARROW_ROLLED_STORES 3
+#define SMLA_SD_NARROW_ROLLED_STORES (SMLA_SD_NARROW_FAST_END ? 7 : 3)
 #endif
-// Bit 4 (a measurement build, with 1 and 2): each head's end (its sums, lse, sink, the factor of
-// its row) by one thread a head, O^T written unscaled and scaled in the rolled stores, where every
-// thread ended its four or eight heads itself.
 static_assert((SMLA_SD_NARROW_ROLLED_STORES & ~7) == 0, "SMLA_SD_NARROW_ROLLED_STORES: bits 1, 2 and 4");
 inline constexpr bool kNarrowRolledStores = (SMLA_SD_NARROW_ROLLED_STORES & 1) != 0;
 inline constexpr bool kNarrowHeadOuts = (SMLA_SD_NARROW_ROLLED_STORES & 2) != 0 && kNarrowFastEnd;
