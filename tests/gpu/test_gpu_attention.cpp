@@ -271,6 +271,10 @@ TEST(GpuSparseDecode, SmallBatchSplitsKv) {
   // topk 512: 3 splits, one warp per head.
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 1, 1, 128, 2048, 64, 1024, false, true, false});
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 32, 1, 16, 512, 64, 1024, false, true, false, 0, 64, 4});
+  // More splits than a warp has lanes (b = 1 h16 topk 4096: 64 one-block splits): the combine
+  // reads the lse of splits 32 on in its loops, not from the lanes; by shapes and by the schedule.
+  run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 1, 1, 16, 4096, 64, 1024, false, true, false});
+  run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 1, 1, 16, 4096, 64, 1024, true, true, false});
 }
 
 TEST(GpuSparseDecode, NarrowTilesUniformSplits) {

@@ -113,8 +113,8 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(cons
       w_mine = exp2_ftz((mine - lse) * kLog2e);
     }
   }
-  // Split j's weight: lane j's through shared memory (a shuffle the compiler cannot prove the
-  // warp converged for wraps itself in collective code), or read for j >= 32.
+  // Split j's weight: lane j's, through shared memory (a shuffle here, where the compiler cannot
+  // prove the warp converged, compiles to collective code around each), or read for j >= 32.
   __shared__ float w_of[kCombineWarps][32];
   w_of[warp][lane] = w_mine;
   __syncwarp();
