@@ -22,6 +22,7 @@
 #include "cuda/attention/split_lookup.cuh"
 #include "cuda/common/kv_load.cuh"
 #include "cuda/common/mma.cuh"
+#include "cuda/common/online_softmax.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "smla/formats.h"
 
@@ -580,7 +581,6 @@ __global__ void __launch_bounds__(attention_threads(NG), 1) attention_kernel(con
       }
     }
   }
-  constexpr float kLn2 = 0.6931471805599453f;
 #pragma unroll
   for (int k = 0; k < 2; ++k) {
     if (!row_real[k]) continue;

@@ -96,7 +96,6 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(cons
   float lse = -INFINITY;
 #if SMLA_COMBINE_COMPACT
   // Lane l: split l's lse (then its weight); splits from 32 on (rare) are read in the loops.
-  constexpr float kLog2e = 1.4426950408889634f, kLn2f = 0.6931471805599453f;
   float mine = -INFINITY, w_mine = 0.f;
   if (real) {
     mine = lane < n ? p.part_lse[part_row(lane)] : -INFINITY;
@@ -109,7 +108,7 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_splits_kernel(cons
       float sum = exp2_ftz(fmaf(mine, kLog2e, -mx2));  // 0 for an empty split (lse -inf)
 #pragma unroll 1
       for (int j = lane + 32; j < n; j += 32) sum += exp2_ftz(fmaf(p.part_lse[part_row(j)], kLog2e, -mx2));
-      lse = mx + __log2f(warp_sum(sum)) * kLn2f;
+      lse = mx + __log2f(warp_sum(sum)) * kLn2;
       w_mine = exp2_ftz((mine - lse) * kLog2e);
     }
   }

@@ -7,6 +7,10 @@
 
 namespace smla::cuda {
 
+// The log2 domain's conversions: lse = ln 2 * (m + log2 l); exp(x) = exp2(x * log2 e).
+inline constexpr float kLn2 = 0.6931471805599453f;
+inline constexpr float kLog2e = 1.4426950408889634f;
+
 struct RowState {
   float m = -INFINITY;  // running maximum of the scaled logits (log2 domain)
   float l = 0.f;        // running sum of exp2(s - m), this thread's columns only

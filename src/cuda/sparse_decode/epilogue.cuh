@@ -8,13 +8,12 @@
 #include "cuda/attention/attention_params.h"
 #include "cuda/common/bulk_store.cuh"
 #include "cuda/common/kv_load.cuh"
+#include "cuda/common/online_softmax.cuh"
 #include "cuda/common/sink.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "cuda/sparse_decode/work.cuh"
 
 namespace smla::cuda::sparse_decode_family {
-
-inline constexpr float kLn2 = 0.6931471805599453f;
 
 // Final factor of a row: 1 / l (0 for an empty row), times the sink's factor when unsplit.
 // `real`: the row is a head of the call (padded rows of a tile are never written).
