@@ -149,6 +149,20 @@ SMLA_HD int64_t split_count(int64_t blocks, int64_t per_unit) {
 // Blocks per split of one request: ceil(blocks / n). With n = split_count(blocks, per_unit)
 // this is <= per_unit and (n - 1) * chunk < blocks, so no split is empty when blocks > 0.
 SMLA_HD int64_t split_chunk(int64_t blocks, int64_t n) { return ceil_div(blocks, n); }
+// Blocks per split where two consumer warpgroups take alternate blocks (the 16-row fp8_ds_mla
+// decode tiles): a split whose chunk c is odd keeps warpgroup 0 busy one block longer than
+// warpgroup 1, so from c = 5 on, splits of c - 1 blocks, one more split a request, end a block
+// earlier; taken where they still fit the workspace (b splits each at most max_splits) and one
+// wave of CTAs (ctas_per_split each, at most slots). c = 3 stays: two-block splits (16 against 11
+// for 32 blocks) measured slower (docs/PERF.md, sixty-eighth pass: b1 h128 15.8 -> 16.3 µs on an
+// H100, b2 h128 and b1 s_q2 h128 20.4 -> 18.2 with c 5 -> 4).
+SMLA_HD int64_t split_per_unit_alternating(int64_t per_unit, int64_t blocks, int64_t b, int64_t max_splits,
+                                           int64_t ctas_per_split, int64_t slots) {
+  const int64_t c = split_chunk(blocks, split_count(blocks, per_unit));
+  if (c < 5 || c % 2 == 0) return per_unit;
+  const int64_t n = split_count(blocks, c - 1);
+  return b * n <= max_splits && b * n * ctas_per_split <= slots ? c - 1 : per_unit;
+}
 // Work units of a decode launch's schedule: `units` (CTA slots / CTAs per split), or b when the b
 // requests already cover all but a sixteenth of them: one split each, no partials, no combine
 // (splitting a few requests to fill the last SMs cost more than those SMs gave: dense fp8 b128

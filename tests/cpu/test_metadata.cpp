@@ -855,6 +855,41 @@ TEST(MetaSplitSchedule, FloorOnBlocksPerSplitKeepsTheBound) {
   EXPECT_EQ(meta::split_per_unit_at_least(16512, 66, 4), 251);  // b = 128: no change
 }
 
+// Two warpgroups on alternate blocks: an odd chunk from 5 on becomes one block shorter (one more
+// split a request) where the splits still fit the workspace and one wave; 3 and even chunks stay.
+TEST(MetaSplitSchedule, AlternatingWarpgroupsShortenOddChunks) {
+  // V3.2 topk 2048 (32 blocks), 16-row tiles on 132 SMs
+  EXPECT_EQ(meta::split_per_unit_alternating(5, 32, 2, 18, 8, 132), 4);   // b2 h128: 7 splits of 5 -> 8 of 4
+  EXPECT_EQ(meta::split_per_unit_alternating(5, 32, 1, 9, 16, 132), 4);   // b1 s_q2 h128
+  EXPECT_EQ(meta::split_per_unit_alternating(3, 32, 1, 17, 8, 132), 3);   // b1 h128: 11 splits of 3 stay
+  EXPECT_EQ(meta::split_per_unit_alternating(4, 32, 4, 37, 4, 132), 4);   // b4 h64: even
+  EXPECT_EQ(meta::split_per_unit_alternating(5, 32, 2, 18, 8, 120), 5);   // 128 CTAs: past one wave
+  EXPECT_EQ(meta::split_per_unit_alternating(5, 32, 2, 15, 8, 132), 5);   // 16 splits: past the workspace
+  EXPECT_EQ(meta::split_per_unit_alternating(6, 31, 1, 17, 8, 132), 6);   // chunk 6 (31 blocks in 6)
+  EXPECT_EQ(meta::split_per_unit_alternating(7, 32, 1, 17, 8, 132), 6);   // chunk 7 (5 splits) -> 6 (6)
+  EXPECT_EQ(meta::split_per_unit_alternating(5, 0, 1, 17, 8, 132), 5);    // no keys
+  for (int round = 0; round < 500; ++round) {
+    const int64_t b = t::uniform_int(1, 8), blocks = t::uniform_int(0, 200), per_unit = t::uniform_int(1, 12);
+    const int64_t max_splits = t::uniform_int(1, 200), cps = t::uniform_int(1, 32), slots = t::uniform_int(1, 264);
+    const int64_t got = meta::split_per_unit_alternating(per_unit, blocks, b, max_splits, cps, slots);
+    const int64_t c = meta::split_chunk(blocks, meta::split_count(blocks, per_unit));
+    if (got == per_unit) {
+      if (c >= 5 && c % 2 == 1) {  // kept only where the shorter splits do not fit
+        const int64_t n = meta::split_count(blocks, c - 1);
+        ASSERT_TRUE(b * n > max_splits || b * n * cps > slots) << blocks << " " << per_unit;
+      }
+      continue;
+    }
+    ASSERT_TRUE(c >= 5 && c % 2 == 1) << "changed an even or short chunk: " << blocks << " " << per_unit;
+    ASSERT_EQ(got, c - 1);
+    const int64_t n = meta::split_count(blocks, got), c2 = meta::split_chunk(blocks, n);
+    ASSERT_LE(b * n, max_splits);
+    ASSERT_LE(b * n * cps, slots);
+    ASSERT_LT(c2, c);  // warpgroup 0's blocks: ceil(c2 / 2) < ceil(c / 2)
+    ASSERT_LT((n - 1) * c2, blocks) << "empty last split";
+  }
+}
+
 // The persistent walk's last round (sparse prefill's tail split): its units split into as many
 // parts as the idle CTAs hold, at most a unit's blocks, and only within one head tile.
 TEST(MetaSplitSchedule, TailSplitParts) {

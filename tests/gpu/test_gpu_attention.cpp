@@ -294,6 +294,9 @@ TEST(GpuSparseDecode, NarrowTilesUniformSplits) {
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 1, 1, 8, 600, 64, 1024, false, true, false});
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 1, 1, 100, 1000, 64, 1024, false, true, false});
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 1, 3, 16, 700, 64, 1024, false, false, false});
+  // Chunks of 4 blocks where the shapes alone give 5 (meta::split_per_unit_alternating): b2 h128
+  // below and b1 s_q2 h128 here, 8 splits each on 132 SMs, the last block part full.
+  run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 1, 2, 128, 2000, 64, 1024, false, true, false});
   SparseCase c{CacheFormat::fp8_ds_mla, 576, 2, 1, 128, 2048, 64, 1024, false, true, false};
   c.nan_past_length = true;
   run_sparse_decode(c);

@@ -276,8 +276,15 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
     // Every request has the same key count: the schedule follows from shapes (no schedule
     // kernel); one split each means no partials and no combine.
     const int64_t blocks = meta::split_key_blocks(uniform_key_count(p), kMaxKeys, kBlockN);
-    const int64_t n = meta::split_count(
-        blocks, meta::split_per_unit_at_least(static_cast<int64_t>(p.b) * (blocks + 1), plan.num_units, plan.min_split_blocks));
+    int64_t per_unit = meta::split_per_unit_at_least(static_cast<int64_t>(p.b) * (blocks + 1), plan.num_units, plan.min_split_blocks);
+    // Measurement knob: SMLA_SPLIT_ODD_CHUNKS=1 keeps the odd chunks. Read once per process.
+    static const int odd_env = env_int("SMLA_SPLIT_ODD_CHUNKS");
+    if (odd_env != 1 && plan.family == AttentionPlan::Family::sparse_decode && plan.rows == 16 &&
+        plan.format == static_cast<int>(CacheFormat::fp8_ds_mla) &&
+        sparse_decode_family::kRawWgs<16, static_cast<int>(CacheFormat::fp8_ds_mla)> == 2)  // blocks to warpgroups by turns
+      per_unit = meta::split_per_unit_alternating(per_unit, blocks, p.b, plan.max_splits, static_cast<int64_t>(grid.y) * grid.z,
+                                                  current_device_info().sm_count);
+    const int64_t n = meta::split_count(blocks, per_unit);
     p.split_offsets = nullptr;
     if (n > 1) {
       p.uniform_splits = static_cast<int>(n);
