@@ -272,6 +272,11 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
     p.part_o = reinterpret_cast<float*>(base + align_up((p.b + 1) * sizeof(int32_t)) + align_up(rows * sizeof(float)));
   }
   int combine_warps_per_head = 1;
+  // Few heads in all: one warp a head would give the combine fewer than four CTAs (four heads
+  // each) an SM; four warps a head measured faster there at any split count (sixty-eighth pass,
+  // an H100: b32 h16, 4 splits, 35.1 -> 33.5 µs; b2 h128 at 7 splits 20.3 -> 19.2; b16 h128, 2048
+  // heads, level).
+  const bool few_heads = static_cast<int64_t>(p.b) * p.s_q * p.h_q < 16 * static_cast<int64_t>(current_device_info().sm_count);
   if (plan.split && uniform_keys(p)) {
     // Every request has the same key count: the schedule follows from shapes (no schedule
     // kernel); one split each means no partials and no combine.
@@ -289,7 +294,7 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
     if (n > 1) {
       p.uniform_splits = static_cast<int>(n);
       grid.x = static_cast<unsigned>(static_cast<int64_t>(p.b) * n);  // <= b + num_units (split_schedule.cpp)
-      combine_warps_per_head = n >= 8 ? kCombineWarps : 1;
+      combine_warps_per_head = n >= 8 || few_heads ? kCombineWarps : 1;
     }
   } else if (plan.split) {
     // Dense decode on the family's kernels: 4 key blocks a split at least. Small batches would
@@ -304,7 +309,7 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
     // The device makes this schedule, but its splits sum to at most max_splits = b + num_units:
     // requests that average 8 splits or more (small batches) merge each head with several warps,
     // as uniform ones do at n >= 8 (dense b1 h128, 64 splits: one warp per head took 44 µs).
-    combine_warps_per_head = plan.max_splits >= 8 * static_cast<int64_t>(p.b) ? kCombineWarps : 1;
+    combine_warps_per_head = plan.max_splits >= 8 * static_cast<int64_t>(p.b) || few_heads ? kCombineWarps : 1;
   }
   // Measurement knob: SMLA_COMBINE_WARPS=1 or 4 forces the warps per head. Read once per process.
   static const int combine_env = env_int("SMLA_COMBINE_WARPS");
