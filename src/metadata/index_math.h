@@ -154,8 +154,8 @@ SMLA_HD int64_t split_chunk(int64_t blocks, int64_t n) { return ceil_div(blocks,
 // warpgroup 1, so from c = 5 on, splits of c - 1 blocks, one more split a request, end a block
 // earlier; taken where they still fit the workspace (b splits each at most max_splits) and one
 // wave of CTAs (ctas_per_split each, at most slots). c = 3 stays: two-block splits (16 against 11
-// for 32 blocks) measured slower (docs/PERF.md, sixty-eighth pass: b1 h128 15.8 -> 16.3 µs on an
-// H100, b2 h128 and b1 s_q2 h128 20.4 -> 18.2 with c 5 -> 4).
+// for 32 blocks) measured slower (docs/PERF.md, sixty-eighth pass, an H100: b1 h128 15.8 -> 16.3
+// µs; b2 h128 and b1 s_q2 h128 with c 5 -> 4 19.2 -> 18.3 where both merge with four warps a head).
 SMLA_HD int64_t split_per_unit_alternating(int64_t per_unit, int64_t blocks, int64_t b, int64_t max_splits,
                                            int64_t ctas_per_split, int64_t slots) {
   const int64_t c = split_chunk(blocks, split_count(blocks, per_unit));
