@@ -203,7 +203,22 @@ int narrow_floor(int b, int s_q, int h_q, int format, int64_t keys) {
   auto per_unit = [&](int64_t rows) {  // the schedule's blocks a split on tiles of `rows`
     return meta::split_per_unit(total, sparse_decode_units(b, (h_q + rows - 1) / rows * s_q));
   };
-  if (format == static_cast<int>(CacheFormat::fp8_ds_mla)) return per_unit(64) == 1 ? 2 : 0;
+  if (format == static_cast<int>(CacheFormat::fp8_ds_mla)) {
+    if (per_unit(64) == 1) return 2;
+    // Measurement knob (off until the GPU suite has run with it; read once per process):
+    // SMLA_SD_NARROW_TWO=1 also takes 16-row tiles where 64-row splits would be of two blocks, if
+    // the 16-row launch (its uniform schedule, chunks as launch_attention makes them) is one wave.
+    // On an H200 (sixty-eighth pass, SMLA_SD_ROWS=16 against 64 rows): b3 h128 24.4 -> 21.6 µs, b4
+    // h128 25.7 -> 22.9, b2 s_q2 h128 25.7 -> 22.8, b8 h64 26.0 -> 23.1; beyond one wave far slower
+    // (b6 h128 29.5 -> 45.1, b6 h64 24.7 -> 27.5), b5 h128 (64-row splits of three) 27.4 -> 26.9.
+    static const bool two = env_int("SMLA_SD_NARROW_TWO") == 1;
+    if (!two || per_unit(64) != 2) return 0;
+    const int64_t cps = (h_q + 15) / 16 * static_cast<int64_t>(s_q), units = sparse_decode_units(b, cps);
+    const int64_t slots = current_device_info().sm_count;
+    const int64_t p16 = meta::split_per_unit_alternating(std::max<int64_t>(2, meta::split_per_unit(total, units)), blocks, b,
+                                                         b + units, cps, slots);
+    return static_cast<int64_t>(b) * meta::split_count(blocks, p16) * cps <= slots ? 2 : 0;
+  }
   static const int64_t model1_cap = [] {
     const char* v = std::getenv("SMLA_SD_NARROW_MODEL1");
     return v ? std::atoll(v) : static_cast<int64_t>(current_device_info().sm_count);
