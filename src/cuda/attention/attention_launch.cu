@@ -209,7 +209,7 @@ int narrow_floor(int b, int s_q, int h_q, int format, int64_t keys) {
     // SMLA_SD_NARROW_TWO=1 also takes 16-row tiles where 64-row splits would be of two blocks, if
     // the 16-row launch (its uniform schedule, chunks as launch_attention makes them) is one wave.
     // On an H200 (sixty-eighth pass, SMLA_SD_ROWS=16 against 64 rows): b3 h128 24.4 -> 21.6 µs, b4
-    // h128 25.7 -> 22.9, b2 s_q2 h128 25.7 -> 22.8, b8 h64 26.0 -> 23.1; beyond one wave far slower
+    // h128 25.7 -> 22.9, b2 s_q2 h128 25.7 -> 22.8, b8 h64 26.1 -> 23.2; beyond one wave far slower
     // (b6 h128 29.5 -> 45.1, b6 h64 24.7 -> 27.5), b5 h128 (64-row splits of three) 27.4 -> 26.9.
     static const bool two = env_int("SMLA_SD_NARROW_TWO") == 1;
     if (!two || per_unit(64) != 2) return 0;
