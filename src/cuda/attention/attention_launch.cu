@@ -183,6 +183,20 @@ int64_t sparse_decode_units(int b, int64_t ctas_per_split) {
   return meta::split_units(b, std::max<int64_t>(1, slots / std::max<int64_t>(1, ctas_per_split)));
 }
 
+// Blocks a split of the schedule made from shapes (uniform key counts): at least min_blocks, then
+// on 16-row fp8_ds_mla tiles, whose two warpgroups take alternate blocks, the even-chunk rule
+// (meta::split_per_unit_alternating) within the workspace's max_splits and one wave of slots.
+// launch_attention schedules by it, and narrow_floor's SMLA_SD_NARROW_TWO predicts with it.
+// Measurement knob: SMLA_SPLIT_ODD_CHUNKS=1 keeps the odd chunks. Read once per process.
+int64_t uniform_per_unit(int64_t b, int64_t blocks, int64_t units, int min_blocks, bool ds16, int64_t max_splits,
+                         int64_t ctas_per_split, int64_t slots) {
+  const int64_t per_unit = meta::split_per_unit_at_least(b * (blocks + 1), units, min_blocks);
+  static const bool odd = env_int("SMLA_SPLIT_ODD_CHUNKS") == 1;
+  constexpr int kDs = static_cast<int>(CacheFormat::fp8_ds_mla);
+  if (odd || !ds16 || sparse_decode_family::kRawWgs<16, kDs> != 2) return per_unit;
+  return meta::split_per_unit_alternating(per_unit, blocks, b, max_splits, ctas_per_split, slots);
+}
+
 // The floor of key blocks a split (2, 1) where 16-row tiles beat 64-row ones for h_q > 32 at this
 // size, else 0. fp8_ds_mla: where the 64-row schedule would cut every request into one-block
 // splits, each CTA spends most of its time starting and storing 128 KB of float32 partials;
@@ -215,8 +229,7 @@ int narrow_floor(int b, int s_q, int h_q, int format, int64_t keys) {
     if (!two || per_unit(64) != 2) return 0;
     const int64_t cps = (h_q + 15) / 16 * static_cast<int64_t>(s_q), units = sparse_decode_units(b, cps);
     const int64_t slots = current_device_info().sm_count;
-    const int64_t p16 = meta::split_per_unit_alternating(std::max<int64_t>(2, meta::split_per_unit(total, units)), blocks, b,
-                                                         b + units, cps, slots);
+    const int64_t p16 = uniform_per_unit(b, blocks, units, 2, true, max_total_splits(b, static_cast<int>(units)), cps, slots);
     return static_cast<int64_t>(b) * meta::split_count(blocks, p16) * cps <= slots ? 2 : 0;
   }
   static const int64_t model1_cap = [] {
@@ -287,44 +300,42 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
     p.part_o = reinterpret_cast<float*>(base + align_up((p.b + 1) * sizeof(int32_t)) + align_up(rows * sizeof(float)));
   }
   int combine_warps_per_head = 1;
-  // Few heads in all: one warp a head would give the combine fewer than four CTAs (four heads
-  // each) an SM; four warps a head measured faster there at any split count (sixty-eighth pass,
-  // an H100: b32 h16, 4 splits, 35.1 -> 33.5 µs; b2 h128 at 7 splits 20.3 -> 19.2; b16 h128, 2048
-  // heads, level).
-  const bool few_heads = static_cast<int64_t>(p.b) * p.s_q * p.h_q < 16 * static_cast<int64_t>(current_device_info().sm_count);
-  if (plan.split && uniform_keys(p)) {
-    // Every request has the same key count: the schedule follows from shapes (no schedule
-    // kernel); one split each means no partials and no combine.
-    const int64_t blocks = meta::split_key_blocks(uniform_key_count(p), kMaxKeys, kBlockN);
-    int64_t per_unit = meta::split_per_unit_at_least(static_cast<int64_t>(p.b) * (blocks + 1), plan.num_units, plan.min_split_blocks);
-    // Measurement knob: SMLA_SPLIT_ODD_CHUNKS=1 keeps the odd chunks. Read once per process.
-    static const int odd_env = env_int("SMLA_SPLIT_ODD_CHUNKS");
-    if (odd_env != 1 && plan.family == AttentionPlan::Family::sparse_decode && plan.rows == 16 &&
-        plan.format == static_cast<int>(CacheFormat::fp8_ds_mla) &&
-        sparse_decode_family::kRawWgs<16, static_cast<int>(CacheFormat::fp8_ds_mla)> == 2)  // blocks to warpgroups by turns
-      per_unit = meta::split_per_unit_alternating(per_unit, blocks, p.b, plan.max_splits, static_cast<int64_t>(grid.y) * grid.z,
-                                                  current_device_info().sm_count);
-    const int64_t n = meta::split_count(blocks, per_unit);
-    p.split_offsets = nullptr;
-    if (n > 1) {
-      p.uniform_splits = static_cast<int>(n);
-      grid.x = static_cast<unsigned>(static_cast<int64_t>(p.b) * n);  // <= b + num_units (split_schedule.cpp)
-      combine_warps_per_head = n >= 8 || few_heads ? kCombineWarps : 1;
+  if (plan.split) {
+    const int64_t sms = current_device_info().sm_count;
+    // Few heads in all: one warp a head would give the combine fewer than four CTAs (four heads
+    // each) an SM; four warps a head measured faster there at any split count (sixty-eighth pass,
+    // an H100: b32 h16, 4 splits, 35.1 -> 33.5 µs; b2 h128 at 7 splits 20.3 -> 19.2; b16 h128,
+    // 2048 heads, level).
+    const bool few_heads = static_cast<int64_t>(p.b) * p.s_q * p.h_q < 16 * sms;
+    if (uniform_keys(p)) {
+      // Every request has the same key count: the schedule follows from shapes (no schedule
+      // kernel); one split each means no partials and no combine.
+      const int64_t blocks = meta::split_key_blocks(uniform_key_count(p), kMaxKeys, kBlockN);
+      const bool ds16 = plan.family == AttentionPlan::Family::sparse_decode && plan.rows == 16 &&
+                        plan.format == static_cast<int>(CacheFormat::fp8_ds_mla);
+      const int64_t n = meta::split_count(blocks, uniform_per_unit(p.b, blocks, plan.num_units, plan.min_split_blocks, ds16,
+                                                                   plan.max_splits, static_cast<int64_t>(grid.y) * grid.z, sms));
+      p.split_offsets = nullptr;
+      if (n > 1) {
+        p.uniform_splits = static_cast<int>(n);
+        grid.x = static_cast<unsigned>(static_cast<int64_t>(p.b) * n);  // <= b + num_units (split_schedule.cpp)
+        combine_warps_per_head = n >= 8 || few_heads ? kCombineWarps : 1;
+      }
+    } else {
+      // Dense decode on the family's kernels: 4 key blocks a split at least. Small batches would
+      // otherwise cut each request into num_units splits of 1-2 blocks, whose fp32 partials (2 KB
+      // a head) cost more than the keys they spread (bf16 b1 h128 L8192: 64 splits 37.0 µs, 32
+      // splits 28.7, 15 splits 35.5; the sparse kernels' one-block splits measured best).
+      const int min_blocks = std::max(plan.family == AttentionPlan::Family::sparse_decode && p.dense ? 4 : 1, plan.min_split_blocks);
+      split_plan_kernel<<<1, kPlanThreads, 0, stream>>>(p, plan.num_units, min_blocks,
+                                                        const_cast<int32_t*>(p.split_offsets));
+      SMLA_CUDA_CHECK_LAUNCH();
+      grid.x = static_cast<unsigned>(plan.max_splits);
+      // The device makes this schedule, but its splits sum to at most max_splits = b + num_units:
+      // requests that average 8 splits or more (small batches) merge each head with several warps,
+      // as uniform ones do at n >= 8 (dense b1 h128, 64 splits: one warp per head took 44 µs).
+      combine_warps_per_head = plan.max_splits >= 8 * static_cast<int64_t>(p.b) || few_heads ? kCombineWarps : 1;
     }
-  } else if (plan.split) {
-    // Dense decode on the family's kernels: 4 key blocks a split at least. Small batches would
-    // otherwise cut each request into num_units splits of 1-2 blocks, whose fp32 partials (2 KB
-    // a head) cost more than the keys they spread (bf16 b1 h128 L8192: 64 splits 37.0 µs, 32
-    // splits 28.7, 15 splits 35.5; the sparse kernels' one-block splits measured best).
-    const int min_blocks = std::max(plan.family == AttentionPlan::Family::sparse_decode && p.dense ? 4 : 1, plan.min_split_blocks);
-    split_plan_kernel<<<1, kPlanThreads, 0, stream>>>(p, plan.num_units, min_blocks,
-                                                      const_cast<int32_t*>(p.split_offsets));
-    SMLA_CUDA_CHECK_LAUNCH();
-    grid.x = static_cast<unsigned>(plan.max_splits);
-    // The device makes this schedule, but its splits sum to at most max_splits = b + num_units:
-    // requests that average 8 splits or more (small batches) merge each head with several warps,
-    // as uniform ones do at n >= 8 (dense b1 h128, 64 splits: one warp per head took 44 µs).
-    combine_warps_per_head = plan.max_splits >= 8 * static_cast<int64_t>(p.b) || few_heads ? kCombineWarps : 1;
   }
   // Measurement knob: SMLA_COMBINE_WARPS=1 or 4 forces the warps per head. Read once per process.
   static const int combine_env = env_int("SMLA_COMBINE_WARPS");
