@@ -37,6 +37,7 @@ std::unique_ptr<Workload> build_sparse_decode(const Args& a, bool cuda, uint64_t
   s.extra_page = positive(a, "extra_page", 64);
   s.extra_region = positive(a, "extra_seqlen", 8192);
   s.sink = a.flag("sink");
+  s.lengths = a.flag("lengths");
   return make_sparse_decode(s, seed);
 }
 
@@ -102,7 +103,7 @@ const std::vector<BenchOp>& bench_table() {
   static const std::vector<BenchOp> table{
       {Op::sparse_decode,
        {"b", "s_q", "h_q", "topk", "format", "d_qk", "page", "seqlen", "window", "extra_topk", "extra_page",
-        "extra_seqlen", "sink"},
+        "extra_seqlen", "sink", "lengths"},
        build_sparse_decode},
       {Op::sparse_prefill, {"s_q", "h_q", "d_qk", "topk", "s_kv", "sink", "lengths", "format", "page"}, build_sparse_prefill},
       {Op::dense_decode, {"b", "s_q", "h_q", "d_qk", "format", "page", "seqlen", "sink", "non_causal", "q_fp8"},
@@ -141,7 +142,7 @@ const std::vector<FlagSpec>& flags() {
       {"extra_page", "N", "sparse_decode: page size of the second cache (default 64)"},
       {"extra_seqlen", "N", "sparse_decode: second-cache region per request (default 8192)"},
       {"sink", "", "with an attention sink per head"},
-      {"lengths", "", "sparse_prefill: also pass topk_length (each token's full topk)"},
+      {"lengths", "", "sparse_decode / sparse_prefill: also pass topk_length (each list's full topk)"},
       {"non_causal", "", "dense_decode: every query token sees the whole context"},
       {"q_fp8", "", "dense_decode with --format fp8_e4m3: q in fp8_e4m3 with a per-tensor q_scale"},
       {"parts", "N", "merge_states: partial results per row (default 4)"},

@@ -37,7 +37,14 @@ class SparseDecode final : public Workload {
       // Around the lse of a few hundred to a few thousand keys, so the sink visibly scales out.
       fill_f32(sink_.h<float>(), s.h_q, stream_seed(seed, 4), 4.0f, 9.0f);
     }
-    for (Array* a : {&q_, &main_.cache, &main_.indices, &extra_.cache, &extra_.indices, &sink_}) add_input(a);
+    if (s.lengths) {
+      // Every request's full list: the same keys as without topk_length, through the schedule
+      // kernel's path (the split count made on the device from the lengths).
+      lengths_ = full_lengths(s.b, s.topk);
+      if (s.extra_topk > 0) extra_lengths_ = full_lengths(s.b, s.extra_topk);
+    }
+    for (Array* a : {&q_, &main_.cache, &main_.indices, &extra_.cache, &extra_.indices, &sink_, &lengths_, &extra_lengths_})
+      add_input(a);
     make_outputs(DType::bf16, {s.b, s.s_q, s.h_q}, false);
   }
 
@@ -50,6 +57,7 @@ class SparseDecode final : public Workload {
     if (s_.format == CacheFormat::bf16) r += " d_qk=" + std::to_string(d_qk_);
     if (s_.extra_topk > 0) r += " +extra " + std::to_string(s_.extra_topk) + " p" + std::to_string(s_.extra_page);
     if (s_.sink) r += " sink";
+    if (s_.lengths) r += " lengths";
     return r;
   }
 
@@ -72,6 +80,13 @@ class SparseDecode final : public Workload {
   PerfCount count(int64_t units) const override {
     std::vector<KeySet> sets{main_.key_set(units * s_.s_q)};
     if (s_.extra_topk > 0) sets.push_back(extra_.key_set(units * s_.s_q));
+    if (s_.lengths) {  // one length a request, for its s_q lists
+      const Array* lengths[] = {&lengths_, &extra_lengths_};
+      for (size_t i = 0; i < sets.size(); ++i) {
+        sets[i].lengths = lengths[i]->h<int32_t>();
+        sets[i].lists_per_length = s_.s_q;
+      }
+    }
     PerfCount c = count_sparse_keys(sets, s_.h_q, d_qk_);
     c.bytes += attention_io_bytes(units * rows_per_unit_, d_qk_, 2, 2, 1, s_.sink ? s_.h_q : 0);
     return c;
@@ -110,9 +125,11 @@ class SparseDecode final : public Workload {
     a.q = q_.view(d, units);
     a.cache = paged_cache(main_.cache, main_.format, d);
     a.indices = main_.indices.view(d, units);
+    a.topk_length = lengths_.view(d, units);
     if (s_.extra_topk > 0) {
       a.extra_cache = paged_cache(extra_.cache, extra_.format, d);
       a.extra_indices = extra_.indices.view(d, units);
+      a.extra_topk_length = extra_lengths_.view(d, units);
     }
     a.attn_sink = sink_.view(d);
     a.out = outputs(b).out.view(d, units);
@@ -120,10 +137,16 @@ class SparseDecode final : public Workload {
     return a;
   }
 
+  static Array full_lengths(int64_t b, int topk) {
+    Array a = Array::make(DType::i32, {b});
+    for (int64_t i = 0; i < b; ++i) a.h<int32_t>()[i] = topk;
+    return a;
+  }
+
   SparseDecodeSpec s_;
   int d_qk_ = 576;
   PagedKeySet main_, extra_;
-  Array q_, sink_;
+  Array q_, sink_, lengths_, extra_lengths_;
 };
 
 }  // namespace

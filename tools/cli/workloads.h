@@ -88,6 +88,7 @@ struct SparseDecodeSpec {
   int extra_page = 64;
   int64_t extra_region = 8192;
   bool sink = false;
+  bool lengths = false;  // pass topk_length (each request's full topk, both sets), as engines that send it do
 };
 
 // Sparse prefill on a bf16 kv [s_kv, d_qk]: each query token's `topk` distinct rows, a few -1.
