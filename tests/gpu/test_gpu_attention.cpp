@@ -28,6 +28,7 @@ struct SparseCase {
   bool nan_past_length = false;
   int scale_spread = 0;  // make_cache's: per-tile scales across binades
   int out_pad = 0;  // out's head stride is kDv + out_pad bf16 values; the pad must stay unwritten
+  std::vector<int32_t> lengths;  // topk_length's values when given (else random, the first topk, the second 0)
 };
 
 bool poisoned_page(int64_t slot, int page_size) { return (slot / page_size) % 3 == 2; }
@@ -100,6 +101,7 @@ void run_sparse_decode(const SparseCase& c) {
   for (auto& x : tl) x = static_cast<int32_t>(uniform_int(-3, c.topk + 5));
   if (c.b > 0) tl[0] = c.topk;
   if (c.b > 1) tl[1] = 0;
+  if (!c.lengths.empty()) tl = c.lengths;
   std::vector<float> sink(c.h_q);
   for (int h = 0; h < c.h_q; ++h) sink[h] = h == 0 ? INFINITY : (h == 1 ? -INFINITY : uniform(-2.f, 2.f));
 
@@ -298,6 +300,27 @@ TEST(GpuSparseDecode, NarrowTilesUniformSplits) {
   // below and b1 s_q2 h128 here, 8 splits each on 132 SMs, the last block part full.
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 1, 2, 128, 2000, 64, 1024, false, true, false});
   SparseCase c{CacheFormat::fp8_ds_mla, 576, 2, 1, 128, 2048, 64, 1024, false, true, false};
+  c.nan_past_length = true;
+  run_sparse_decode(c);
+  // 16-row tiles where 64-row splits would be of two blocks and the 16-row launch is one wave
+  // (narrow_floor): b4 h128 (4 splits of 8), b4 s_q3 h128 topk 512 (one split of 8 blocks: no
+  // combine), b3 h128 with lengths (the schedule kernel's splits on 16-row tiles).
+  run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 4, 1, 128, 2048, 64, 1024, false, true, false});
+  run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 4, 3, 128, 512, 64, 1024, false, true, false});
+  run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 3, 1, 128, 2048, 64, 1024, true, true, false});
+}
+
+TEST(GpuSparseDecode, NarrowTilesEvenChunksFromLengths) {
+  // The schedule kernel's even-chunk rule (meta::split_count_even_chunks) on 16-row tiles: b2 h128
+  // with lengths 2048 and 2000 makes 7 splits of 5 blocks a request, taken as 8 of 4 (and of 4, the
+  // last part full); with lengths 2048 and 64 the long request's chunk (3) stays.
+  for (std::vector<int32_t> lengths : {std::vector<int32_t>{2048, 2000}, std::vector<int32_t>{2048, 64}}) {
+    SparseCase c{CacheFormat::fp8_ds_mla, 576, 2, 1, 128, 2048, 64, 1024, true, true, false};
+    c.lengths = lengths;
+    run_sparse_decode(c);
+  }
+  SparseCase c{CacheFormat::fp8_ds_mla, 576, 2, 2, 64, 2048, 64, 1024, true, true, false};
+  c.lengths = {2048, 2040};  // 7 splits of 5 -> 8 of 4 on 16-row tiles of s_q 2, the second ending inside a block
   c.nan_past_length = true;
   run_sparse_decode(c);
 }

@@ -55,7 +55,12 @@ int64_t uniform_key_count(const AttnParams& p) {
 // The split-KV schedule of metadata.h (decode_split_schedule), computed from the lengths the
 // attention kernel itself will see, with at least min_blocks key blocks per split
 // (meta::split_per_unit_at_least). One CTA: requests are split into contiguous runs per thread.
+// even_cps > 0 (16-row fp8_ds_mla tiles, whose two warpgroups take alternate blocks, with even_cps
+// CTAs a split): odd chunks of 5+ blocks become one block shorter (meta::split_count_even_chunks)
+// where all requests' splits then still fit max_splits and one wave of `slots` CTAs, as
+// uniform_per_unit does for equal requests.
 __global__ void __launch_bounds__(kPlanThreads) split_plan_kernel(const AttnParams p, int num_units, int min_blocks,
+                                                                  int even_cps, int64_t slots, int64_t max_splits,
                                                                   int32_t* offsets) {
   pdl_launch_dependents();  // the attention kernel starts and waits (pdl_wait) for these offsets
   using Scan = cub::BlockScan<int64_t, kPlanThreads>;
@@ -63,21 +68,34 @@ __global__ void __launch_bounds__(kPlanThreads) split_plan_kernel(const AttnPara
   __shared__ int64_t s_total;
   const int per = (p.b + kPlanThreads - 1) / kPlanThreads;
   const int r0 = threadIdx.x * per, r1 = min(r0 + per, p.b);
+  auto blocks = [&](int r) { return meta::split_key_blocks(request_keys(p, r), kMaxKeys, kBlockN); };
   int64_t cost = 0;
-  for (int r = r0; r < r1; ++r) cost += meta::split_key_blocks(request_keys(p, r), kMaxKeys, kBlockN) + 1;
+  for (int r = r0; r < r1; ++r) cost += blocks(r) + 1;
   int64_t total;
   Scan(scan_tmp).ExclusiveSum(cost, cost, total);
   if (threadIdx.x == 0) s_total = total;
   __syncthreads();
   const int64_t per_unit = meta::split_per_unit_at_least(s_total, num_units, min_blocks);
+  bool even = false;
+  if (even_cps > 0) {  // the same for every thread
+    int64_t n = 0, all;
+    for (int r = r0; r < r1; ++r) n += meta::split_count_even_chunks(blocks(r), per_unit);
+    Scan(scan_tmp).ExclusiveSum(n, n, all);
+    if (threadIdx.x == 0) s_total = all;
+    __syncthreads();
+    even = s_total <= max_splits && s_total * even_cps <= slots;
+  }
+  auto count = [&](int r) {
+    return even ? meta::split_count_even_chunks(blocks(r), per_unit) : meta::split_count(blocks(r), per_unit);
+  };
   int64_t n = 0;
-  for (int r = r0; r < r1; ++r) n += meta::split_count(meta::split_key_blocks(request_keys(p, r), kMaxKeys, kBlockN), per_unit);
+  for (int r = r0; r < r1; ++r) n += count(r);
   int64_t before;
   __syncthreads();
   Scan(scan_tmp).ExclusiveSum(n, before);
   for (int r = r0; r < r1; ++r) {
     offsets[r] = static_cast<int32_t>(before);
-    before += meta::split_count(meta::split_key_blocks(request_keys(p, r), kMaxKeys, kBlockN), per_unit);
+    before += count(r);
   }
   if (r0 < r1 && r1 == p.b) offsets[p.b] = static_cast<int32_t>(before);
 }
@@ -183,17 +201,24 @@ int64_t sparse_decode_units(int b, int64_t ctas_per_split) {
   return meta::split_units(b, std::max<int64_t>(1, slots / std::max<int64_t>(1, ctas_per_split)));
 }
 
-// Blocks a split of the schedule made from shapes (uniform key counts): at least min_blocks, then
-// on 16-row fp8_ds_mla tiles, whose two warpgroups take alternate blocks, the even-chunk rule
-// (meta::split_per_unit_alternating) within the workspace's max_splits and one wave of slots.
-// launch_attention schedules by it, and narrow_floor's SMLA_SD_NARROW_TWO predicts with it.
-// Measurement knob: SMLA_SPLIT_ODD_CHUNKS=1 keeps the odd chunks. Read once per process.
-int64_t uniform_per_unit(int64_t b, int64_t blocks, int64_t units, int min_blocks, bool ds16, int64_t max_splits,
-                         int64_t ctas_per_split, int64_t slots) {
-  const int64_t per_unit = meta::split_per_unit_at_least(b * (blocks + 1), units, min_blocks);
+// Whether a sparse-decode launch's tiles of `rows` take alternate key blocks on two consumer
+// warpgroups (16-row fp8_ds_mla tiles), so that its schedules, from shapes or from lengths, take
+// even chunks where they fit. Measurement knob: SMLA_SPLIT_ODD_CHUNKS=1 keeps the odd chunks in
+// both. Read once per process.
+bool alternating_tiles(bool sparse_decode, int rows, int format) {
   static const bool odd = env_int("SMLA_SPLIT_ODD_CHUNKS") == 1;
   constexpr int kDs = static_cast<int>(CacheFormat::fp8_ds_mla);
-  if (odd || !ds16 || sparse_decode_family::kRawWgs<16, kDs> != 2) return per_unit;
+  return !odd && sparse_decode && rows == 16 && format == kDs && sparse_decode_family::kRawWgs<16, kDs> == 2;
+}
+
+// Blocks a split of the schedule made from shapes (uniform key counts): at least min_blocks, then
+// on alternating tiles the even-chunk rule (meta::split_per_unit_alternating) within the
+// workspace's max_splits and one wave of slots. launch_attention schedules by it, and
+// narrow_floor predicts with it.
+int64_t uniform_per_unit(int64_t b, int64_t blocks, int64_t units, int min_blocks, bool alternating, int64_t max_splits,
+                         int64_t ctas_per_split, int64_t slots) {
+  const int64_t per_unit = meta::split_per_unit_at_least(b * (blocks + 1), units, min_blocks);
+  if (!alternating) return per_unit;
   return meta::split_per_unit_alternating(per_unit, blocks, b, max_splits, ctas_per_split, slots);
 }
 
@@ -219,17 +244,21 @@ int narrow_floor(int b, int s_q, int h_q, int format, int64_t keys) {
   };
   if (format == static_cast<int>(CacheFormat::fp8_ds_mla)) {
     if (per_unit(64) == 1) return 2;
-    // Measurement knob (off until the GPU suite has run with it; read once per process):
-    // SMLA_SD_NARROW_TWO=1 also takes 16-row tiles where 64-row splits would be of two blocks, if
-    // the 16-row launch (its uniform schedule, chunks as launch_attention makes them) is one wave.
-    // On an H200 (sixty-eighth pass, SMLA_SD_ROWS=16 against 64 rows): b3 h128 24.4 -> 21.6 µs, b4
-    // h128 25.7 -> 22.9, b2 s_q2 h128 25.7 -> 22.8, b8 h64 26.1 -> 23.2; beyond one wave far slower
-    // (b6 h128 29.5 -> 45.1, b6 h64 24.7 -> 27.5), b5 h128 (64-row splits of three) 27.4 -> 26.9.
-    static const bool two = env_int("SMLA_SD_NARROW_TWO") == 1;
+    // Also where 64-row splits would be of two blocks, if the 16-row launch (its uniform
+    // schedule, chunks as launch_attention makes them) is one wave. On an H200 (sixty-eighth
+    // pass, SMLA_SD_ROWS=16 against 64 rows): b3 h128 24.4 -> 21.6 µs, b4 h128 25.7 -> 22.9, b2
+    // s_q2 h128 25.7 -> 22.8, b8 h64 26.1 -> 23.2; beyond one wave far slower (b6 h128 29.5 ->
+    // 45.1, b6 h64 24.7 -> 27.5), b5 h128 (64-row splits of three) 27.4 -> 26.9.
+    // Measurement knob: SMLA_SD_NARROW_TWO=0 keeps 64-row tiles there. Read once per process.
+    static const bool two = [] {
+      const char* v = std::getenv("SMLA_SD_NARROW_TWO");
+      return !v || std::atoi(v) != 0;
+    }();
     if (!two || per_unit(64) != 2) return 0;
     const int64_t cps = (h_q + 15) / 16 * static_cast<int64_t>(s_q), units = sparse_decode_units(b, cps);
     const int64_t slots = current_device_info().sm_count;
-    const int64_t p16 = uniform_per_unit(b, blocks, units, 2, true, max_total_splits(b, static_cast<int>(units)), cps, slots);
+    const int64_t p16 = uniform_per_unit(b, blocks, units, 2, alternating_tiles(true, 16, format),
+                                         max_total_splits(b, static_cast<int>(units)), cps, slots);
     return static_cast<int64_t>(b) * meta::split_count(blocks, p16) * cps <= slots ? 2 : 0;
   }
   static const int64_t model1_cap = [] {
@@ -307,14 +336,15 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
     // an H100: b32 h16, 4 splits, 35.1 -> 33.5 µs; b2 h128 at 7 splits 20.3 -> 19.2; b16 h128,
     // 2048 heads, level).
     const bool few_heads = static_cast<int64_t>(p.b) * p.s_q * p.h_q < 16 * sms;
+    const bool alternating =
+        alternating_tiles(plan.family == AttentionPlan::Family::sparse_decode, plan.rows, plan.format);
+    const int64_t ctas_per_split = static_cast<int64_t>(grid.y) * grid.z;
     if (uniform_keys(p)) {
       // Every request has the same key count: the schedule follows from shapes (no schedule
       // kernel); one split each means no partials and no combine.
       const int64_t blocks = meta::split_key_blocks(uniform_key_count(p), kMaxKeys, kBlockN);
-      const bool ds16 = plan.family == AttentionPlan::Family::sparse_decode && plan.rows == 16 &&
-                        plan.format == static_cast<int>(CacheFormat::fp8_ds_mla);
-      const int64_t n = meta::split_count(blocks, uniform_per_unit(p.b, blocks, plan.num_units, plan.min_split_blocks, ds16,
-                                                                   plan.max_splits, static_cast<int64_t>(grid.y) * grid.z, sms));
+      const int64_t n = meta::split_count(blocks, uniform_per_unit(p.b, blocks, plan.num_units, plan.min_split_blocks,
+                                                                   alternating, plan.max_splits, ctas_per_split, sms));
       p.split_offsets = nullptr;
       if (n > 1) {
         p.uniform_splits = static_cast<int>(n);
@@ -328,7 +358,8 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
       // splits 28.7, 15 splits 35.5; the sparse kernels' one-block splits measured best).
       const int min_blocks = std::max(plan.family == AttentionPlan::Family::sparse_decode && p.dense ? 4 : 1, plan.min_split_blocks);
       split_plan_kernel<<<1, kPlanThreads, 0, stream>>>(p, plan.num_units, min_blocks,
-                                                        const_cast<int32_t*>(p.split_offsets));
+                                                        alternating ? static_cast<int>(ctas_per_split) : 0,
+                                                        sms, plan.max_splits, const_cast<int32_t*>(p.split_offsets));
       SMLA_CUDA_CHECK_LAUNCH();
       grid.x = static_cast<unsigned>(plan.max_splits);
       // The device makes this schedule, but its splits sum to at most max_splits = b + num_units:
