@@ -163,16 +163,6 @@ SMLA_HD int64_t split_per_unit_alternating(int64_t per_unit, int64_t blocks, int
   const int64_t n = split_count(blocks, c - 1);
   return b * n <= max_splits && b * n * ctas_per_split <= slots ? c - 1 : per_unit;
 }
-// The same rule for one request of a schedule made from per-request lengths (the device's):
-// its split count with chunks of c - 1 blocks where split_count(blocks, per_unit) gives an odd
-// chunk c >= 5, else that count. The schedule takes these counts only where their sum still fits
-// the workspace and one wave (split_plan_kernel), as split_per_unit_alternating does for b equal
-// requests: split_count_even_chunks(blocks, p) == split_count(blocks, split_per_unit_alternating(p, ...))
-// whenever the latter takes c - 1.
-SMLA_HD int64_t split_count_even_chunks(int64_t blocks, int64_t per_unit) {
-  const int64_t n = split_count(blocks, per_unit), c = split_chunk(blocks, n);
-  return c < 5 || c % 2 == 0 ? n : split_count(blocks, c - 1);
-}
 // Work units of a decode launch's schedule: `units` (CTA slots / CTAs per split), or b when the b
 // requests already cover all but a sixteenth of them: one split each, no partials, no combine
 // (splitting a few requests to fill the last SMs cost more than those SMs gave: dense fp8 b128

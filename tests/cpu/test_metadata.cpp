@@ -890,29 +890,6 @@ TEST(MetaSplitSchedule, AlternatingWarpgroupsShortenOddChunks) {
   }
 }
 
-// The same rule per request of a schedule made from lengths (split_plan_kernel): the count of
-// chunks one block shorter where the chunk is odd and 5 or more, else the plain count.
-TEST(MetaSplitSchedule, EvenChunksPerRequest) {
-  EXPECT_EQ(meta::split_count_even_chunks(32, 5), 8);   // 7 splits of 5 -> 8 of 4
-  EXPECT_EQ(meta::split_count_even_chunks(32, 3), 11);  // chunk 3 stays
-  EXPECT_EQ(meta::split_count_even_chunks(32, 4), 8);
-  EXPECT_EQ(meta::split_count_even_chunks(31, 6), 6);   // chunk 6
-  EXPECT_EQ(meta::split_count_even_chunks(32, 7), 6);   // 5 splits of 7 -> 6 of 6
-  EXPECT_EQ(meta::split_count_even_chunks(5, 9), 2);    // one split of 5 -> 2 (3 + 2)
-  EXPECT_EQ(meta::split_count_even_chunks(0, 5), 1);    // no keys: one (empty) split
-  constexpr int64_t kAny = int64_t(1) << 40;  // no workspace or wave bound
-  for (int round = 0; round < 500; ++round) {
-    const int64_t blocks = t::uniform_int(0, 300), per_unit = t::uniform_int(1, 40);
-    const int64_t n = meta::split_count_even_chunks(blocks, per_unit), plain = meta::split_count(blocks, per_unit);
-    ASSERT_GE(n, plain);
-    ASSERT_LE(n, plain + (blocks + 3) / 4);
-    ASSERT_LT((n - 1) * meta::split_chunk(blocks, n), std::max<int64_t>(blocks, 1)) << "empty split";
-    // The uniform schedule's rule, unbounded, gives the same count.
-    ASSERT_EQ(n, meta::split_count(blocks, meta::split_per_unit_alternating(per_unit, blocks, 1, kAny, 1, kAny)))
-        << blocks << " " << per_unit;
-  }
-}
-
 // The persistent walk's last round (sparse prefill's tail split): its units split into as many
 // parts as the idle CTAs hold, at most a unit's blocks, and only within one head tile.
 TEST(MetaSplitSchedule, TailSplitParts) {

@@ -310,17 +310,16 @@ TEST(GpuSparseDecode, NarrowTilesUniformSplits) {
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 3, 1, 128, 2048, 64, 1024, true, true, false});
 }
 
-TEST(GpuSparseDecode, NarrowTilesEvenChunksFromLengths) {
-  // The schedule kernel's even-chunk rule (meta::split_count_even_chunks) on 16-row tiles: b2 h128
-  // with lengths 2048 and 2000 makes 7 splits of 5 blocks a request, taken as 8 of 4 (and of 4, the
-  // last part full); with lengths 2048 and 64 the long request's chunk (3) stays.
+TEST(GpuSparseDecode, NarrowTilesSplitsFromLengths) {
+  // The schedule kernel's splits on 16-row tiles: b2 h128 with lengths 2048 and 2000 (7 splits of
+  // 5 blocks a request, the second's last block of 16 keys) and 2048 and 64 (11 of 3, one of 1).
   for (std::vector<int32_t> lengths : {std::vector<int32_t>{2048, 2000}, std::vector<int32_t>{2048, 64}}) {
     SparseCase c{CacheFormat::fp8_ds_mla, 576, 2, 1, 128, 2048, 64, 1024, true, true, false};
     c.lengths = lengths;
     run_sparse_decode(c);
   }
   SparseCase c{CacheFormat::fp8_ds_mla, 576, 2, 2, 64, 2048, 64, 1024, true, true, false};
-  c.lengths = {2048, 2040};  // 7 splits of 5 -> 8 of 4 on 16-row tiles of s_q 2, the second ending inside a block
+  c.lengths = {2048, 2040};  // s_q 2, the second request's keys ending inside a block
   c.nan_past_length = true;
   run_sparse_decode(c);
 }

@@ -23,6 +23,7 @@ namespace smla::cuda {
 namespace {
 
 constexpr int kPlanThreads = 256;
+constexpr int kPlanWarpRequests = 128;  // the one-warp schedule kernel's batches: four requests a lane at most
 constexpr size_t kMaxSmemPerBlock = 232448;  // sm_90 opt-in limit (227 KB)
 constexpr int64_t kMaxKeys = 0x7fffffff;  // lengths are already clamped by request_keys
 constexpr size_t kAlign = 256;
@@ -52,52 +53,83 @@ int64_t uniform_key_count(const AttnParams& p) {
   return static_cast<int64_t>(std::max(p.main.topk, 0)) + (p.has_extra ? std::max(p.extra.topk, 0) : 0);
 }
 
+// Sum of v over one warp; every lane gets the total, and returns the sum over the lanes before it.
+__device__ __forceinline__ int64_t warp_exclusive_sum(int64_t v, int64_t& total) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  int64_t x = v;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int64_t y = __shfl_up_sync(0xffffffffu, x, d);
+    if (lane >= d) x += y;
+  }
+  total = __shfl_sync(0xffffffffu, x, 31);
+  return x - v;
+}
+
 // The split-KV schedule of metadata.h (decode_split_schedule), computed from the lengths the
 // attention kernel itself will see, with at least min_blocks key blocks per split
-// (meta::split_per_unit_at_least). One CTA: requests are split into contiguous runs per thread.
-// even_cps > 0 (16-row fp8_ds_mla tiles, whose two warpgroups take alternate blocks, with even_cps
-// CTAs a split): odd chunks of 5+ blocks become one block shorter (meta::split_count_even_chunks)
-// where all requests' splits then still fit max_splits and one wave of `slots` CTAs, as
-// uniform_per_unit does for equal requests.
-__global__ void __launch_bounds__(kPlanThreads) split_plan_kernel(const AttnParams p, int num_units, int min_blocks,
-                                                                  int even_cps, int64_t slots, int64_t max_splits,
-                                                                  int32_t* offsets) {
+// (meta::split_per_unit_at_least). One CTA of kThreads: requests are split into contiguous runs
+// per thread. kThreads == 32 (batches up to kPlanWarpRequests): one warp, its sums by shuffles,
+// no shared memory or barrier; the attention kernel waits for this whole kernel, so its time is
+// the call's.
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) split_plan_kernel(const AttnParams p, int num_units, int min_blocks,
+                                                             int32_t* offsets) {
   pdl_launch_dependents();  // the attention kernel starts and waits (pdl_wait) for these offsets
-  using Scan = cub::BlockScan<int64_t, kPlanThreads>;
-  __shared__ typename Scan::TempStorage scan_tmp;
-  __shared__ int64_t s_total;
-  const int per = (p.b + kPlanThreads - 1) / kPlanThreads;
+  pdl_wait();               // lengths of earlier work, where launched as a programmatic dependent
+  const int per = (p.b + kThreads - 1) / kThreads;
   const int r0 = threadIdx.x * per, r1 = min(r0 + per, p.b);
   auto blocks = [&](int r) { return meta::split_key_blocks(request_keys(p, r), kMaxKeys, kBlockN); };
   int64_t cost = 0;
   for (int r = r0; r < r1; ++r) cost += blocks(r) + 1;
-  int64_t total;
-  Scan(scan_tmp).ExclusiveSum(cost, cost, total);
-  if (threadIdx.x == 0) s_total = total;
-  __syncthreads();
-  const int64_t per_unit = meta::split_per_unit_at_least(s_total, num_units, min_blocks);
-  bool even = false;
-  if (even_cps > 0) {  // the same for every thread
-    int64_t n = 0, all;
-    for (int r = r0; r < r1; ++r) n += meta::split_count_even_chunks(blocks(r), per_unit);
-    Scan(scan_tmp).ExclusiveSum(n, n, all);
-    if (threadIdx.x == 0) s_total = all;
+  int64_t total, n = 0, before;
+  if constexpr (kThreads == 32) {
+    warp_exclusive_sum(cost, total);
+    const int64_t per_unit = meta::split_per_unit_at_least(total, num_units, min_blocks);
+    for (int r = r0; r < r1; ++r) n += meta::split_count(blocks(r), per_unit);
+    before = warp_exclusive_sum(n, total);
+    for (int r = r0; r < r1; ++r) {
+      offsets[r] = static_cast<int32_t>(before);
+      before += meta::split_count(blocks(r), per_unit);
+    }
+  } else {
+    using Scan = cub::BlockScan<int64_t, kThreads>;
+    __shared__ typename Scan::TempStorage scan_tmp;
+    __shared__ int64_t s_total;
+    Scan(scan_tmp).ExclusiveSum(cost, cost, total);
+    if (threadIdx.x == 0) s_total = total;
     __syncthreads();
-    even = s_total <= max_splits && s_total * even_cps <= slots;
-  }
-  auto count = [&](int r) {
-    return even ? meta::split_count_even_chunks(blocks(r), per_unit) : meta::split_count(blocks(r), per_unit);
-  };
-  int64_t n = 0;
-  for (int r = r0; r < r1; ++r) n += count(r);
-  int64_t before;
-  __syncthreads();
-  Scan(scan_tmp).ExclusiveSum(n, before);
-  for (int r = r0; r < r1; ++r) {
-    offsets[r] = static_cast<int32_t>(before);
-    before += count(r);
+    const int64_t per_unit = meta::split_per_unit_at_least(s_total, num_units, min_blocks);
+    for (int r = r0; r < r1; ++r) n += meta::split_count(blocks(r), per_unit);
+    __syncthreads();
+    Scan(scan_tmp).ExclusiveSum(n, before);
+    for (int r = r0; r < r1; ++r) {
+      offsets[r] = static_cast<int32_t>(before);
+      before += meta::split_count(blocks(r), per_unit);
+    }
   }
   if (r0 < r1 && r1 == p.b) offsets[p.b] = static_cast<int32_t>(before);
+}
+
+// Launches the schedule kernel: one warp for batches up to kPlanWarpRequests, else kPlanThreads,
+// as a programmatic dependent of the work before it (its launch hides behind that work's tail).
+// Measurement knob: SMLA_PLAN_KERNEL=1 launches the kPlanThreads kernel plainly at every batch
+// (the schedule kernel before the sixty-ninth pass), =2 the new kernels plainly. Read once per
+// process.
+void launch_split_plan(const AttnParams& p, int num_units, int min_blocks, int32_t* offsets, cudaStream_t stream) {
+  static const int mode = env_int("SMLA_PLAN_KERNEL");
+  const bool warp = mode != 1 && p.b <= kPlanWarpRequests;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(1);
+  cfg.blockDim = dim3(warp ? 32 : kPlanThreads);
+  cfg.stream = stream;
+  cudaLaunchAttribute pdl = pdl_attribute();
+  if (mode == 0) {
+    cfg.attrs = &pdl;
+    cfg.numAttrs = 1;
+  }
+  if (warp) SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, split_plan_kernel<32>, p, num_units, min_blocks, offsets));
+  else SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, split_plan_kernel<kPlanThreads>, p, num_units, min_blocks, offsets));
 }
 
 template <bool F16, int D, int FMT>
@@ -201,24 +233,17 @@ int64_t sparse_decode_units(int b, int64_t ctas_per_split) {
   return meta::split_units(b, std::max<int64_t>(1, slots / std::max<int64_t>(1, ctas_per_split)));
 }
 
-// Whether a sparse-decode launch's tiles of `rows` take alternate key blocks on two consumer
-// warpgroups (16-row fp8_ds_mla tiles), so that its schedules, from shapes or from lengths, take
-// even chunks where they fit. Measurement knob: SMLA_SPLIT_ODD_CHUNKS=1 keeps the odd chunks in
-// both. Read once per process.
-bool alternating_tiles(bool sparse_decode, int rows, int format) {
-  static const bool odd = env_int("SMLA_SPLIT_ODD_CHUNKS") == 1;
-  constexpr int kDs = static_cast<int>(CacheFormat::fp8_ds_mla);
-  return !odd && sparse_decode && rows == 16 && format == kDs && sparse_decode_family::kRawWgs<16, kDs> == 2;
-}
-
 // Blocks a split of the schedule made from shapes (uniform key counts): at least min_blocks, then
-// on alternating tiles the even-chunk rule (meta::split_per_unit_alternating) within the
-// workspace's max_splits and one wave of slots. launch_attention schedules by it, and
-// narrow_floor predicts with it.
-int64_t uniform_per_unit(int64_t b, int64_t blocks, int64_t units, int min_blocks, bool alternating, int64_t max_splits,
+// on 16-row fp8_ds_mla tiles, whose two warpgroups take alternate blocks, the even-chunk rule
+// (meta::split_per_unit_alternating) within the workspace's max_splits and one wave of slots.
+// launch_attention schedules by it, and narrow_floor's SMLA_SD_NARROW_TWO predicts with it.
+// Measurement knob: SMLA_SPLIT_ODD_CHUNKS=1 keeps the odd chunks. Read once per process.
+int64_t uniform_per_unit(int64_t b, int64_t blocks, int64_t units, int min_blocks, bool ds16, int64_t max_splits,
                          int64_t ctas_per_split, int64_t slots) {
   const int64_t per_unit = meta::split_per_unit_at_least(b * (blocks + 1), units, min_blocks);
-  if (!alternating) return per_unit;
+  static const bool odd = env_int("SMLA_SPLIT_ODD_CHUNKS") == 1;
+  constexpr int kDs = static_cast<int>(CacheFormat::fp8_ds_mla);
+  if (odd || !ds16 || sparse_decode_family::kRawWgs<16, kDs> != 2) return per_unit;
   return meta::split_per_unit_alternating(per_unit, blocks, b, max_splits, ctas_per_split, slots);
 }
 
@@ -248,7 +273,8 @@ int narrow_floor(int b, int s_q, int h_q, int format, int64_t keys) {
     // schedule, chunks as launch_attention makes them) is one wave. On an H200 (sixty-eighth
     // pass, SMLA_SD_ROWS=16 against 64 rows): b3 h128 24.4 -> 21.6 µs, b4 h128 25.7 -> 22.9, b2
     // s_q2 h128 25.7 -> 22.8, b8 h64 26.1 -> 23.2; beyond one wave far slower (b6 h128 29.5 ->
-    // 45.1, b6 h64 24.7 -> 27.5), b5 h128 (64-row splits of three) 27.4 -> 26.9.
+    // 45.1, b6 h64 24.7 -> 27.5). On an H100 (sixty-ninth pass, 33 shapes at topk 256-2048, b
+    // 1-32, h 48-128, s_q 1-4) 12-37% faster on every shape it moves.
     // Measurement knob: SMLA_SD_NARROW_TWO=0 keeps 64-row tiles there. Read once per process.
     static const bool two = [] {
       const char* v = std::getenv("SMLA_SD_NARROW_TWO");
@@ -257,8 +283,7 @@ int narrow_floor(int b, int s_q, int h_q, int format, int64_t keys) {
     if (!two || per_unit(64) != 2) return 0;
     const int64_t cps = (h_q + 15) / 16 * static_cast<int64_t>(s_q), units = sparse_decode_units(b, cps);
     const int64_t slots = current_device_info().sm_count;
-    const int64_t p16 = uniform_per_unit(b, blocks, units, 2, alternating_tiles(true, 16, format),
-                                         max_total_splits(b, static_cast<int>(units)), cps, slots);
+    const int64_t p16 = uniform_per_unit(b, blocks, units, 2, true, max_total_splits(b, static_cast<int>(units)), cps, slots);
     return static_cast<int64_t>(b) * meta::split_count(blocks, p16) * cps <= slots ? 2 : 0;
   }
   static const int64_t model1_cap = [] {
@@ -336,15 +361,14 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
     // an H100: b32 h16, 4 splits, 35.1 -> 33.5 µs; b2 h128 at 7 splits 20.3 -> 19.2; b16 h128,
     // 2048 heads, level).
     const bool few_heads = static_cast<int64_t>(p.b) * p.s_q * p.h_q < 16 * sms;
-    const bool alternating =
-        alternating_tiles(plan.family == AttentionPlan::Family::sparse_decode, plan.rows, plan.format);
-    const int64_t ctas_per_split = static_cast<int64_t>(grid.y) * grid.z;
     if (uniform_keys(p)) {
       // Every request has the same key count: the schedule follows from shapes (no schedule
       // kernel); one split each means no partials and no combine.
       const int64_t blocks = meta::split_key_blocks(uniform_key_count(p), kMaxKeys, kBlockN);
-      const int64_t n = meta::split_count(blocks, uniform_per_unit(p.b, blocks, plan.num_units, plan.min_split_blocks,
-                                                                   alternating, plan.max_splits, ctas_per_split, sms));
+      const bool ds16 = plan.family == AttentionPlan::Family::sparse_decode && plan.rows == 16 &&
+                        plan.format == static_cast<int>(CacheFormat::fp8_ds_mla);
+      const int64_t n = meta::split_count(blocks, uniform_per_unit(p.b, blocks, plan.num_units, plan.min_split_blocks, ds16,
+                                                                   plan.max_splits, static_cast<int64_t>(grid.y) * grid.z, sms));
       p.split_offsets = nullptr;
       if (n > 1) {
         p.uniform_splits = static_cast<int>(n);
@@ -357,10 +381,7 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
       // a head) cost more than the keys they spread (bf16 b1 h128 L8192: 64 splits 37.0 µs, 32
       // splits 28.7, 15 splits 35.5; the sparse kernels' one-block splits measured best).
       const int min_blocks = std::max(plan.family == AttentionPlan::Family::sparse_decode && p.dense ? 4 : 1, plan.min_split_blocks);
-      split_plan_kernel<<<1, kPlanThreads, 0, stream>>>(p, plan.num_units, min_blocks,
-                                                        alternating ? static_cast<int>(ctas_per_split) : 0,
-                                                        sms, plan.max_splits, const_cast<int32_t*>(p.split_offsets));
-      SMLA_CUDA_CHECK_LAUNCH();
+      launch_split_plan(p, plan.num_units, min_blocks, const_cast<int32_t*>(p.split_offsets), stream);
       grid.x = static_cast<unsigned>(plan.max_splits);
       // The device makes this schedule, but its splits sum to at most max_splits = b + num_units:
       // requests that average 8 splits or more (small batches) merge each head with several warps,
