@@ -71,12 +71,12 @@ __device__ __forceinline__ int64_t warp_exclusive_sum(int64_t v, int64_t& total)
 // (meta::split_per_unit_at_least). One CTA of kThreads: requests are split into contiguous runs
 // per thread. kThreads == 32 (batches up to kPlanWarpRequests): one warp, its sums by shuffles,
 // no shared memory or barrier; the attention kernel waits for this whole kernel, so its time is
-// the call's.
-template <int kThreads>
+// the call's. kPdl: launched as a programmatic dependent of the work before it.
+template <int kThreads, bool kPdl>
 __global__ void __launch_bounds__(kThreads) split_plan_kernel(const AttnParams p, int num_units, int min_blocks,
                                                              int32_t* offsets) {
   pdl_launch_dependents();  // the attention kernel starts and waits (pdl_wait) for these offsets
-  pdl_wait();               // lengths of earlier work, where launched as a programmatic dependent
+  if constexpr (kPdl) pdl_wait();  // lengths of earlier work
   const int per = (p.b + kThreads - 1) / kThreads;
   const int r0 = threadIdx.x * per, r1 = min(r0 + per, p.b);
   auto blocks = [&](int r) { return meta::split_key_blocks(request_keys(p, r), kMaxKeys, kBlockN); };
@@ -111,25 +111,28 @@ __global__ void __launch_bounds__(kThreads) split_plan_kernel(const AttnParams p
   if (r0 < r1 && r1 == p.b) offsets[p.b] = static_cast<int32_t>(before);
 }
 
-// Launches the schedule kernel: one warp for batches up to kPlanWarpRequests, else kPlanThreads,
-// as a programmatic dependent of the work before it (its launch hides behind that work's tail).
-// Measurement knob: SMLA_PLAN_KERNEL=1 launches the kPlanThreads kernel plainly at every batch
-// (the schedule kernel before the sixty-ninth pass), =2 the new kernels plainly. Read once per
-// process.
+// Launches the schedule kernel: kPlanThreads threads, plainly. Measurement knob (off until the
+// GPU suite has run with it; read once per process): SMLA_PLAN_KERNEL=2 takes one warp for
+// batches up to kPlanWarpRequests, =3 also launches the kernel as a programmatic dependent (its
+// launch behind the tail of the work before it).
 void launch_split_plan(const AttnParams& p, int num_units, int min_blocks, int32_t* offsets, cudaStream_t stream) {
   static const int mode = env_int("SMLA_PLAN_KERNEL");
-  const bool warp = mode != 1 && p.b <= kPlanWarpRequests;
+  const bool warp = (mode == 2 || mode == 3) && p.b <= kPlanWarpRequests;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(1);
   cfg.blockDim = dim3(warp ? 32 : kPlanThreads);
   cfg.stream = stream;
   cudaLaunchAttribute pdl = pdl_attribute();
-  if (mode == 0) {
+  if (mode == 3) {
     cfg.attrs = &pdl;
     cfg.numAttrs = 1;
+    if (warp) SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, split_plan_kernel<32, true>, p, num_units, min_blocks, offsets));
+    else SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, split_plan_kernel<kPlanThreads, true>, p, num_units, min_blocks, offsets));
+  } else if (warp) {
+    SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, split_plan_kernel<32, false>, p, num_units, min_blocks, offsets));
+  } else {
+    SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, split_plan_kernel<kPlanThreads, false>, p, num_units, min_blocks, offsets));
   }
-  if (warp) SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, split_plan_kernel<32>, p, num_units, min_blocks, offsets));
-  else SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, split_plan_kernel<kPlanThreads>, p, num_units, min_blocks, offsets));
 }
 
 template <bool F16, int D, int FMT>
@@ -253,14 +256,15 @@ int64_t uniform_per_unit(int64_t b, int64_t blocks, int64_t units, int min_block
 // 16-row tiles over 2+ blocks a split (a quarter of the partials a CTA) measured faster
 // (twenty-eighth pass, topk 2048, µs, 64 -> 16 rows: b1 h128 18.4 -> 16.9, b2 h128 24.2 -> 21.2,
 // b1 s_q2 h128 24.0 -> 21.2, b1 h64 17.4 -> 15.0, b2 h64 18.8 -> 17.6, b3 h64 22.9 -> 18.6, b4
-// h64 24.5 -> 19.3; b4 h128, two-block splits at 64 rows, level, b8 +12%). fp8_model1 (V4, 128 +
-// 512 / 1024 keys): 16-row tiles only where their own schedule makes one-block splits on at most
-// one wave of CTAs; with the floor of 2 it lost 1-46% at b 1-12. Same call (twenty-ninth pass,
-// µs, 64-row -> this rule): b1 h64 15.6 -> 13.8, b2 h64 16.3 -> 14.8, b3 h64 16.7 -> 15.3, b1
-// s_q2 h64 16.2 -> 14.7, b1 h64 +1024 16.3 -> 15.0, b1 h128 +512 16.2 -> 14.6; b4 h64, b2 s_q2 h64,
-// b2 h64 +1024, h128 +1024 (two-block splits, or more than a wave) keep 64-row tiles. A cap of 80
-// CTAs instead of a wave left b3 h64 (120 CTAs) at 16.7. SMLA_SD_NARROW_MODEL1=n (measurement
-// knob, read once per process) sets the cap (0: off).
+// h64 24.5 -> 19.3; b4 h128, two-block splits at 64 rows, level then, b8 +12%), and after the
+// narrow tiles' later passes also where 64-row splits would be of two blocks (below).
+// fp8_model1 (V4, 128 + 512 / 1024 keys): 16-row tiles only where their own schedule makes
+// one-block splits on at most one wave of CTAs; with the floor of 2 it lost 1-46% at b 1-12.
+// Same call (twenty-ninth pass, µs, 64-row -> this rule): b1 h64 15.6 -> 13.8, b2 h64 16.3 ->
+// 14.8, b3 h64 16.7 -> 15.3, b1 s_q2 h64 16.2 -> 14.7, b1 h64 +1024 16.3 -> 15.0, b1 h128 +512
+// 16.2 -> 14.6; b4 h64, b2 s_q2 h64, b2 h64 +1024, h128 +1024 (two-block splits, or more than a
+// wave) keep 64-row tiles. A cap of 80 CTAs instead of a wave left b3 h64 (120 CTAs) at 16.7.
+// SMLA_SD_NARROW_MODEL1=n (measurement knob, read once per process) sets the cap (0: off).
 int narrow_floor(int b, int s_q, int h_q, int format, int64_t keys) {
   if (h_q <= 32 || keys <= 0) return 0;
   const int64_t blocks = meta::split_key_blocks(keys, kMaxKeys, kBlockN), total = static_cast<int64_t>(b) * (blocks + 1);
