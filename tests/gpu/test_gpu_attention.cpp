@@ -304,15 +304,16 @@ TEST(GpuSparseDecode, NarrowTilesUniformSplits) {
   run_sparse_decode(c);
   // 16-row tiles where 64-row splits would be of two blocks and the 16-row launch is one wave
   // (narrow_floor): b4 h128 (4 splits of 8), b4 s_q3 h128 topk 512 (one split of 8 blocks: no
-  // combine), b3 h128 with lengths (the schedule kernel's splits on 16-row tiles).
+  // combine).
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 4, 1, 128, 2048, 64, 1024, false, true, false});
   run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 4, 3, 128, 512, 64, 1024, false, true, false});
-  run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 3, 1, 128, 2048, 64, 1024, true, true, false});
 }
 
 TEST(GpuSparseDecode, NarrowTilesSplitsFromLengths) {
-  // The schedule kernel's splits on 16-row tiles: b2 h128 with lengths 2048 and 2000 (7 splits of
-  // 5 blocks a request, the second's last block of 16 keys) and 2048 and 64 (11 of 3, one of 1).
+  // The schedule kernel's splits on 16-row tiles: b3 h128 with random lengths (16-row by the
+  // two-block rule), b2 h128 with lengths 2048 and 2000 (7 splits of 5 blocks a request, the
+  // second's last block of 16 keys) and 2048 and 64 (11 of 3, one of 1).
+  run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 3, 1, 128, 2048, 64, 1024, true, true, false});
   for (std::vector<int32_t> lengths : {std::vector<int32_t>{2048, 2000}, std::vector<int32_t>{2048, 64}}) {
     SparseCase c{CacheFormat::fp8_ds_mla, 576, 2, 1, 128, 2048, 64, 1024, true, true, false};
     c.lengths = lengths;

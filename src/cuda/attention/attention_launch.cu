@@ -118,21 +118,18 @@ __global__ void __launch_bounds__(kThreads) split_plan_kernel(const AttnParams p
 void launch_split_plan(const AttnParams& p, int num_units, int min_blocks, int32_t* offsets, cudaStream_t stream) {
   static const int mode = env_int("SMLA_PLAN_KERNEL");
   const bool warp = (mode == 2 || mode == 3) && p.b <= kPlanWarpRequests;
+  const bool pdl_launch = mode == 3;
+  void (*kernel)(AttnParams, int, int, int32_t*) =
+      warp ? (pdl_launch ? split_plan_kernel<32, true> : split_plan_kernel<32, false>)
+           : (pdl_launch ? split_plan_kernel<kPlanThreads, true> : split_plan_kernel<kPlanThreads, false>);
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(1);
   cfg.blockDim = dim3(warp ? 32 : kPlanThreads);
   cfg.stream = stream;
   cudaLaunchAttribute pdl = pdl_attribute();
-  if (mode == 3) {
-    cfg.attrs = &pdl;
-    cfg.numAttrs = 1;
-    if (warp) SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, split_plan_kernel<32, true>, p, num_units, min_blocks, offsets));
-    else SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, split_plan_kernel<kPlanThreads, true>, p, num_units, min_blocks, offsets));
-  } else if (warp) {
-    SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, split_plan_kernel<32, false>, p, num_units, min_blocks, offsets));
-  } else {
-    SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, split_plan_kernel<kPlanThreads, false>, p, num_units, min_blocks, offsets));
-  }
+  cfg.attrs = pdl_launch ? &pdl : nullptr;
+  cfg.numAttrs = pdl_launch ? 1 : 0;
+  SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p, num_units, min_blocks, offsets));
 }
 
 template <bool F16, int D, int FMT>
