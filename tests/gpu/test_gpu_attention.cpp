@@ -325,6 +325,17 @@ TEST(GpuSparseDecode, NarrowTilesSplitsFromLengths) {
   run_sparse_decode(c);
 }
 
+TEST(GpuSparseDecode, SplitsFromLengthsAtBatchEdges) {
+  // Up to 32 requests the kernels and the combine make the split schedule themselves, a warp
+  // each (split_lookup.cuh inline_splits); from 33 the schedule kernel makes it. Random lengths
+  // (negative, zero, past topk) on both sides of the edge: 64-row tiles, the extra key set, the
+  // 16-row tiles; the first and last three requests checked.
+  for (int b : {31, 32, 33})
+    run_sparse_decode({CacheFormat::fp8_ds_mla, 576, b, 1, 64, 512, 64, 1024, true, true, false, 0, 64, 6});
+  run_sparse_decode({CacheFormat::fp8_model1, 512, 32, 1, 64, 128, 256, 16, true, true, true, 512, 64, 6});
+  run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 32, 2, 16, 1024, 64, 1024, true, false, false, 0, 64, 6});
+}
+
 TEST(GpuSparseDecode, PageSizes) {
   for (int ps : {1, 16, 64, 256})
     run_sparse_decode({CacheFormat::fp8_ds_mla, 576, 2, 1, 32, 192, ps, 4096 / ps, true, true, false});
@@ -714,6 +725,14 @@ TEST(GpuDenseDecode, UnderflowingScaleProduct) {
       c.softmax_scale = 1e-44f;
       run_dense_decode(c);
     }
+}
+
+// Seqlens on the device: the kernels' own split schedule up to 32 requests, the schedule
+// kernel's from 33 (GpuSparseDecode.SplitsFromLengthsAtBatchEdges).
+TEST(GpuDenseDecode, SplitsAtBatchEdges) {
+  for (int b : {32, 33})
+    run_dense_decode({CacheFormat::bf16, DType::bf16, 576, b, 1, 16, 1, 64, 8, true, true, -1, true});
+  run_dense_decode({CacheFormat::bf16, DType::bf16, 576, 32, 2, 128, 1, 64, 8, true, false, 8, true});
 }
 
 TEST(GpuDenseDecode, LongContextSampled) {

@@ -26,6 +26,7 @@ constexpr int kPlanThreads = 256;
 constexpr int kPlanWarpRequests = 128;  // the one-warp schedule kernel's batches: four requests a lane at most
 constexpr size_t kMaxSmemPerBlock = 232448;  // sm_90 opt-in limit (227 KB)
 constexpr int64_t kMaxKeys = 0x7fffffff;  // lengths are already clamped by request_keys
+static_assert(kSplitBlockKeys == kBlockN, "the inline schedule's blocks are the kernels'");
 constexpr size_t kAlign = 256;
 size_t align_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
@@ -34,15 +35,6 @@ size_t align_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 int env_int(const char* var) {
   const char* v = std::getenv(var);
   return v ? std::atoi(v) : 0;
-}
-
-__device__ int request_keys(const AttnParams& p, int req) {
-  if (p.dense) {
-    int64_t cap = static_cast<int64_t>(p.max_blocks) * p.main.page_size;
-    int64_t s = __ldg(p.seqlens + req * p.seqlens_st);
-    return static_cast<int>(s < 0 ? 0 : (s > cap ? cap : s));
-  }
-  return sparse_len(p.main, req) + (p.has_extra ? sparse_len(p.extra, req) : 0);
 }
 
 // Sparse key lists without per-request lengths: every request has the same key count.
@@ -111,12 +103,20 @@ __global__ void __launch_bounds__(kThreads) split_plan_kernel(const AttnParams p
   if (r0 < r1 && r1 == p.b) offsets[p.b] = static_cast<int32_t>(before);
 }
 
-// Launches the schedule kernel: kPlanThreads threads, plainly. Measurement knob (off until the
-// GPU suite has run with it; read once per process): SMLA_PLAN_KERNEL=2 takes one warp for
-// batches up to kPlanWarpRequests, =3 also launches the kernel as a programmatic dependent (its
-// launch behind the tail of the work before it).
-void launch_split_plan(const AttnParams& p, int num_units, int min_blocks, int32_t* offsets, cudaStream_t stream) {
+// Measurement knob SMLA_PLAN_KERNEL (read once per process): 1, 2 or 3 give every batch the
+// schedule kernel (below), 0 or unset the kernels' own schedule up to kInlineSplitRequests.
+int plan_kernel_mode() {
   static const int mode = env_int("SMLA_PLAN_KERNEL");
+  return mode;
+}
+bool inline_schedule(int b) { return b <= kInlineSplitRequests && plan_kernel_mode() == 0; }
+
+// Launches the schedule kernel: kPlanThreads threads, plainly. Measurement knob (off until the
+// GPU suite has run with it): SMLA_PLAN_KERNEL=2 takes one warp for batches up to
+// kPlanWarpRequests, =3 also launches the kernel as a programmatic dependent (its launch behind
+// the tail of the work before it).
+void launch_split_plan(const AttnParams& p, int num_units, int min_blocks, int32_t* offsets, cudaStream_t stream) {
+  const int mode = plan_kernel_mode();
   const bool warp = (mode == 2 || mode == 3) && p.b <= kPlanWarpRequests;
   const bool pdl_launch = mode == 3;
   void (*kernel)(AttnParams, int, int, int32_t*) =
@@ -382,7 +382,15 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
       // a head) cost more than the keys they spread (bf16 b1 h128 L8192: 64 splits 37.0 µs, 32
       // splits 28.7, 15 splits 35.5; the sparse kernels' one-block splits measured best).
       const int min_blocks = std::max(plan.family == AttentionPlan::Family::sparse_decode && p.dense ? 4 : 1, plan.min_split_blocks);
-      launch_split_plan(p, plan.num_units, min_blocks, const_cast<int32_t*>(p.split_offsets), stream);
+      // Up to 32 requests the kernels make the same schedule themselves, a warp each
+      // (split_lookup.cuh inline_splits); larger batches get it from the schedule kernel.
+      if (inline_schedule(p.b)) {
+        p.split_inline = true;
+        p.split_units = plan.num_units;
+        p.split_min_blocks = min_blocks;
+      } else {
+        launch_split_plan(p, plan.num_units, min_blocks, const_cast<int32_t*>(p.split_offsets), stream);
+      }
       grid.x = static_cast<unsigned>(plan.max_splits);
       // The device makes this schedule, but its splits sum to at most max_splits = b + num_units:
       // requests that average 8 splits or more (small batches) merge each head with several warps,

@@ -1,13 +1,61 @@
-// Which request and split a split-KV CTA (blockIdx.x = its split slot) owns. Two schedules:
+// Which request and split a split-KV CTA (blockIdx.x = its split slot) owns. Three schedules:
 // uniform (every request has the same key count, known from shapes on the host: n splits each,
-// slot x is request x / n, no schedule kernel) or the device schedule's split_offsets [b + 1].
+// slot x is request x / n, no schedule kernel), the device schedule made by each warp from the
+// lengths (p.split_inline, batches of at most kInlineSplitRequests), or the schedule kernel's
+// split_offsets [b + 1] (larger batches).
 #pragma once
 
 #include <cstdint>
 
 #include "cuda/attention/attention_params.h"
+#include "cuda/common/kv_load.cuh"
+#include "metadata/index_math.h"
 
 namespace smla::cuda {
+
+inline constexpr int kSplitBlockKeys = 64;  // keys a block of the split schedule
+inline constexpr int kInlineSplitRequests = 32;
+
+// Request req's key count: its index lists' clamped lengths, or (dense) its clamped seqlen.
+__device__ __forceinline__ int request_keys(const AttnParams& p, int req) {
+  if (p.dense) {
+    const int64_t cap = static_cast<int64_t>(p.max_blocks) * p.main.page_size;
+    const int64_t s = __ldg(p.seqlens + req * p.seqlens_st);
+    return static_cast<int>(s < 0 ? 0 : (s > cap ? cap : s));
+  }
+  return sparse_len(p.main, req) + (p.has_extra ? sparse_len(p.extra, req) : 0);
+}
+
+// The device schedule (metadata.h decode_split_schedule, as the schedule kernel writes it) made
+// by one warp for p.b <= 32 requests: lane r gets request r's split count n and first split, every
+// lane the total. One read of the lengths, shuffles, one division a lane: no schedule kernel, no
+// wait for it, no dependent reads of its offsets. The warp must be whole and converged (the
+// attention kernels and the combine call it at their entry).
+struct InlineSplits {
+  int n = 0, first = 0, total = 0;
+};
+__device__ __forceinline__ InlineSplits inline_splits(const AttnParams& p) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const bool real = lane < p.b;
+  const int64_t blocks = real ? meta::split_key_blocks(request_keys(p, lane), 0x7fffffff, kSplitBlockKeys) : 0;
+  int64_t cost = real ? blocks + 1 : 0;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) cost += __shfl_xor_sync(0xffffffffu, cost, o);
+  const int64_t per_unit = meta::split_per_unit_at_least(cost, p.split_units, p.split_min_blocks);
+  // split_count's max(1, ceil(blocks / per_unit)) in 32 bits: blocks < 2^26, per_unit >= 1
+  const uint32_t pu = static_cast<uint32_t>(per_unit < blocks ? per_unit : (blocks > 0 ? blocks : 1));
+  InlineSplits s;
+  s.n = real ? max(1, static_cast<int>((static_cast<uint32_t>(blocks) + pu - 1) / pu)) : 0;
+  int incl = s.n;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int y = __shfl_up_sync(0xffffffffu, incl, d);
+    if (lane >= d) incl += y;
+  }
+  s.first = incl - s.n;
+  s.total = __shfl_sync(0xffffffffu, incl, 31);
+  return s;
+}
 
 struct SplitSlot {
   bool active = true;  // false: a slot past the schedule's splits (the CTA writes nothing)
@@ -22,6 +70,19 @@ __device__ __forceinline__ SplitSlot split_slot(const AttnParams& p, int x) {
     s.req = x / s.n_splits;
     s.split_id = x - s.req * s.n_splits;
     s.active = s.req < p.b;
+    return s;
+  }
+  if (p.split_inline) {
+    const InlineSplits in = inline_splits(p);
+    // The request whose splits end past x: the first lane with first + n > x.
+    const unsigned past = __ballot_sync(0xffffffffu, in.n > 0 && x < in.first + in.n);
+    if (x >= in.total || past == 0) {
+      s.active = false;
+      return s;
+    }
+    s.req = __ffs(past) - 1;
+    s.split_id = x - __shfl_sync(0xffffffffu, in.first, s.req);
+    s.n_splits = __shfl_sync(0xffffffffu, in.n, s.req);
     return s;
   }
   if (x >= __ldg(p.split_offsets + p.b)) {
@@ -44,6 +105,12 @@ __device__ __forceinline__ void request_splits(const AttnParams& p, int req, int
   if (p.uniform_splits > 0) {
     first = req * p.uniform_splits;
     n = p.uniform_splits;
+    return;
+  }
+  if (p.split_inline) {
+    const InlineSplits in = inline_splits(p);
+    first = __shfl_sync(0xffffffffu, in.first, req);
+    n = __shfl_sync(0xffffffffu, in.n, req);
     return;
   }
   first = __ldg(p.split_offsets + req);
