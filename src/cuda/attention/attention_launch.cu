@@ -103,35 +103,6 @@ __global__ void __launch_bounds__(kThreads) split_plan_kernel(const AttnParams p
   if (r0 < r1 && r1 == p.b) offsets[p.b] = static_cast<int32_t>(before);
 }
 
-// Measurement knob SMLA_PLAN_KERNEL (read once per process): 1, 2 or 3 give every batch the
-// schedule kernel (below), 0 or unset the kernels' own schedule up to kInlineSplitRequests.
-int plan_kernel_mode() {
-  static const int mode = env_int("SMLA_PLAN_KERNEL");
-  return mode;
-}
-bool inline_schedule(int b) { return b <= kInlineSplitRequests && plan_kernel_mode() == 0; }
-
-// Launches the schedule kernel: kPlanThreads threads, plainly. Measurement knob (off until the
-// GPU suite has run with it): SMLA_PLAN_KERNEL=2 takes one warp for batches up to
-// kPlanWarpRequests, =3 also launches the kernel as a programmatic dependent (its launch behind
-// the tail of the work before it).
-void launch_split_plan(const AttnParams& p, int num_units, int min_blocks, int32_t* offsets, cudaStream_t stream) {
-  const int mode = plan_kernel_mode();
-  const bool warp = (mode == 2 || mode == 3) && p.b <= kPlanWarpRequests;
-  const bool pdl_launch = mode == 3;
-  void (*kernel)(AttnParams, int, int, int32_t*) =
-      warp ? (pdl_launch ? split_plan_kernel<32, true> : split_plan_kernel<32, false>)
-           : (pdl_launch ? split_plan_kernel<kPlanThreads, true> : split_plan_kernel<kPlanThreads, false>);
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(1);
-  cfg.blockDim = dim3(warp ? 32 : kPlanThreads);
-  cfg.stream = stream;
-  cudaLaunchAttribute pdl = pdl_attribute();
-  cfg.attrs = pdl_launch ? &pdl : nullptr;
-  cfg.numAttrs = pdl_launch ? 1 : 0;
-  SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p, num_units, min_blocks, offsets));
-}
-
 template <bool F16, int D, int FMT>
 void dispatch_ng(int ng, const AttnParams& p, dim3 grid, cudaStream_t stream) {
   switch (ng) {
@@ -195,7 +166,38 @@ bool combine_prefetch(dim3 grid) {
   }
 }
 
+// Measurement knob SMLA_PLAN_KERNEL (read once per process): 1, 2 or 3 give every batch the
+// schedule kernel (launch_split_plan), 0 or unset the kernels' own schedule up to
+// kInlineSplitRequests requests.
+int plan_kernel_mode() {
+  static const int mode = env_int("SMLA_PLAN_KERNEL");
+  return mode;
+}
+bool inline_schedule(int b) { return b <= kInlineSplitRequests && plan_kernel_mode() == 0; }
+
 }  // namespace
+
+// The schedule kernel: kPlanThreads threads, launched plainly. Measurement knob (off until the
+// GPU suite has run with it): SMLA_PLAN_KERNEL=2 takes one warp for batches up to
+// kPlanWarpRequests, =3 also launches the kernel as a programmatic dependent (its launch behind
+// the tail of the work before it).
+void launch_split_plan(const AttnParams& p, cudaStream_t stream) {
+  const int mode = plan_kernel_mode();
+  const bool warp = (mode == 2 || mode == 3) && p.b <= kPlanWarpRequests;
+  const bool pdl_launch = mode == 3;
+  void (*kernel)(AttnParams, int, int, int32_t*) =
+      warp ? (pdl_launch ? split_plan_kernel<32, true> : split_plan_kernel<32, false>)
+           : (pdl_launch ? split_plan_kernel<kPlanThreads, true> : split_plan_kernel<kPlanThreads, false>);
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(1);
+  cfg.blockDim = dim3(warp ? 32 : kPlanThreads);
+  cfg.stream = stream;
+  cudaLaunchAttribute pdl = pdl_attribute();
+  cfg.attrs = pdl_launch ? &pdl : nullptr;
+  cfg.numAttrs = pdl_launch ? 1 : 0;
+  SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p, p.split_units, p.split_min_blocks, const_cast<int32_t*>(p.split_offsets)));
+}
+
 
 AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, int d_qk, bool tokens_share_keys, bool f16,
                              bool allow_split, int raw_stride, int format) {
@@ -383,14 +385,12 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
       // splits 28.7, 15 splits 35.5; the sparse kernels' one-block splits measured best).
       const int min_blocks = std::max(plan.family == AttentionPlan::Family::sparse_decode && p.dense ? 4 : 1, plan.min_split_blocks);
       // Up to 32 requests the kernels make the same schedule themselves, a warp each
-      // (split_lookup.cuh inline_splits); larger batches get it from the schedule kernel.
-      if (inline_schedule(p.b)) {
-        p.split_inline = true;
-        p.split_units = plan.num_units;
-        p.split_min_blocks = min_blocks;
-      } else {
-        launch_split_plan(p, plan.num_units, min_blocks, const_cast<int32_t*>(p.split_offsets), stream);
-      }
+      // (split_lookup.cuh inline_splits); larger batches, and persistent CTAs at any batch
+      // (sparse_decode instantiate.cuh launch_tiles), get it from the schedule kernel.
+      p.split_units = plan.num_units;
+      p.split_min_blocks = min_blocks;
+      p.split_inline = inline_schedule(p.b);
+      if (!p.split_inline) launch_split_plan(p, stream);
       grid.x = static_cast<unsigned>(plan.max_splits);
       // The device makes this schedule, but its splits sum to at most max_splits = b + num_units:
       // requests that average 8 splits or more (small batches) merge each head with several warps,

@@ -44,6 +44,9 @@ size_t attention_workspace_bytes(const AttentionPlan& plan, int b, int s_q, int 
 // Fills p.split_offsets / part_o / part_lse from the workspace and launches plan, attention
 // and combine kernels on `stream`.
 void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& ws, cudaStream_t stream);
+// The device split schedule's kernel: fills p.split_offsets from the lengths for p.split_units
+// work units and p.split_min_blocks key blocks a split at least (metadata.h decode_split_schedule).
+void launch_split_plan(const AttnParams& p, cudaStream_t stream);
 // Sparse prefill on the sparse-decode family (plan: plan_sparse_decode with no split): the
 // workspace its tail split needs (0: none; sparse_decode config.h kTailMerge), and the launch:
 // the attention kernel, with the tail split where `ws` holds it, then the combine of the tail.

@@ -68,10 +68,6 @@ struct AttnParams {
   // uniform_splits > 0 instead: every request has that many splits (split_lookup.cuh).
   const int32_t* split_offsets = nullptr;
   int uniform_splits = 0;
-  // The device schedule made by the kernels themselves instead (split_inline, b <= 32;
-  // split_lookup.cuh inline_splits): its work units and floor of key blocks a split.
-  bool split_inline = false;
-  int split_units = 1, split_min_blocks = 1;
   float* part_o = nullptr;    // [splits, s_q, h_q, 512]
   float* part_lse = nullptr;  // [splits, s_q, h_q]
 
@@ -107,6 +103,11 @@ struct AttnParams {
   int tail_parts = 0;
   float* part_max = nullptr;
   int comb_h0 = 0;
+  // The device split schedule's work units and floor of key blocks a split; split_inline: the
+  // kernels and the combine make it themselves, a warp each (split_lookup.cuh inline_splits)
+  // instead of reading split_offsets. Last, so that no other field moves.
+  int split_units = 1, split_min_blocks = 1;
+  bool split_inline = false;
 };
 
 }  // namespace smla::cuda

@@ -9,7 +9,6 @@
 
 #include "cuda/attention/attention_params.h"
 #include "cuda/common/kv_load.cuh"
-#include "metadata/index_math.h"
 
 namespace smla::cuda {
 
@@ -37,15 +36,17 @@ struct InlineSplits {
 __device__ __forceinline__ InlineSplits inline_splits(const AttnParams& p) {
   const int lane = static_cast<int>(threadIdx.x & 31);
   const bool real = lane < p.b;
-  const int64_t blocks = real ? meta::split_key_blocks(request_keys(p, lane), 0x7fffffff, kSplitBlockKeys) : 0;
-  int64_t cost = real ? blocks + 1 : 0;
+  // meta::split_key_blocks, split_per_unit_at_least and split_count in 32 bits: a request's keys
+  // are below 2^31, so its blocks below 2^25 and 32 requests' cost below 2^30.
+  const int keys = real ? request_keys(p, lane) : 0;
+  const uint32_t blocks = (static_cast<uint32_t>(max(keys, 0)) + (kSplitBlockKeys - 1)) / kSplitBlockKeys;
+  uint32_t total = real ? blocks + 1 : 0;
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) cost += __shfl_xor_sync(0xffffffffu, cost, o);
-  const int64_t per_unit = meta::split_per_unit_at_least(cost, p.split_units, p.split_min_blocks);
-  // split_count's max(1, ceil(blocks / per_unit)) in 32 bits: blocks < 2^26, per_unit >= 1
-  const uint32_t pu = static_cast<uint32_t>(per_unit < blocks ? per_unit : (blocks > 0 ? blocks : 1));
+  for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
+  const uint32_t units = static_cast<uint32_t>(max(p.split_units, 1));
+  const uint32_t per_unit = max(static_cast<uint32_t>(max(p.split_min_blocks, 1)), max(1u, (total + units - 1) / units));
   InlineSplits s;
-  s.n = real ? max(1, static_cast<int>((static_cast<uint32_t>(blocks) + pu - 1) / pu)) : 0;
+  s.n = real ? static_cast<int>(max(1u, (blocks + per_unit - 1) / per_unit)) : 0;
   int incl = s.n;
 #pragma unroll
   for (int d = 1; d < 32; d <<= 1) {
@@ -62,7 +63,11 @@ struct SplitSlot {
   int req = 0, split_id = 0, n_splits = 1;
 };
 
-// Slot x of a split launch (p.uniform_splits > 0 or p.split_offsets set).
+// Slot x of a split launch (p.uniform_splits > 0 or p.split_offsets set). kInline: the caller
+// may make the schedule itself (p.split_inline); persistent CTAs may not (their launch fills
+// split_offsets with the schedule kernel instead: the per-unit code of their roles has no
+// registers to spare).
+template <bool kInline = true>
 __device__ __forceinline__ SplitSlot split_slot(const AttnParams& p, int x) {
   SplitSlot s;
   if (p.uniform_splits > 0) {
@@ -72,7 +77,7 @@ __device__ __forceinline__ SplitSlot split_slot(const AttnParams& p, int x) {
     s.active = s.req < p.b;
     return s;
   }
-  if (p.split_inline) {
+  if (kInline && p.split_inline) {
     const InlineSplits in = inline_splits(p);
     // The request whose splits end past x: the first lane with first + n > x.
     const unsigned past = __ballot_sync(0xffffffffu, in.n > 0 && x < in.first + in.n);

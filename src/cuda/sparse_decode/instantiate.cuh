@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "cuda/attention/attention_launch.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_info.h"
 #include "cuda/common/pdl.cuh"
@@ -97,8 +98,12 @@ void launch_tiles(const AttnParams& p, dim3 grid, cudaStream_t stream) {
     // the same keys side by side (work.cuh dense_cta_position); persistent CTAs measured 20% slower
     // (s_q2 h128 page 48, 2026-12-03).
     const bool takes = !(kPersistEnds<kFmt> && p.dense);
-    if (takes && (choice == PersistentChoice::always || (choice == PersistentChoice::beyond_one_wave && units > slots)))
+    if (takes && (choice == PersistentChoice::always || (choice == PersistentChoice::beyond_one_wave && units > slots))) {
+      // Persistent CTAs read the device schedule from split_offsets (split_lookup.cuh split_slot);
+      // the combine still makes the same schedule itself.
+      if (p.split_inline) launch_split_plan(p, stream);
       return launch_kernel<kRows, kD, kFmt, kPair, true, kLogits>(p, grid, std::min(units, slots), stream);
+    }
   }
   launch_kernel<kRows, kD, kFmt, kPair, false, kLogits>(p, grid, 0, stream);
 }

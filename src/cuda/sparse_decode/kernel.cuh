@@ -249,8 +249,8 @@ __device__ void persistent_units(const AttnParams& p, uint8_t* smem) {
       u = ts.unit, part = ts.part, slot = ts.slot;
     }
     const int bx = u % p.unit_gx, rest = u / p.unit_gx, yy = rest % gy, bz = rest / gy;
-    Work w = make_work<serves_dense(kFmt)>(p, UnitAt{static_cast<unsigned>(bx), static_cast<unsigned>(kPair ? yy * kPairCtas + rank : yy),
-                                 static_cast<unsigned>(bz)});
+    const UnitAt at{static_cast<unsigned>(bx), static_cast<unsigned>(kPair ? yy * kPairCtas + rank : yy), static_cast<unsigned>(bz)};
+    Work w = make_work<serves_dense(kFmt), UnitAt, true>(p, at);
     if constexpr (kPair) {
       w.pair = true;
       w.rank = rank;

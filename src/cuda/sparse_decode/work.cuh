@@ -117,7 +117,8 @@ __device__ __forceinline__ UnitAt dense_cta_position() {
   return UnitAt{lin / (gy * gz), lin % gy, (lin / gy) % gz};
 }
 
-template <bool kDenseToo = false, class Pos = OwnBlock>
+// kPersistent: a persistent CTA's unit, whose launch has split_offsets filled (split_slot).
+template <bool kDenseToo = false, class Pos = OwnBlock, bool kPersistent = false>
 __device__ __forceinline__ Work make_work(const AttnParams& p, Pos pos = {}) {
   if constexpr (kDenseToo && SMLA_SD_DENSE_CTA_ORDER != 0 && std::is_same_v<Pos, OwnBlock>) {
     if (p.dense_cta_order) return make_work<kDenseToo, UnitAt>(p, dense_cta_position());
@@ -125,7 +126,7 @@ __device__ __forceinline__ Work make_work(const AttnParams& p, Pos pos = {}) {
   Work w;
   int split_id = 0;
   if (is_split_launch(p)) {
-    const SplitSlot s = split_slot(p, static_cast<int>(pos.x()));
+    const SplitSlot s = split_slot<!kPersistent>(p, static_cast<int>(pos.x()));
     if (!s.active) {
       w.active = false;
       return w;
