@@ -167,14 +167,10 @@ bool combine_prefetch(dim3 grid) {
 }
 
 // Measurement knob SMLA_PLAN_KERNEL (read once per process): 1, 2 or 3 give every batch the
-// schedule kernel (launch_split_plan), 0 the kernels' own schedule up to kInlineSplitRequests
-// requests; unset: kInlineScheduleDefault's choice.
-constexpr bool kInlineScheduleDefault = true;
+// schedule kernel (launch_split_plan); 0 or unset, the kernels' own schedule up to
+// kInlineSplitRequests requests (none in the SMLA_SPLIT_INLINE=0 build).
 int plan_kernel_mode() {
-  static const int mode = [] {
-    const char* v = std::getenv("SMLA_PLAN_KERNEL");
-    return v ? std::atoi(v) : (kInlineScheduleDefault ? 0 : 1);
-  }();
+  static const int mode = env_int("SMLA_PLAN_KERNEL");
   return mode;
 }
 bool inline_schedule(int b) { return b <= kInlineSplitRequests && plan_kernel_mode() == 0; }

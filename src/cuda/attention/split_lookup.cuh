@@ -13,7 +13,13 @@
 namespace smla::cuda {
 
 inline constexpr int kSplitBlockKeys = 64;  // keys a block of the split schedule
-inline constexpr int kInlineSplitRequests = 32;
+// SMLA_SPLIT_INLINE (default 1): the kernels make the device schedule themselves up to
+// kInlineSplitRequests requests (inline_splits); 0 builds them without it (the schedule kernel
+// for every batch, the kernels' SASS as before the inline schedule).
+#ifndef SMLA_SPLIT_INLINE
+#define SMLA_SPLIT_INLINE 1
+#endif
+inline constexpr int kInlineSplitRequests = SMLA_SPLIT_INLINE != 0 ? 32 : 0;
 
 // Request req's key count: its index lists' clamped lengths, or (dense) its clamped seqlen.
 __device__ __forceinline__ int request_keys(const AttnParams& p, int req) {
@@ -77,7 +83,7 @@ __device__ __forceinline__ SplitSlot split_slot(const AttnParams& p, int x) {
     s.active = s.req < p.b;
     return s;
   }
-  if (kInline && p.split_inline) {
+  if (kInline && SMLA_SPLIT_INLINE != 0 && p.split_inline) {
     const InlineSplits in = inline_splits(p);
     // The request whose splits end past x: the first lane with first + n > x.
     const unsigned past = __ballot_sync(0xffffffffu, in.n > 0 && x < in.first + in.n);
@@ -112,7 +118,7 @@ __device__ __forceinline__ void request_splits(const AttnParams& p, int req, int
     n = p.uniform_splits;
     return;
   }
-  if (p.split_inline) {
+  if (SMLA_SPLIT_INLINE != 0 && p.split_inline) {
     const InlineSplits in = inline_splits(p);
     first = __shfl_sync(0xffffffffu, in.first, req);
     n = __shfl_sync(0xffffffffu, in.n, req);
