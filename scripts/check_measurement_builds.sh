@@ -15,6 +15,8 @@ trap 'rm -rf "$out"' EXIT
 # flags | instantiation (src/cuda/sparse_decode/instantiations/NAME.cu) or a source file's path
 builds=(
   "-DSMLA_SD_VARIANT=7|sparse_decode_dense_tma_576"   # consumers only release (two-part releases off)
+  "-DSMLA_SPLIT_INLINE=1|sparse_decode_fp8_ds_mla_576"   # the split schedule made by the kernels
+  "-DSMLA_SPLIT_INLINE=1|src/cuda/attention/attention_launch.cu"   # (and by the combine)
   "-DSMLA_SD_VARIANT=7|sparse_decode_bf16_576"
   "-DSMLA_SD_VARIANT=7|sparse_decode_fp8_model1_512"
   "-DSMLA_SD_VARIANT=8|sparse_decode_bf16_576"        # the producer hands its tiles over unloaded

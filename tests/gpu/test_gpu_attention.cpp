@@ -326,9 +326,10 @@ TEST(GpuSparseDecode, NarrowTilesSplitsFromLengths) {
 }
 
 TEST(GpuSparseDecode, SplitsFromLengthsAtBatchEdges) {
-  // Up to 32 requests the kernels and the combine make the split schedule themselves, a warp
-  // each (split_lookup.cuh inline_splits); from 33 the schedule kernel makes it. Random lengths
-  // (negative, zero, past topk) on both sides of the edge: 64-row tiles, the extra key set, the
+  // The device split schedule from random lengths (negative, zero, past topk) at 31-33 requests:
+  // the schedule kernel's, and in the SMLA_SPLIT_INLINE=1 build up to 32 requests the kernels'
+  // and the combine's own (split_lookup.cuh inline_splits; persistent 64-row CTAs still read
+  // the schedule kernel's, the combine making it again). 64-row tiles, the extra key set, the
   // 16-row tiles; the first and last three requests checked.
   for (int b : {31, 32, 33})
     run_sparse_decode({CacheFormat::fp8_ds_mla, 576, b, 1, 64, 512, 64, 1024, true, true, false, 0, 64, 6});
@@ -727,8 +728,8 @@ TEST(GpuDenseDecode, UnderflowingScaleProduct) {
     }
 }
 
-// Seqlens on the device: the kernels' own split schedule up to 32 requests, the schedule
-// kernel's from 33 (GpuSparseDecode.SplitsFromLengthsAtBatchEdges).
+// Seqlens on the device: the split schedule at 32 and 33 requests (in the SMLA_SPLIT_INLINE=1
+// build the kernels' own, then the schedule kernel's; GpuSparseDecode.SplitsFromLengthsAtBatchEdges).
 TEST(GpuDenseDecode, SplitsAtBatchEdges) {
   for (int b : {32, 33})
     run_dense_decode({CacheFormat::bf16, DType::bf16, 576, b, 1, 16, 1, 64, 8, true, true, -1, true});

@@ -1,8 +1,8 @@
 // Which request and split a split-KV CTA (blockIdx.x = its split slot) owns. Three schedules:
 // uniform (every request has the same key count, known from shapes on the host: n splits each,
-// slot x is request x / n, no schedule kernel), the device schedule made by each warp from the
-// lengths (p.split_inline, batches of at most kInlineSplitRequests), or the schedule kernel's
-// split_offsets [b + 1] (larger batches).
+// slot x is request x / n, no schedule kernel), the schedule kernel's split_offsets [b + 1], or
+// (measurement build SMLA_SPLIT_INLINE=1, p.split_inline) the same schedule made by each warp
+// from the lengths for batches of at most kInlineSplitRequests.
 #pragma once
 
 #include <cstdint>
@@ -13,11 +13,16 @@
 namespace smla::cuda {
 
 inline constexpr int kSplitBlockKeys = 64;  // keys a block of the split schedule
-// SMLA_SPLIT_INLINE (default 1): the kernels make the device schedule themselves up to
-// kInlineSplitRequests requests (inline_splits); 0 builds them without it (the schedule kernel
-// for every batch, the kernels' SASS as before the inline schedule).
+// Measurement build SMLA_SPLIT_INLINE=1: the one-unit kernels and the combine make the device
+// schedule themselves up to kInlineSplitRequests requests (inline_splits); persistent launches
+// still get it from the schedule kernel. On an H100 (docs/PERF.md, seventieth pass, µs, against
+// 9175dc3's build): b1 h128 with lengths 19.0 -> 17.6, b4 h128 26.6 -> 26.0, V4 b1 h64 17.4 ->
+// 16.0, dense bf16 b1 h128 28.1 -> 26.4, b4 h128 45.5 -> 42.6; but b16 h128 with lengths (64-row
+// pairs, persistent: the schedule kernel, then every combine CTA making the schedule again)
+// 55.1 -> 56.5, and its kernels' other paths changed (b128 h64 +0.2-0.5%). Default 0: the
+// schedule kernel for every batch, the kernels' SASS as before it.
 #ifndef SMLA_SPLIT_INLINE
-#define SMLA_SPLIT_INLINE 1
+#define SMLA_SPLIT_INLINE 0
 #endif
 inline constexpr int kInlineSplitRequests = SMLA_SPLIT_INLINE != 0 ? 32 : 0;
 
