@@ -20,7 +20,10 @@ inline constexpr int kSplitBlockKeys = 64;  // keys a block of the split schedul
 // 16.0, dense bf16 b1 h128 28.1 -> 26.4, b4 h128 45.5 -> 42.6; but b16 h128 with lengths (64-row
 // pairs, persistent: the schedule kernel, then every combine CTA making the schedule again)
 // 55.1 -> 56.5, and its kernels' other paths changed (b128 h64 +0.2-0.5%). Default 0: the
-// schedule kernel for every batch, the kernels' SASS as before it.
+// schedule kernel for every batch, the kernels' SASS as before it. SMLA_SPLIT_INLINE=2: the same,
+// but the combine makes no schedule: warp 0 of the attention kernel's CTA (0, 0, 0) writes its
+// schedule to split_offsets, which the combine reads as it reads the schedule kernel's (its SASS
+// the default's).
 #ifndef SMLA_SPLIT_INLINE
 #define SMLA_SPLIT_INLINE 0
 #endif
@@ -92,6 +95,12 @@ __device__ __forceinline__ SplitSlot split_slot(const AttnParams& p, int x) {
     const InlineSplits in = inline_splits(p);
     // The request whose splits end past x: the first lane with first + n > x.
     const unsigned past = __ballot_sync(0xffffffffu, in.n > 0 && x < in.first + in.n);
+    if (SMLA_SPLIT_INLINE == 2 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x < 32) {
+      int32_t* offsets = const_cast<int32_t*>(p.split_offsets);  // the workspace's [b + 1]
+      const int lane = static_cast<int>(threadIdx.x);
+      if (lane < p.b) offsets[lane] = in.first;
+      if (lane == 0) offsets[p.b] = in.total;
+    }
     if (x >= in.total || past == 0) {
       s.active = false;
       return s;
@@ -123,7 +132,7 @@ __device__ __forceinline__ void request_splits(const AttnParams& p, int req, int
     n = p.uniform_splits;
     return;
   }
-  if (SMLA_SPLIT_INLINE != 0 && p.split_inline) {
+  if (SMLA_SPLIT_INLINE == 1 && p.split_inline) {
     const InlineSplits in = inline_splits(p);
     first = __shfl_sync(0xffffffffu, in.first, req);
     n = __shfl_sync(0xffffffffu, in.n, req);
