@@ -198,7 +198,6 @@ void launch_split_plan(const AttnParams& p, cudaStream_t stream) {
   SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p, p.split_units, p.split_min_blocks, const_cast<int32_t*>(p.split_offsets)));
 }
 
-
 AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, int d_qk, bool tokens_share_keys, bool f16,
                              bool allow_split, int raw_stride, int format) {
   AttentionPlan pl;
