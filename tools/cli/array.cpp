@@ -71,6 +71,12 @@ TensorView Array::view(Device device, int64_t keep, int dim) const {
   return v;
 }
 
+Array filled_i32(int64_t n, int32_t value) {
+  Array a = Array::make(DType::i32, {n});
+  for (int64_t i = 0; i < n; ++i) a.h<int32_t>()[i] = value;
+  return a;
+}
+
 Array make_cache_array(CacheFormat format, int d_qk, int64_t num_blocks, int page_size, bool h_kv_dim) {
   const int64_t page = page_size;
   if (is_packed_format(format)) {

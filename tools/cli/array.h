@@ -39,6 +39,9 @@ struct Array {
   TensorView view(Device device, int64_t keep = -1, int dim = 0) const;
 };
 
+// `n` int32 values, each `value` (a topk_length whose every list is full).
+Array filled_i32(int64_t n, int32_t value);
+
 // A paged cache of `num_blocks` pages of `page_size` tokens in `format`, with the natural page
 // stride (fp8_model1: rounded up to 576 bytes as its writers allocate). Element formats get
 // [num_blocks, page, h_kv, d_qk] when h_kv_dim, else [num_blocks, page, d_qk].

@@ -40,8 +40,8 @@ class SparseDecode final : public Workload {
     if (s.lengths) {
       // Every request's full list: the same keys as without topk_length, through the schedule
       // kernel's path (the split count made on the device from the lengths).
-      lengths_ = full_lengths(s.b, s.topk);
-      if (s.extra_topk > 0) extra_lengths_ = full_lengths(s.b, s.extra_topk);
+      lengths_ = filled_i32(s.b, s.topk);
+      if (s.extra_topk > 0) extra_lengths_ = filled_i32(s.b, s.extra_topk);
     }
     for (Array* a : {&q_, &main_.cache, &main_.indices, &extra_.cache, &extra_.indices, &sink_, &lengths_, &extra_lengths_})
       add_input(a);
@@ -134,12 +134,6 @@ class SparseDecode final : public Workload {
     a.attn_sink = sink_.view(d);
     a.out = outputs(b).out.view(d, units);
     a.lse = outputs(b).lse.view(d, units);
-    return a;
-  }
-
-  static Array full_lengths(int64_t b, int topk) {
-    Array a = Array::make(DType::i32, {b});
-    for (int64_t i = 0; i < b; ++i) a.h<int32_t>()[i] = topk;
     return a;
   }
 

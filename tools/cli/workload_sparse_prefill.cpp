@@ -55,9 +55,7 @@ class SparsePrefillBase : public Workload {
   // topk_length with every token's full list: the same keys as without it, through the path of
   // engines that pass it.
   void make_lengths() {
-    if (!s_.lengths) return;
-    lengths_ = Array::make(DType::i32, {s_.s_q});
-    for (int64_t t = 0; t < s_.s_q; ++t) lengths_.h<int32_t>()[t] = s_.topk;
+    if (s_.lengths) lengths_ = filled_i32(s_.s_q, s_.topk);
   }
 
   // The shape's trailing options, as both key sources print them.

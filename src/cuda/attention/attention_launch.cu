@@ -45,19 +45,6 @@ int64_t uniform_key_count(const AttnParams& p) {
   return static_cast<int64_t>(std::max(p.main.topk, 0)) + (p.has_extra ? std::max(p.extra.topk, 0) : 0);
 }
 
-// Sum of v over one warp; every lane gets the total, and returns the sum over the lanes before it.
-__device__ __forceinline__ int64_t warp_exclusive_sum(int64_t v, int64_t& total) {
-  const int lane = static_cast<int>(threadIdx.x & 31);
-  int64_t x = v;
-#pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    const int64_t y = __shfl_up_sync(0xffffffffu, x, d);
-    if (lane >= d) x += y;
-  }
-  total = __shfl_sync(0xffffffffu, x, 31);
-  return x - v;
-}
-
 // The split-KV schedule of metadata.h (decode_split_schedule), computed from the lengths the
 // attention kernel itself will see, with at least min_blocks key blocks per split
 // (meta::split_per_unit_at_least). One CTA of kThreads: requests are split into contiguous runs

@@ -39,6 +39,21 @@ __device__ __forceinline__ int request_keys(const AttnParams& p, int req) {
   return sparse_len(p.main, req) + (p.has_extra ? sparse_len(p.extra, req) : 0);
 }
 
+// Sum of v over one whole, converged warp: every lane gets the total, and the sum over the lanes
+// before it is returned.
+template <typename T>
+__device__ __forceinline__ T warp_exclusive_sum(T v, T& total) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  T x = v;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const T y = __shfl_up_sync(0xffffffffu, x, d);
+    if (lane >= d) x += y;
+  }
+  total = __shfl_sync(0xffffffffu, x, 31);
+  return x - v;
+}
+
 // The device schedule (metadata.h decode_split_schedule, as the schedule kernel writes it) made
 // by one warp for p.b <= 32 requests: lane r gets request r's split count n and first split, every
 // lane the total. One read of the lengths, shuffles, one division a lane: no schedule kernel, no
@@ -54,21 +69,13 @@ __device__ __forceinline__ InlineSplits inline_splits(const AttnParams& p) {
   // are below 2^31, so its blocks below 2^25 and 32 requests' cost below 2^30.
   const int keys = real ? request_keys(p, lane) : 0;
   const uint32_t blocks = (static_cast<uint32_t>(max(keys, 0)) + (kSplitBlockKeys - 1)) / kSplitBlockKeys;
-  uint32_t total = real ? blocks + 1 : 0;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
+  uint32_t total;
+  warp_exclusive_sum(real ? blocks + 1 : 0u, total);
   const uint32_t units = static_cast<uint32_t>(max(p.split_units, 1));
   const uint32_t per_unit = max(static_cast<uint32_t>(max(p.split_min_blocks, 1)), max(1u, (total + units - 1) / units));
   InlineSplits s;
   s.n = real ? static_cast<int>(max(1u, (blocks + per_unit - 1) / per_unit)) : 0;
-  int incl = s.n;
-#pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    const int y = __shfl_up_sync(0xffffffffu, incl, d);
-    if (lane >= d) incl += y;
-  }
-  s.first = incl - s.n;
-  s.total = __shfl_sync(0xffffffffu, incl, 31);
+  s.first = warp_exclusive_sum(s.n, s.total);
   return s;
 }
 
