@@ -15,10 +15,9 @@ trap 'rm -rf "$out"' EXIT
 # flags | instantiation (src/cuda/sparse_decode/instantiations/NAME.cu) or a source file's path
 builds=(
   "-DSMLA_SD_VARIANT=7|sparse_decode_dense_tma_576"   # consumers only release (two-part releases off)
-  "-DSMLA_SPLIT_INLINE=1|sparse_decode_fp8_ds_mla_576"   # the split schedule made by the kernels
-  "-DSMLA_SPLIT_INLINE=1|src/cuda/attention/attention_launch.cu"   # (and by the combine)
-  "-DSMLA_SPLIT_INLINE=2|sparse_decode_bf16_576"   # ... its offsets written for the combine
-  "-DSMLA_SPLIT_INLINE=2|src/cuda/attention/instantiations/attention_bf16_576_any.cu"
+  "-DSMLA_SPLIT_INLINE=0|sparse_decode_fp8_ds_mla_576"   # the schedule kernel for every batch
+  "-DSMLA_SPLIT_INLINE=0|src/cuda/attention/attention_launch.cu"
+  "-DSMLA_SPLIT_INLINE=0|src/cuda/attention/instantiations/attention_bf16_576_any.cu"
   "-DSMLA_SD_VARIANT=7|sparse_decode_bf16_576"
   "-DSMLA_SD_VARIANT=7|sparse_decode_fp8_model1_512"
   "-DSMLA_SD_VARIANT=8|sparse_decode_bf16_576"        # the producer hands its tiles over unloaded

@@ -49,6 +49,14 @@ std::vector<T> download(const DeviceBuffer& b, size_t n) {
   return v;
 }
 
+// A call's workspace filled with 0xff bytes: the library may not rely on what an earlier call
+// (or nothing) left in it, e.g. split_offsets written by the attention kernel for its combine.
+inline DeviceBuffer poisoned_workspace(size_t n) {
+  DeviceBuffer b(n);
+  if (b.ptr) cudaMemset(b.ptr, 0xff, n);
+  return b;
+}
+
 // The same view, pointing at device memory.
 inline TensorView on_device(TensorView v, const DeviceBuffer& b) {
   v.data = b.ptr;

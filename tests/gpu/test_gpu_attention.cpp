@@ -157,7 +157,7 @@ void run_sparse_decode(const SparseCase& c) {
   g.out = make_strided_view(dout.ptr, DType::bf16, {c.b, c.s_q, c.h_q, kDv}, {c.s_q * c.h_q * o_hs, c.h_q * o_hs, o_hs, 1},
                             cuda_device(0));
   g.lse = make_view(dlse.ptr, DType::f32, {c.b, c.s_q, c.h_q}, cuda_device(0));
-  DeviceBuffer ws(sparse_decode_workspace_size(g));
+  DeviceBuffer ws = poisoned_workspace(sparse_decode_workspace_size(g));
   sparse_decode(g, {nullptr, {ws.ptr, ws.bytes}});
   GPU_CHECK(cudaDeviceSynchronize());
   const auto out_padded = download<uint16_t>(dout, n_lse * o_hs);
@@ -327,10 +327,10 @@ TEST(GpuSparseDecode, NarrowTilesSplitsFromLengths) {
 
 TEST(GpuSparseDecode, SplitsFromLengthsAtBatchEdges) {
   // The device split schedule from random lengths (negative, zero, past topk) at 31-33 requests:
-  // the schedule kernel's, and in the SMLA_SPLIT_INLINE=1 build up to 32 requests the kernels'
-  // and the combine's own (split_lookup.cuh inline_splits; persistent 64-row CTAs still read
-  // the schedule kernel's, the combine making it again). 64-row tiles, the extra key set, the
-  // 16-row tiles; the first and last three requests checked.
+  // up to 32 requests the kernels' own (split_lookup.cuh inline_splits), written by CTA (0, 0, 0)
+  // into the poisoned workspace for the combine; persistent 64-row CTAs and 33 requests read the
+  // schedule kernel's. 64-row tiles, the extra key set, the 16-row tiles; the first and last three
+  // requests checked.
   for (int b : {31, 32, 33})
     run_sparse_decode({CacheFormat::fp8_ds_mla, 576, b, 1, 64, 512, 64, 1024, true, true, false, 0, 64, 6});
   run_sparse_decode({CacheFormat::fp8_model1, 512, 32, 1, 64, 128, 256, 16, true, true, true, 512, 64, 6});
@@ -616,7 +616,7 @@ void run_dense_decode(const DenseCase& c) {
   if (c.sink) g.attn_sink = on_device(a.attn_sink, dsink);
   g.out = make_view(dout.ptr, out_dt, {c.b, c.s_q, c.h_q, kDv}, cuda_device(0));
   g.lse = make_view(dlse.ptr, DType::f32, {c.b, c.s_q, c.h_q}, cuda_device(0));
-  DeviceBuffer ws(dense_decode_workspace_size(g));
+  DeviceBuffer ws = poisoned_workspace(dense_decode_workspace_size(g));
   dense_decode(g, {nullptr, {ws.ptr, ws.bytes}});
   GPU_CHECK(cudaDeviceSynchronize());
   auto out_gpu = download<uint16_t>(dout, n_out);
@@ -728,8 +728,8 @@ TEST(GpuDenseDecode, UnderflowingScaleProduct) {
     }
 }
 
-// Seqlens on the device: the split schedule at 32 and 33 requests (in the SMLA_SPLIT_INLINE=1
-// build the kernels' own, then the schedule kernel's; GpuSparseDecode.SplitsFromLengthsAtBatchEdges).
+// Seqlens on the device: the split schedule at 32 and 33 requests (the kernels' own, then the
+// schedule kernel's; GpuSparseDecode.SplitsFromLengthsAtBatchEdges).
 TEST(GpuDenseDecode, SplitsAtBatchEdges) {
   for (int b : {32, 33})
     run_dense_decode({CacheFormat::bf16, DType::bf16, 576, b, 1, 16, 1, 64, 8, true, true, -1, true});

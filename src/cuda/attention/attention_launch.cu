@@ -155,7 +155,7 @@ bool combine_prefetch(dim3 grid) {
 
 // Measurement knob SMLA_PLAN_KERNEL (read once per process): 1, 2 or 3 give every batch the
 // schedule kernel (launch_split_plan); 0 or unset, the kernels' own schedule up to
-// kInlineSplitRequests requests (the SMLA_SPLIT_INLINE=1 build; none in the default).
+// kInlineSplitRequests requests (none in the SMLA_SPLIT_INLINE=0 build).
 int plan_kernel_mode() {
   static const int mode = env_int("SMLA_PLAN_KERNEL");
   return mode;
@@ -370,9 +370,9 @@ void launch_attention(AttnParams p, const AttentionPlan& plan, const Workspace& 
       // a head) cost more than the keys they spread (bf16 b1 h128 L8192: 64 splits 37.0 µs, 32
       // splits 28.7, 15 splits 35.5; the sparse kernels' one-block splits measured best).
       const int min_blocks = std::max(plan.family == AttentionPlan::Family::sparse_decode && p.dense ? 4 : 1, plan.min_split_blocks);
-      // The schedule kernel makes it; in the SMLA_SPLIT_INLINE=1 build the kernels make it
-      // themselves up to 32 requests, a warp each (split_lookup.cuh inline_splits), but for
-      // persistent CTAs (sparse_decode instantiate.cuh launch_tiles).
+      // Up to 32 requests the kernels make it themselves, a warp each (split_lookup.cuh
+      // inline_splits), and write it for the combine, but for persistent CTAs (sparse_decode
+      // instantiate.cuh launch_tiles); beyond, the schedule kernel makes it.
       p.split_units = plan.num_units;
       p.split_min_blocks = min_blocks;
       p.split_inline = inline_schedule(p.b);

@@ -103,9 +103,9 @@ struct AttnParams {
   int tail_parts = 0;
   float* part_max = nullptr;
   int comb_h0 = 0;
-  // The device split schedule's work units and floor of key blocks a split; split_inline (the
-  // measurement build SMLA_SPLIT_INLINE): the one-unit kernels make it themselves, a warp each
-  // (split_lookup.cuh inline_splits), instead of reading split_offsets. Last, so that no other
+  // The device split schedule's work units and floor of key blocks a split; split_inline: the
+  // one-unit kernels make it themselves, a warp each (split_lookup.cuh inline_splits), instead of
+  // reading split_offsets, which CTA (0, 0, 0) fills for the combine. Last, so that no other
   // field moves.
   int split_units = 1, split_min_blocks = 1;
   bool split_inline = false;

@@ -1,8 +1,8 @@
 // Which request and split a split-KV CTA (blockIdx.x = its split slot) owns. Three schedules:
 // uniform (every request has the same key count, known from shapes on the host: n splits each,
 // slot x is request x / n, no schedule kernel), the schedule kernel's split_offsets [b + 1], or
-// (measurement build SMLA_SPLIT_INLINE=1, p.split_inline) the same schedule made by each warp
-// from the lengths for batches of at most kInlineSplitRequests.
+// (p.split_inline: one-unit launches of at most kInlineSplitRequests requests) the same schedule
+// made by each warp from the lengths, CTA (0, 0, 0) writing it to split_offsets for the combine.
 #pragma once
 
 #include <cstdint>
@@ -13,20 +13,18 @@
 namespace smla::cuda {
 
 inline constexpr int kSplitBlockKeys = 64;  // keys a block of the split schedule
-// Measurement build SMLA_SPLIT_INLINE=1: the one-unit kernels and the combine make the device
-// schedule themselves up to kInlineSplitRequests requests (inline_splits); persistent launches
-// still get it from the schedule kernel. On an H100 (docs/PERF.md, seventieth pass, µs, against
-// 9175dc3's build): b1 h128 with lengths 19.0 -> 17.6, b4 h128 26.6 -> 26.0, V4 b1 h64 17.4 ->
-// 16.0, dense bf16 b1 h128 28.1 -> 26.4, b4 h128 45.5 -> 42.6; but b16 h128 with lengths (64-row
-// pairs, persistent: the schedule kernel, then every combine CTA making the schedule again)
-// 55.1 -> 56.5, and its kernels' other paths changed (b128 h64 +0.2-0.5%). Default 0: the
-// schedule kernel for every batch, the kernels' SASS as before it. SMLA_SPLIT_INLINE=2: the same,
-// but the combine makes no schedule: warp 0 of the attention kernel's CTA (0, 0, 0) writes its
-// schedule to split_offsets, which the combine reads as it reads the schedule kernel's (its SASS
-// the default's).
+// The device schedule of up to kInlineSplitRequests requests is made by the one-unit kernels
+// themselves (inline_splits); warp 0 of CTA (0, 0, 0) also writes it to split_offsets, which the
+// combine reads as it reads the schedule kernel's. Persistent launches and larger batches keep the
+// schedule kernel. On an H100 (docs/PERF.md, seventy-first pass, µs, against the schedule kernel):
+// b1 h128 with lengths 18.9 -> 17.5, V4 b1 h64 17.4 -> 15.3, dense bf16 b1 h128 28.5 -> 26.4, b4
+// h128 45.0 -> 41.7; b16 h128 with lengths and the b128 rows level. Measurement build
+// SMLA_SPLIT_INLINE=0: the schedule kernel for every batch (the kernels' SASS as at 9175dc3). The
+// value 1 (the combine making the schedule again in every CTA: b16 h128 +2.5%) is gone.
 #ifndef SMLA_SPLIT_INLINE
-#define SMLA_SPLIT_INLINE 0
+#define SMLA_SPLIT_INLINE 2
 #endif
+static_assert(SMLA_SPLIT_INLINE == 0 || SMLA_SPLIT_INLINE == 2, "SMLA_SPLIT_INLINE: 0 (schedule kernel) or 2");
 inline constexpr int kInlineSplitRequests = SMLA_SPLIT_INLINE != 0 ? 32 : 0;
 
 // Request req's key count: its index lists' clamped lengths, or (dense) its clamped seqlen.
@@ -102,7 +100,7 @@ __device__ __forceinline__ SplitSlot split_slot(const AttnParams& p, int x) {
     const InlineSplits in = inline_splits(p);
     // The request whose splits end past x: the first lane with first + n > x.
     const unsigned past = __ballot_sync(0xffffffffu, in.n > 0 && x < in.first + in.n);
-    if (SMLA_SPLIT_INLINE == 2 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x < 32) {
+    if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x < 32) {
       int32_t* offsets = const_cast<int32_t*>(p.split_offsets);  // the workspace's [b + 1]
       const int lane = static_cast<int>(threadIdx.x);
       if (lane < p.b) offsets[lane] = in.first;
@@ -137,12 +135,6 @@ __device__ __forceinline__ void request_splits(const AttnParams& p, int req, int
   if (p.uniform_splits > 0) {
     first = req * p.uniform_splits;
     n = p.uniform_splits;
-    return;
-  }
-  if (SMLA_SPLIT_INLINE == 1 && p.split_inline) {
-    const InlineSplits in = inline_splits(p);
-    first = __shfl_sync(0xffffffffu, in.first, req);
-    n = __shfl_sync(0xffffffffu, in.n, req);
     return;
   }
   first = __ldg(p.split_offsets + req);

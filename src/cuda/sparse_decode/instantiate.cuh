@@ -99,8 +99,8 @@ void launch_tiles(const AttnParams& p, dim3 grid, cudaStream_t stream) {
     // (s_q2 h128 page 48, 2026-12-03).
     const bool takes = !(kPersistEnds<kFmt> && p.dense);
     if (takes && (choice == PersistentChoice::always || (choice == PersistentChoice::beyond_one_wave && units > slots))) {
-      // Persistent CTAs read the device schedule from split_offsets (split_lookup.cuh split_slot);
-      // the SMLA_SPLIT_INLINE=1 build's combine still makes the same schedule itself.
+      // Persistent CTAs read the device schedule from split_offsets (split_lookup.cuh split_slot),
+      // and the combine reads it there too.
       if (p.split_inline) launch_split_plan(p, stream);
       return launch_kernel<kRows, kD, kFmt, kPair, true, kLogits>(p, grid, std::min(units, slots), stream);
     }
