@@ -23,7 +23,6 @@ namespace smla::cuda {
 namespace {
 
 constexpr int kPlanThreads = 256;
-constexpr int kPlanWarpRequests = 128;  // the one-warp schedule kernel's batches: four requests a lane at most
 constexpr size_t kMaxSmemPerBlock = 232448;  // sm_90 opt-in limit (227 KB)
 constexpr int64_t kMaxKeys = 0x7fffffff;  // lengths are already clamped by request_keys
 static_assert(kSplitBlockKeys == kBlockN, "the inline schedule's blocks are the kernels'");
@@ -47,45 +46,32 @@ int64_t uniform_key_count(const AttnParams& p) {
 
 // The split-KV schedule of metadata.h (decode_split_schedule), computed from the lengths the
 // attention kernel itself will see, with at least min_blocks key blocks per split
-// (meta::split_per_unit_at_least). One CTA of kThreads: requests are split into contiguous runs
-// per thread. kThreads == 32 (batches up to kPlanWarpRequests): one warp, its sums by shuffles,
-// no shared memory or barrier; the attention kernel waits for this whole kernel, so its time is
-// the call's. kPdl: launched as a programmatic dependent of the work before it.
-template <int kThreads, bool kPdl>
-__global__ void __launch_bounds__(kThreads) split_plan_kernel(const AttnParams p, int num_units, int min_blocks,
-                                                             int32_t* offsets) {
+// (meta::split_per_unit_at_least). One CTA: requests are split into contiguous runs per thread.
+// A one-warp version launched as a programmatic dependent measured 0.35-0.5% slower at b 64-128
+// (PERF.md, seventy-first pass); batches of up to kInlineSplitRequests make the schedule inside
+// the attention kernels instead (split_lookup.cuh inline_splits).
+__global__ void __launch_bounds__(kPlanThreads) split_plan_kernel(const AttnParams p, int num_units, int min_blocks,
+                                                                 int32_t* offsets) {
   pdl_launch_dependents();  // the attention kernel starts and waits (pdl_wait) for these offsets
-  if constexpr (kPdl) pdl_wait();  // lengths of earlier work
-  const int per = (p.b + kThreads - 1) / kThreads;
+  const int per = (p.b + kPlanThreads - 1) / kPlanThreads;
   const int r0 = threadIdx.x * per, r1 = min(r0 + per, p.b);
   auto blocks = [&](int r) { return meta::split_key_blocks(request_keys(p, r), kMaxKeys, kBlockN); };
   int64_t cost = 0;
   for (int r = r0; r < r1; ++r) cost += blocks(r) + 1;
+  using Scan = cub::BlockScan<int64_t, kPlanThreads>;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  __shared__ int64_t s_total;
   int64_t total, n = 0, before;
-  if constexpr (kThreads == 32) {
-    warp_exclusive_sum(cost, total);
-    const int64_t per_unit = meta::split_per_unit_at_least(total, num_units, min_blocks);
-    for (int r = r0; r < r1; ++r) n += meta::split_count(blocks(r), per_unit);
-    before = warp_exclusive_sum(n, total);
-    for (int r = r0; r < r1; ++r) {
-      offsets[r] = static_cast<int32_t>(before);
-      before += meta::split_count(blocks(r), per_unit);
-    }
-  } else {
-    using Scan = cub::BlockScan<int64_t, kThreads>;
-    __shared__ typename Scan::TempStorage scan_tmp;
-    __shared__ int64_t s_total;
-    Scan(scan_tmp).ExclusiveSum(cost, cost, total);
-    if (threadIdx.x == 0) s_total = total;
-    __syncthreads();
-    const int64_t per_unit = meta::split_per_unit_at_least(s_total, num_units, min_blocks);
-    for (int r = r0; r < r1; ++r) n += meta::split_count(blocks(r), per_unit);
-    __syncthreads();
-    Scan(scan_tmp).ExclusiveSum(n, before);
-    for (int r = r0; r < r1; ++r) {
-      offsets[r] = static_cast<int32_t>(before);
-      before += meta::split_count(blocks(r), per_unit);
-    }
+  Scan(scan_tmp).ExclusiveSum(cost, cost, total);
+  if (threadIdx.x == 0) s_total = total;
+  __syncthreads();
+  const int64_t per_unit = meta::split_per_unit_at_least(s_total, num_units, min_blocks);
+  for (int r = r0; r < r1; ++r) n += meta::split_count(blocks(r), per_unit);
+  __syncthreads();
+  Scan(scan_tmp).ExclusiveSum(n, before);
+  for (int r = r0; r < r1; ++r) {
+    offsets[r] = static_cast<int32_t>(before);
+    before += meta::split_count(blocks(r), per_unit);
   }
   if (r0 < r1 && r1 == p.b) offsets[p.b] = static_cast<int32_t>(before);
 }
@@ -153,36 +139,21 @@ bool combine_prefetch(dim3 grid) {
   }
 }
 
-// Measurement knob SMLA_PLAN_KERNEL (read once per process): 1, 2 or 3 give every batch the
-// schedule kernel (launch_split_plan); 0 or unset, the kernels' own schedule up to
-// kInlineSplitRequests requests (none in the SMLA_SPLIT_INLINE=0 build).
-int plan_kernel_mode() {
-  static const int mode = env_int("SMLA_PLAN_KERNEL");
-  return mode;
+// Measurement knob SMLA_PLAN_KERNEL=1 (read once per process): the schedule kernel for every
+// batch; unset or 0, the kernels' own schedule up to kInlineSplitRequests requests (none in the
+// SMLA_SPLIT_INLINE=0 build).
+bool inline_schedule(int b) {
+  static const int plan_kernel = env_int("SMLA_PLAN_KERNEL");
+  return b <= kInlineSplitRequests && plan_kernel == 0;
 }
-bool inline_schedule(int b) { return b <= kInlineSplitRequests && plan_kernel_mode() == 0; }
 
 }  // namespace
 
-// The schedule kernel: kPlanThreads threads, launched plainly. Measurement knob (off until the
-// GPU suite has run with it): SMLA_PLAN_KERNEL=2 takes one warp for batches up to
-// kPlanWarpRequests, =3 also launches the kernel as a programmatic dependent (its launch behind
-// the tail of the work before it).
+// The schedule kernel: one CTA of kPlanThreads, launched plainly.
 void launch_split_plan(const AttnParams& p, cudaStream_t stream) {
-  const int mode = plan_kernel_mode();
-  const bool warp = (mode == 2 || mode == 3) && p.b <= kPlanWarpRequests;
-  const bool pdl_launch = mode == 3;
-  void (*kernel)(AttnParams, int, int, int32_t*) =
-      warp ? (pdl_launch ? split_plan_kernel<32, true> : split_plan_kernel<32, false>)
-           : (pdl_launch ? split_plan_kernel<kPlanThreads, true> : split_plan_kernel<kPlanThreads, false>);
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(1);
-  cfg.blockDim = dim3(warp ? 32 : kPlanThreads);
-  cfg.stream = stream;
-  cudaLaunchAttribute pdl = pdl_attribute();
-  cfg.attrs = pdl_launch ? &pdl : nullptr;
-  cfg.numAttrs = pdl_launch ? 1 : 0;
-  SMLA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p, p.split_units, p.split_min_blocks, const_cast<int32_t*>(p.split_offsets)));
+  split_plan_kernel<<<1, kPlanThreads, 0, stream>>>(p, p.split_units, p.split_min_blocks,
+                                                    const_cast<int32_t*>(p.split_offsets));
+  SMLA_CUDA_CHECK(cudaGetLastError());
 }
 
 AttentionPlan plan_attention(int b, int s_q, int h_q, int h_kv, int d_qk, bool tokens_share_keys, bool f16,
