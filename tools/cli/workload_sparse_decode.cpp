@@ -38,8 +38,9 @@ class SparseDecode final : public Workload {
       fill_f32(sink_.h<float>(), s.h_q, stream_seed(seed, 4), 4.0f, 9.0f);
     }
     if (s.lengths) {
-      // Every request's full list: the same keys as without topk_length, through the schedule
-      // kernel's path (the split count made on the device from the lengths).
+      // Every request's full list: the same keys as without topk_length, through the device
+      // schedule's path (the split count made on the device from the lengths: by the kernels up
+      // to 32 requests, else by the schedule kernel).
       lengths_ = filled_i32(s.b, s.topk);
       if (s.extra_topk > 0) extra_lengths_ = filled_i32(s.b, s.extra_topk);
     }
